@@ -1,0 +1,55 @@
+# Every dependency of the design, found from Debian's packages
+# (scripts/setup.sh installs them). Some are used only by later parts of the
+# design (BPF, kernel layer, HLA, daemon); finding them here proves the
+# toolchain on a fresh machine.
+find_package(PkgConfig REQUIRED)
+
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl>=7.85)   # *_PROTOCOLS_STR
+pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
+pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf>=1.0)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd>=247)  # sd_event_add_time_relative
+pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
+
+find_package(spdlog REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(Powercap REQUIRED)
+find_package(ALGLIB REQUIRED)
+find_package(GTest REQUIRED)
+
+# libcpupower ships no pkg-config or CMake file.
+find_path(CPUPOWER_INCLUDE_DIR cpufreq.h REQUIRED)
+find_library(CPUPOWER_LIBRARY cpupower REQUIRED)
+add_library(cpupower::cpupower UNKNOWN IMPORTED)
+set_target_properties(cpupower::cpupower PROPERTIES
+  IMPORTED_LOCATION ${CPUPOWER_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${CPUPOWER_INCLUDE_DIR})
+
+add_library(alglib::alglib UNKNOWN IMPORTED)
+set_target_properties(alglib::alglib PROPERTIES
+  IMPORTED_LOCATION ${ALGLIB_LIB}
+  INTERFACE_INCLUDE_DIRECTORIES ${ALGLIB_INCLUDE_DIRS})
+
+# BPF toolchain: clang -target bpf and bpftool (skeletons generated at build).
+find_program(CLANG_BPF NAMES clang-14 clang REQUIRED)
+find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
+
+# Curl must speak HTTP/2 (pp > 1 rides on h2 multiplexing).
+include(CheckCSourceRuns)
+set(CMAKE_REQUIRED_LIBRARIES ${CURL_LINK_LIBRARIES})
+set(CMAKE_REQUIRED_INCLUDES ${CURL_INCLUDE_DIRS})
+check_c_source_runs([=[
+#include <curl/curl.h>
+int main(void) {
+  curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+  return (v->features & CURL_VERSION_HTTP2) ? 0 : 1;
+}]=] XFER_CURL_HAS_HTTP2)
+unset(CMAKE_REQUIRED_LIBRARIES)
+unset(CMAKE_REQUIRED_INCLUDES)
+if(NOT XFER_CURL_HAS_HTTP2)
+  message(FATAL_ERROR "libcurl was built without HTTP/2 (nghttp2); install libcurl4-openssl-dev from Debian")
+endif()

@@ -1,0 +1,123 @@
+// Discovery, before the first byte: one probe per origin (which HTTP version
+// it speaks; for http:// in auto mode, h2c with prior knowledge is tried first
+// and HTTP/1.1 is the fallback; the TCP handshake time gives the RTT), then
+// concurrent HEAD requests for the files the manifest gives no size for.
+#include <algorithm>
+#include <random>
+
+#include "job_impl.h"
+#include "xfer/log.h"
+
+namespace xfer {
+
+uint64_t backoff_us(int failures);
+
+void Job::Impl::start_discovery() {
+  state = JobState::Discovering;
+  // One probe per origin, on its first file.
+  for (FileTask& f : files) {
+    if (f.state != FileTask::State::Pending) continue;
+    Origin& o = origins[f.origin];
+    if (o.probe_file) continue;
+    o.probe_file = &f;
+    o.probing = true;
+    const std::string& mode = spec.opts.http;
+    bool http = f.entry->url.rfind("http:", 0) == 0;
+    o.prior_knowledge = http && mode != "1.1";
+    heads.push_back({&f, true, 0});
+  }
+  dispatch_heads();
+}
+
+void Job::Impl::dispatch_heads() {
+  if (state != JobState::Discovering) return;
+  uint64_t now = eng.now_us();
+  for (auto it = heads.begin(); it != heads.end() && heads_inflight < spec.opts.discovery_concurrency;) {
+    if (it->not_before_us > now) {
+      arm_retry(it->not_before_us);
+      ++it;
+      continue;
+    }
+    Request* r = new_request(RequestKind::Head, it->file, eng.control());
+    r->probe = it->probe;
+    ++heads_inflight;
+    eng.control().add(r);
+    it = heads.erase(it);
+  }
+  if (heads.empty() && heads_inflight == 0) begin_transfer();
+}
+
+void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
+  --heads_inflight;
+  FileTask* f = r->file;
+  const bool probe = r->probe;
+  Origin& o = origins[f->origin];
+
+  if (probe && code != CURLE_OK && o.prior_knowledge && spec.opts.http == "auto") {
+    // Not an h2c server (or not reachable at all): ask again in HTTP/1.1.
+    log::info("{}: no h2c with prior knowledge ({}); using HTTP/1.1", f->origin, curl_easy_strerror(code));
+    o.prior_knowledge = false;
+    heads.push_front({f, true, 0});
+    dispatch_heads();
+    return;
+  }
+  if (code == CURLE_OK) {
+    if (probe) {
+      long v = 0;
+      curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &v);
+      o.h2 = v == CURL_HTTP_VERSION_2_0;
+      o.known = true;
+      o.probing = false;
+      curl_off_t connect = 0, lookup = 0;
+      curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &connect);
+      curl_easy_getinfo(r->easy, CURLINFO_NAMELOOKUP_TIME_T, &lookup);
+      double rtt = double(connect - lookup) / 1e6;
+      if (rtt > 0 && (rtt_s == 0 || rtt < rtt_s)) rtt_s = rtt;
+      log::info("{}: speaks {}; handshake {:.3f} ms", f->origin, o.h2 ? "HTTP/2" : "HTTP/1.1", rtt * 1e3);
+    }
+    if (!f->size) {
+      curl_off_t cl = -1;
+      curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+      if (cl >= 0) f->size = static_cast<uint64_t>(cl);
+      else log::info("{}: server gives no size; fetched whole on one stream", f->entry->name);
+    }
+  } else {
+    Failure why = classify(code, r->easy, r->errbuf);
+    long http = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
+    if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
+      log::info("{}: server refuses HEAD ({}); size learned from the download", f->entry->name, why.reason);
+    } else if (why.retryable && ++f->failures <= spec.opts.max_retries) {
+      heads.push_back({f, probe, eng.now_us() + backoff_us(f->failures)});
+      dispatch_heads();
+      return;
+    } else {
+      if (f->failures > spec.opts.max_retries) why.reason += " (after " + std::to_string(f->failures) + " attempts)";
+      fail_file(f, why.reason);
+    }
+    if (probe) {  // the origin's protocol stays unknown: HTTP/1.1 is the safe choice
+      o.known = true;
+      o.probing = false;
+      o.h2 = false;
+      o.prior_knowledge = false;
+    }
+  }
+  f->failures = 0;
+  if (probe) {
+    // The origin is known: HEAD every other file of it that lacks a size.
+    for (FileTask& g : files)
+      if (&g != f && g.origin == f->origin && g.state == FileTask::State::Pending && !g.size)
+        heads.push_back({&g, false, 0});
+  }
+  dispatch_heads();
+}
+
+uint64_t backoff_us(int failures) {
+  // 250 ms doubling to at most 8 s, with +-20% jitter so retries do not align.
+  static std::mt19937 rng{std::random_device{}()};
+  double base = std::min(8.0, 0.25 * double(1u << std::min(failures - 1, 6)));
+  std::uniform_real_distribution<double> jitter(0.8, 1.2);
+  return static_cast<uint64_t>(base * jitter(rng) * 1e6);
+}
+
+}  // namespace xfer

@@ -1,0 +1,552 @@
+// A job's life: check the destination, discover, partition, let the tuner
+// choose params, transfer, re-tune every interval, checkpoint progress,
+// verify and rename each file, report.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "job_impl.h"
+#include "xfer/log.h"
+
+namespace xfer {
+
+uint64_t backoff_us(int failures);
+
+namespace {
+
+std::string origin_of(const std::string& url) {
+  CURLU* u = curl_url();
+  std::string key;
+  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    char* s = nullptr;
+    if (curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
+      char *scheme = nullptr, *host = nullptr, *port = nullptr;
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+      curl_url_get(u, CURLUPART_HOST, &host, 0);
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+      key = std::string(scheme ? scheme : "") + "://" + (host ? host : "") + ":" + (port ? port : "");
+      curl_free(scheme);
+      curl_free(host);
+      curl_free(port);
+      curl_free(s);
+    }
+  }
+  curl_url_cleanup(u);
+  return key;
+}
+
+// Largest TCP receive buffer the kernel grants (bufSize of the papers).
+uint64_t tcp_rmem_max() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_rmem");
+  uint64_t lo = 0, def = 0, hi = 0;
+  if (f >> lo >> def >> hi && hi > 0) return hi;
+  return 6u << 20;
+}
+
+double to_s(uint64_t us) { return double(us) / 1e6; }
+
+}  // namespace
+
+const char* to_string(JobState s) {
+  switch (s) {
+    case JobState::Created: return "created";
+    case JobState::Discovering: return "discovering";
+    case JobState::Running: return "running";
+    case JobState::Paused: return "paused";
+    case JobState::Done: return "done";
+    case JobState::Failed: return "failed";
+    case JobState::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+std::string to_string(const ChunkParams& p) {
+  return "cc=" + std::to_string(p.cc) + " p=" + std::to_string(p.p) + " pp=" + std::to_string(p.pp);
+}
+
+Job::Impl::Impl(Job* s, Engine& e, Spec sp, std::unique_ptr<Tuner> t)
+    : self(s), eng(e), spec(std::move(sp)), tuner(std::move(t)) {
+  dir_fd = open(spec.dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) throw IoError(errno, "destination " + spec.dest_dir);
+  if (faccessat(dir_fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    int err = errno;
+    close(dir_fd);
+    throw IoError(err, "destination " + spec.dest_dir + " is not writable");
+  }
+  sd_event_add_defer(
+      eng.loop(), &reap_src.s,
+      [](sd_event_source*, void* ud) {
+        auto* self = static_cast<Job::Impl*>(ud);
+        self->retired_streams.clear();
+        self->retired_channels.clear();
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(reap_src.s, SD_EVENT_OFF);
+  files.resize(spec.manifest.entries.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    FileTask& f = files[i];
+    f.index = i;
+    f.entry = &spec.manifest.entries[i];
+    f.size = f.entry->size;
+    f.origin = origin_of(f.entry->url);
+  }
+}
+
+Job::Impl::~Impl() {
+  for (auto& [r, owned] : requests) r->multi->remove(r);
+  requests.clear();
+  chunks.clear();  // multi handles after the easy handles that used them
+  retired_channels.clear();
+  retired_streams.clear();
+  if (dir_fd >= 0) close(dir_fd);
+}
+
+void Job::Impl::start() {
+  start_us = last_tick_us = eng.now_us();
+  // Files already at their final name: finished by an earlier run, or somebody
+  // else's file, which is never overwritten.
+  for (FileTask& f : files) {
+    uint64_t have = 0;
+    if (!name_exists(dir_fd, f.entry->name, &have)) continue;
+    if (f.size && have == *f.size) {
+      f.state = FileTask::State::Skipped;
+      ++files_skipped;
+      bytes_resumed += have;
+      bytes_done += have;
+    } else {
+      fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination (" +
+                        std::to_string(have) + " bytes); not overwriting it");
+    }
+  }
+  start_discovery();
+}
+
+void Job::Impl::begin_transfer() {
+  if (state != JobState::Discovering) return;
+  state = JobState::Running;
+  if (spec.opts.rtt_ms > 0) rtt_s = spec.opts.rtt_ms / 1e3;
+  if (rtt_s <= 0) rtt_s = 1e-4;
+  info.rtt_s = rtt_s;
+  info.bandwidth_bps = spec.opts.bandwidth_mbps * 1e6;
+  info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
+  info.tcp_buf_bytes = tcp_rmem_max();
+  info.max_channels = spec.opts.max_channels;
+
+  // Sizes for partitioning; a file of unknown size counts as one BDP (Medium).
+  std::vector<size_t> idx;
+  std::vector<uint64_t> sizes;
+  for (FileTask& f : files) {
+    if (f.state != FileTask::State::Pending) continue;
+    uint64_t have = 0;
+    if (!f.entry->size && f.size && name_exists(dir_fd, f.entry->name, &have)) {
+      if (have == *f.size) {
+        f.state = FileTask::State::Skipped;
+        ++files_skipped;
+        bytes_resumed += have;
+        bytes_done += have;
+        continue;
+      }
+      fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination; not overwriting it");
+      continue;
+    }
+    idx.push_back(f.index);
+    sizes.push_back(f.size.value_or(info.bdp_bytes));
+  }
+  PartitionConfig pc;
+  pc.bdp_bytes = info.bdp_bytes;
+  std::vector<ChunkPlan> plans = partition_files(sizes, pc);
+  for (ChunkPlan& plan : plans) {
+    auto c = std::make_unique<Chunk>();
+    for (size_t& i : plan.files) i = idx[i];  // back to job file indices
+    c->plan = plan;
+    for (size_t i : plan.files) {
+      files[i].chunk = c.get();
+      c->fresh.push_back(&files[i]);
+      c->bytes_total += files[i].size.value_or(0);
+    }
+    info.chunks.push_back(c->plan);
+    chunks.push_back(std::move(c));
+  }
+  for (FileTask& f : files) bytes_total += f.size.value_or(0);
+  log::info("job: {} files, {} bytes; RTT {:.3f} ms{}, link {:.0f} Mbit/s{}, BDP {} bytes, {} chunks",
+            files.size(), bytes_total, rtt_s * 1e3, spec.opts.rtt_ms > 0 ? " (configured)" : " (measured)",
+            spec.opts.bandwidth_mbps, " (configured or default)", info.bdp_bytes, chunks.size());
+  for (auto& c : chunks)
+    log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
+              c->plan.bytes, c->plan.avg_size());
+
+  Params p = tuner->init(info);
+  apply(p);
+  last_tick_us = eng.now_us();
+  last_tick_bytes = bytes_fetched;
+  sd_event_add_time_relative(
+      eng.loop(), &tick_src.s, CLOCK_MONOTONIC, uint64_t(spec.opts.interval_ms) * 1000, 1000,
+      [](sd_event_source* s, uint64_t, void* ud) {
+        auto* self = static_cast<Job::Impl*>(ud);
+        self->tick();
+        sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.interval_ms) * 1000);
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(tick_src.s, SD_EVENT_ON);
+  last_sync_us = eng.now_us();
+  sd_event_add_time_relative(
+      eng.loop(), &checkpoint_src.s, CLOCK_MONOTONIC, uint64_t(spec.opts.record_ms) * 1000, 1000,
+      [](sd_event_source* s, uint64_t, void* ud) {
+        auto* self = static_cast<Job::Impl*>(ud);
+        uint64_t now = self->eng.now_us();
+        bool sync = now - self->last_sync_us >= uint64_t(self->spec.opts.sync_ms) * 1000;
+        if (sync) self->last_sync_us = now;
+        self->checkpoint_all(sync);
+        sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.record_ms) * 1000);
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(checkpoint_src.s, SD_EVENT_ON);
+  pump();
+}
+
+void Job::Impl::apply(const Params& p) {
+  if (p.chunks.size() != chunks.size()) {
+    log::error("params for {} chunks given to a job of {} chunks; ignored", p.chunks.size(), chunks.size());
+    return;
+  }
+  bool changed = !p.same_knobs(current);
+  current = p;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkParams cp = p.chunks[i];
+    cp.cc = std::max(1, cp.cc);
+    cp.p = std::max(1, cp.p);
+    cp.pp = std::max(1, cp.pp);
+    chunks[i]->params = cp;
+    if (changed)
+      log::info("chunk {}: {} ({})", to_string(chunks[i]->plan.kind), to_string(cp),
+                p.reason.empty() ? "no reason given" : p.reason);
+  }
+  pump();
+}
+
+// Closes the interval: throughput per chunk, a timeline entry, the observation.
+Observation Job::Impl::record_interval() {
+  uint64_t now = eng.now_us();
+  double dt = std::max(1e-6, to_s(now - last_tick_us));
+  TimelineEntry e;
+  e.t_s = to_s(now - start_us);
+  e.throughput_bps = double(bytes_fetched - last_tick_bytes) * 8 / dt;
+  e.bytes_done = bytes_done;
+  e.params = current;
+  Observation obs;
+  obs.t_s = e.t_s;
+  obs.interval_s = dt;
+  obs.throughput_bps = e.throughput_bps;
+  obs.bytes_done = bytes_done;
+  obs.bytes_total = bytes_total;
+  for (auto& c : chunks) {
+    double thr = double(c->interval_bytes) * 8 / dt;
+    e.chunk_throughput_bps.push_back(thr);
+    obs.chunks.push_back({c->plan.kind, c->params, c->bytes_total, c->bytes_done, c->plan.files.size(),
+                          c->files_done, thr, c->finished});
+    c->interval_bytes = 0;
+  }
+  last_tick_us = now;
+  last_tick_bytes = bytes_fetched;
+  last_throughput_bps = e.throughput_bps;
+  timeline.push_back(e);
+  if (self->on_interval) self->on_interval(e);
+  return obs;
+}
+
+void Job::Impl::tick() {
+  if (state != JobState::Running && state != JobState::Paused) return;
+  Observation obs = record_interval();
+  if (state != JobState::Running) return;
+  if (std::optional<Params> next = tuner->decide(obs)) apply(*next);
+}
+
+void Job::Impl::checkpoint_all(bool sync) {
+  for (FileTask& f : files) {
+    if (f.state != FileTask::State::Active) continue;
+    try {
+      if (sync) f.part->checkpoint();
+      else f.part->record_written();
+    } catch (const IoError& e) {
+      fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
+      return;
+    }
+  }
+}
+
+void Job::Impl::fail_file(FileTask* f, const std::string& reason) {
+  if (f->state == FileTask::State::Failed) return;
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
+  }
+  f->state = FileTask::State::Failed;
+  ++f->gen;
+  if (f->part) f->part->close_for_resume();  // keeps durable bytes for a later run
+  ++files_failed;
+  failed.push_back({f->entry->url, reason});
+  log::warn("{}: failed: {}", f->entry->url, reason);
+}
+
+void Job::Impl::fatal(const std::string& reason) {
+  if (state == JobState::Failed) return;
+  log::error("job stopped: {}", reason);
+  fatal_error = reason;
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    if (r->kind == RequestKind::Get) preempt(r, false);
+    else {
+      r->multi->remove(r);
+      take(r);
+    }
+  }
+  finish_job(JobState::Failed);
+}
+
+void Job::Impl::maybe_finish_file(FileTask* f) {
+  if (f->state != FileTask::State::Active || f->inflight > 0 || !f->part->complete()) return;
+  try {
+    f->part->finish();
+  } catch (const VerifyError& e) {
+    fail_file(f, e.what());
+    return;
+  } catch (const IoError& e) {
+    if (e.code().value() == EEXIST) {
+      fail_file(f, e.what());
+      return;
+    }
+    fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
+    return;
+  }
+  f->part.reset();
+  f->state = FileTask::State::Done;
+  ++files_done;
+  ++f->chunk->files_done;
+  log::debug("{}: done", f->entry->name);
+}
+
+void Job::Impl::maybe_finish_job() {
+  if (state != JobState::Running) return;
+  for (const FileTask& f : files)
+    if (f.state == FileTask::State::Pending || f.state == FileTask::State::Active) return;
+  finish_job(JobState::Done);
+}
+
+void Job::Impl::finish_job(JobState s) {
+  // One last timeline entry for the tail of the transfer.
+  if (state == JobState::Running && eng.now_us() - last_tick_us > 50000) record_interval();
+  state = s;
+  end_us = eng.now_us();
+  for (FileTask& f : files)
+    if (f.part) f.part->close_for_resume();
+  retire_all_channels();
+  tick_src.reset();
+  checkpoint_src.reset();
+  retry_src.reset();
+  log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
+            files_done, files.size(), files_skipped, files_failed, bytes_fetched, to_s(end_us - start_us));
+  if (self->on_finished) self->on_finished();
+}
+
+void Job::Impl::pause() {
+  if (state != JobState::Running) return;
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    if (r->kind == RequestKind::Get) preempt(r, true);
+  }
+  retire_all_channels();
+  checkpoint_all(true);
+  state = JobState::Paused;
+  log::info("job paused");
+}
+
+void Job::Impl::resume() {
+  if (state != JobState::Paused) return;
+  state = JobState::Running;
+  log::info("job resumed");
+  pump();
+}
+
+void Job::Impl::cancel() {
+  if (state == JobState::Done || state == JobState::Failed || state == JobState::Cancelled) return;
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    r->multi->remove(r);
+    if (r->kind == RequestKind::Get) {
+      --r->file->inflight;
+      if (r->stream) std::erase(r->stream->inflight, r);
+    }
+    take(r);
+  }
+  finish_job(JobState::Cancelled);
+}
+
+void Job::Impl::on_request_done(Request* r, CURLcode code) {
+  std::unique_ptr<Request> owned = take(r);
+  note_connection(r, code);
+  if (r->kind == RequestKind::Head) {
+    on_head_done(std::move(owned), code);
+    return;
+  }
+  on_get_done(std::move(owned), code);
+}
+
+void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
+  FileTask* f = r->file;
+  --f->inflight;
+  if (r->stream) std::erase(r->stream->inflight, r.get());
+  Origin& o = origins[f->origin];
+  if (!o.known) {  // https: ALPN told us
+    long v = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &v);
+    o.h2 = v == CURL_HTTP_VERSION_2_0;
+    o.known = true;
+  }
+  if (f->state == FileTask::State::Active) {
+    bool progressed = r->pos > r->req_begin;
+    if (r->io_error) {
+      fatal(std::string("destination ") + spec.dest_dir + ": " + r->abort_reason);
+      return;
+    }
+    if (!r->abort_reason.empty()) {
+      fail_file(f, r->abort_reason);
+    } else if (r->range_ignored) {
+      collapse_to_single_stream(f);
+    } else if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && r->stopped_at_end)) {
+      if (!r->end_known) {
+        f->size = r->pos;  // the body defined the size
+        f->part->set_size(r->pos);
+        f->chunk->bytes_total += r->pos;
+        bytes_total += r->pos;
+      } else if (r->pos < r->end) {
+        // The server closed the body early: fetch the rest.
+        Failure why{"body ended " + std::to_string(r->end - r->pos) + " bytes early", true};
+        f->failures = progressed ? 0 : f->failures + 1;
+        if (f->failures > spec.opts.max_retries) fail_file(f, why.reason);
+        else requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false);
+      }
+      if (progressed) f->failures = 0;
+    } else if (r->h2c_reuse && !progressed && code != CURLE_HTTP_RETURNED_ERROR) {
+      // The stream's h2c connection was gone; the next request opens a new one.
+      requeue(f, {r->pos, r->end}, r->end_known, 0, true);
+    } else {
+      Failure why = classify(code, r->easy, r->errbuf);
+      f->failures = progressed ? 0 : f->failures + 1;
+      if (!why.retryable) {
+        fail_file(f, why.reason);
+      } else if (f->failures > spec.opts.max_retries) {
+        fail_file(f, why.reason + " (after " + std::to_string(f->failures) + " attempts)");
+      } else {
+        log::info("{}: {}; retrying bytes {}-{}", f->entry->name, why.reason, r->pos, r->end);
+        if (r->end_known) requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false);
+        else {
+          uint64_t lost = f->part->received().bytes();
+          bytes_done -= lost;
+          f->chunk->bytes_done -= lost;
+          f->part->reset();
+          ++f->gen;
+          requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false);
+        }
+      }
+    }
+    maybe_finish_file(f);
+  }
+  pump();
+}
+
+JobProgress Job::Impl::progress() const {
+  JobProgress p;
+  p.state = state;
+  p.bytes_total = bytes_total;
+  if (state == JobState::Discovering || state == JobState::Created)
+    for (const FileTask& f : files) p.bytes_total += f.size.value_or(0);
+  p.bytes_done = bytes_done;
+  p.bytes_fetched = bytes_fetched;
+  p.bytes_resumed = bytes_resumed;
+  p.files_total = files.size();
+  p.files_done = files_done;
+  p.files_failed = files_failed;
+  p.files_skipped = files_skipped;
+  p.seconds = to_s((end_us ? end_us : eng.now_us()) - start_us);
+  p.throughput_bps = last_throughput_bps;
+  return p;
+}
+
+nlohmann::json Job::Impl::summary() const {
+  using nlohmann::json;
+  JobProgress p = progress();
+  json j;
+  j["state"] = to_string(state);
+  j["policy"] = tuner->name();
+  j["files"] = p.files_total;
+  j["files_ok"] = p.files_done;
+  j["files_skipped"] = p.files_skipped;
+  j["files_failed"] = p.files_failed;
+  j["bytes"] = p.bytes_total;
+  j["bytes_fetched"] = p.bytes_fetched;
+  j["bytes_resumed"] = p.bytes_resumed;
+  j["seconds"] = p.seconds;
+  j["throughput_mbps"] = p.seconds > 0 ? double(p.bytes_fetched) * 8 / p.seconds / 1e6 : 0.0;
+  j["rtt_ms"] = info.rtt_s * 1e3;
+  j["bdp_bytes"] = info.bdp_bytes;
+  if (!fatal_error.empty()) j["error"] = fatal_error;
+  j["failed"] = json::array();
+  for (const auto& f : failed) j["failed"].push_back({{"url", f.url}, {"reason", f.reason}});
+  j["chunks"] = json::array();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = *chunks[i];
+    j["chunks"].push_back({{"kind", to_string(c.plan.kind)},
+                           {"files", c.plan.files.size()},
+                           {"bytes", c.bytes_total},
+                           {"avg_size", c.plan.avg_size()},
+                           {"cc", c.params.cc},
+                           {"p", c.params.p},
+                           {"pp", c.params.pp}});
+  }
+  j["origins"] = json::array();
+  for (const auto& [key, o] : origins)
+    j["origins"].push_back({{"origin", key}, {"protocol", !o.known ? "unknown" : (o.h2 ? "HTTP/2" : "HTTP/1.1")}});
+  j["timeline"] = json::array();
+  for (const TimelineEntry& e : timeline) {
+    json params = json::array();
+    for (size_t i = 0; i < e.params.chunks.size(); ++i) {
+      const ChunkParams& cp = e.params.chunks[i];
+      params.push_back({{"chunk", i < chunks.size() ? to_string(chunks[i]->plan.kind) : "?"},
+                        {"cc", cp.cc},
+                        {"p", cp.p},
+                        {"pp", cp.pp},
+                        {"throughput_mbps", i < e.chunk_throughput_bps.size() ? e.chunk_throughput_bps[i] / 1e6 : 0}});
+    }
+    j["timeline"].push_back({{"t", e.t_s},
+                             {"throughput_mbps", e.throughput_bps / 1e6},
+                             {"bytes_done", e.bytes_done},
+                             {"params", params},
+                             {"reason", e.params.reason}});
+  }
+  j["tuner"] = tuner->summary();
+  return j;
+}
+
+// ---- the public facade ----
+
+Job::Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner)
+    : impl_(std::make_unique<Impl>(this, engine, std::move(spec), std::move(tuner))) {}
+Job::~Job() = default;
+void Job::start() { impl_->start(); }
+void Job::apply(const Params& p) { impl_->apply(p); }
+void Job::pause() { impl_->pause(); }
+void Job::resume() { impl_->resume(); }
+void Job::cancel() { impl_->cancel(); }
+JobState Job::state() const { return impl_->state; }
+JobProgress Job::progress() const { return impl_->progress(); }
+const std::vector<TimelineEntry>& Job::timeline() const { return impl_->timeline; }
+const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
+const std::string& Job::fatal_error() const { return impl_->fatal_error; }
+nlohmann::json Job::summary() const { return impl_->summary(); }
+
+}  // namespace xfer

@@ -1,0 +1,192 @@
+// The state behind xfer::Job. Private to the engine; split from job.cpp so
+// that the scheduler (schedule.cpp), discovery (discovery.cpp) and the job's
+// life cycle (job.cpp) each fit in one reading.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "request.h"
+#include "xfer/engine.h"
+#include "xfer/part_file.h"
+
+namespace xfer {
+
+struct Chunk;
+struct Channel;
+
+struct FileTask {
+  enum class State { Pending, Active, Done, Failed, Skipped };
+  size_t index = 0;
+  const ManifestEntry* entry = nullptr;
+  std::optional<uint64_t> size;
+  std::string origin;     // scheme://host:port, the key into Job::Impl::origins
+  bool ranges_ok = true;  // false once the server is seen ignoring Range
+  State state = State::Pending;
+  std::unique_ptr<PartFile> part;
+  int inflight = 0;   // requests of this file in flight
+  int failures = 0;   // consecutive failed requests without a byte of progress
+  unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
+  Chunk* chunk = nullptr;
+};
+
+// A byte range of one file waiting for a stream.
+struct Piece {
+  FileTask* file = nullptr;
+  Range r;
+  unsigned gen = 0;
+  bool end_known = true;
+  uint64_t not_before_us = 0;  // retry backoff
+};
+
+// One TCP connection: a multi handle whose connection pool only this stream uses.
+struct Stream {
+  Stream(Channel* c, sd_event* loop) : multi(loop), channel(c) {}
+  CurlMulti multi;
+  Channel* channel;
+  std::vector<Request*> inflight;
+};
+
+struct Channel {
+  Chunk* chunk = nullptr;
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::deque<Piece> queue;  // pieces of the files this channel took
+};
+
+struct Chunk {
+  ChunkPlan plan;
+  ChunkParams params;
+  std::deque<FileTask*> fresh;   // files no channel has taken yet
+  std::deque<Piece> requeued;    // remainders of pre-empted / failed requests
+  std::vector<std::unique_ptr<Channel>> channels;
+  uint64_t bytes_total = 0, bytes_done = 0, interval_bytes = 0;
+  size_t files_done = 0;
+  bool finished = false;
+};
+
+struct Origin {
+  bool known = false;       // protocol decided
+  bool h2 = false;          // HTTP/2 (h2 or h2c): pp streams per connection
+  bool prior_knowledge = false;  // h2c with prior knowledge on http://
+  bool probing = false;
+  bool warned_h1 = false;
+  FileTask* probe_file = nullptr;
+};
+
+struct HeadItem {
+  FileTask* file = nullptr;
+  bool probe = false;
+  uint64_t not_before_us = 0;
+};
+
+// RAII for an sd-event source.
+struct EventSource {
+  sd_event_source* s = nullptr;
+  ~EventSource() { reset(); }
+  void reset() {
+    if (s) sd_event_source_disable_unref(s);
+    s = nullptr;
+  }
+};
+
+struct Job::Impl : RequestOwner {
+  Impl(Job* self, Engine& e, Spec spec, std::unique_ptr<Tuner> tuner);
+  ~Impl() override;
+
+  // job.cpp: life cycle, control interval, checkpoints
+  void start();
+  void begin_transfer();
+  void apply(const Params& p);
+  void pause();
+  void resume();
+  void cancel();
+  void tick();
+  Observation record_interval();
+  void checkpoint_all(bool sync);
+  void fail_file(FileTask* f, const std::string& reason);
+  void fatal(const std::string& reason);
+  void maybe_finish_file(FileTask* f);
+  void maybe_finish_job();
+  void finish_job(JobState s);
+  void on_request_done(Request* r, CURLcode code) override;
+  void on_get_done(std::unique_ptr<Request> r, CURLcode code);
+  nlohmann::json summary() const;
+  JobProgress progress() const;
+
+  // discovery.cpp: protocol probe per origin, sizes by HEAD
+  void start_discovery();
+  void dispatch_heads();
+  void on_head_done(std::unique_ptr<Request> r, CURLcode code);
+
+  // schedule.cpp: the Chunk -> Channel -> Stream tree
+  void pump();
+  void reconcile(Chunk& c);
+  std::optional<Piece> take_piece(Channel& ch, uint64_t now);
+  std::optional<Piece> steal(Chunk& c);
+  bool activate(FileTask* f);
+  void queue_pieces(Channel& ch, FileTask* f);
+  void start_get(Stream& s, const Piece& p);
+  void preempt(Request* r, bool requeue);
+  void drop_stream(Stream& s, bool requeue);
+  void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front);
+  void collapse_to_single_stream(FileTask* f);
+  void arm_retry(uint64_t at_us);
+  // Channels and streams leave the tree here; their multi handles are freed
+  // from a deferred event, never inside their own callbacks.
+  void retire(std::unique_ptr<Channel> ch);
+  void retire(std::unique_ptr<Stream> s);
+  void retire_all_channels();
+  bool stream_has_room(const Stream& s, int pp) const;
+
+  // request.cpp
+  Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi);
+  // After a request ends: forget an h2c connection that may be gone.
+  void note_connection(Request* r, CURLcode code);
+  std::unique_ptr<Request> take(Request* r);
+
+  Job* self;
+  Engine& eng;
+  Spec spec;
+  std::unique_ptr<Tuner> tuner;
+  int dir_fd = -1;
+  JobState state = JobState::Created;
+  std::string fatal_error;
+
+  std::vector<FileTask> files;
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  std::map<std::string, Origin> origins;
+  std::map<Request*, std::unique_ptr<Request>> requests;
+
+  std::deque<HeadItem> heads;
+  int heads_inflight = 0;
+  double rtt_s = 0;
+
+  JobInfo info;
+  Params current;
+  std::vector<TimelineEntry> timeline;
+  std::vector<FailedFile> failed;
+
+  uint64_t start_us = 0, end_us = 0, last_tick_us = 0, last_tick_bytes = 0, retry_at_us = 0, last_sync_us = 0;
+  uint64_t bytes_fetched = 0, bytes_resumed = 0, bytes_done = 0, bytes_total = 0;
+  size_t files_done = 0, files_failed = 0, files_skipped = 0;
+  double last_throughput_bps = 0;
+
+  std::vector<std::unique_ptr<Channel>> retired_channels;
+  std::vector<std::unique_ptr<Stream>> retired_streams;
+  EventSource tick_src, checkpoint_src, retry_src, reap_src;
+};
+
+// Human-readable reason for a failed request and whether it is worth a retry.
+struct Failure {
+  std::string reason;
+  bool retryable = true;
+};
+Failure classify(CURLcode code, CURL* easy, const char* errbuf);
+
+}  // namespace xfer

@@ -1,0 +1,223 @@
+// Creating requests and the libcurl callbacks that check each response and
+// write its body at the file offsets it belongs to.
+#include <strings.h>
+
+#include <charconv>
+#include <cstring>
+
+#include "job_impl.h"
+#include "xfer/log.h"
+
+namespace xfer {
+namespace {
+
+constexpr long kBufferSize = 256 * 1024;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  return s;
+}
+
+bool header_is(std::string_view line, const char* name, std::string_view* value) {
+  size_t n = strlen(name);
+  if (line.size() <= n || line[n] != ':' || strncasecmp(line.data(), name, n) != 0) return false;
+  *value = trim(line.substr(n + 1));
+  return true;
+}
+
+bool parse_u64(std::string_view s, uint64_t* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+size_t header_cb(char* data, size_t size, size_t n, void* ud) {
+  auto* r = static_cast<Request*>(ud);
+  std::string_view line(data, size * n), v;
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirects, 100-continue)
+    r->cr_start.reset();
+    r->cr_total.reset();
+    r->accept_ranges = false;
+  } else if (header_is(line, "content-range", &v)) {
+    // "bytes FIRST-LAST/TOTAL" (TOTAL may be '*')
+    if (v.rfind("bytes ", 0) == 0) {
+      v.remove_prefix(6);
+      size_t dash = v.find('-'), slash = v.find('/');
+      uint64_t a = 0, t = 0;
+      if (dash != v.npos && parse_u64(v.substr(0, dash), &a)) r->cr_start = a;
+      if (slash != v.npos && parse_u64(v.substr(slash + 1), &t)) r->cr_total = t;
+    }
+  } else if (header_is(line, "accept-ranges", &v)) {
+    r->accept_ranges = strncasecmp(v.data(), "bytes", 5) == 0;
+  }
+  return size * n;
+}
+
+// First body bytes of a GET: is this the response we asked for?
+bool check_response(Request* r) {
+  r->response_checked = true;
+  long code = 0;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+  FileTask* f = r->file;
+  if (r->ranged) {
+    if (code == 206) {
+      if (!r->cr_start || *r->cr_start != r->req_begin) {
+        r->abort_reason = "server answered a Range request with another range";
+        return false;
+      }
+      if (r->cr_total && f->size && *r->cr_total != *f->size) {
+        r->abort_reason = "file size on the server (" + std::to_string(*r->cr_total) +
+                          ") differs from the expected " + std::to_string(*f->size);
+        return false;
+      }
+      return true;
+    }
+    if (r->req_begin != 0) {  // 200: the whole body, not our range
+      r->range_ignored = true;
+      return false;
+    }
+    // 200 to a range from 0: the body starts where we want; take it up to `end`.
+  }
+  curl_off_t cl = -1;
+  curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+  if (cl >= 0 && !r->ranged) {
+    if (!r->end_known) {
+      // The size arrives with the body: from now on the file can be split and resumed.
+      f->size = static_cast<uint64_t>(cl);
+      f->part->set_size(*f->size);
+      r->end = *f->size;
+      r->end_known = true;
+    } else if (f->size && static_cast<uint64_t>(cl) != *f->size) {
+      r->abort_reason = "file size on the server (" + std::to_string(cl) + ") differs from the expected " +
+                        std::to_string(*f->size);
+      return false;
+    }
+  }
+  return true;
+}
+
+size_t write_cb(char* data, size_t size, size_t n, void* ud) {
+  auto* r = static_cast<Request*>(ud);
+  const size_t len = size * n;
+  if (!r->response_checked && !check_response(r)) return 0;  // aborts the transfer
+  size_t take = len;
+  if (r->end_known) {
+    uint64_t room = r->end > r->pos ? r->end - r->pos : 0;
+    if (room < take) take = static_cast<size_t>(room);
+  }
+  if (take > 0) {
+    try {
+      r->file->part->write(r->pos, data, take);
+    } catch (const IoError& e) {
+      r->abort_reason = e.what();
+      r->io_error = true;
+      return 0;
+    }
+    r->pos += take;
+    auto* job = static_cast<Job::Impl*>(r->owner);
+    job->bytes_fetched += take;
+    job->bytes_done += take;
+    r->file->chunk->bytes_done += take;
+    r->file->chunk->interval_bytes += take;
+  }
+  if (take < len) {
+    r->stopped_at_end = true;  // the rest belongs to another stream (or never existed)
+    return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi) {
+  auto owned = std::make_unique<Request>(this, kind);
+  Request* r = owned.get();
+  CURL* e = curl_easy_init();
+  if (!e) throw std::runtime_error("curl_easy_init failed");
+  r->easy = e;
+  r->file = f;
+  const Origin& o = origins.at(f->origin);
+  curl_easy_setopt(e, CURLOPT_URL, f->entry->url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(e, CURLOPT_FAILONERROR, 1L);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, spec.opts.user_agent.c_str());
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, spec.opts.connect_timeout_ms);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, spec.opts.stall_timeout_s);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &header_cb);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
+  if (verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+  long version = CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
+  if (f->entry->url.rfind("http:", 0) == 0 || f->entry->url.rfind("HTTP:", 0) == 0) {
+    version = CURL_HTTP_VERSION_1_1;
+    if (o.prior_knowledge) {
+      // See CurlMulti::h2c_open.
+      r->h2c_reuse = !multi.h2c_open.insert(f->origin).second;
+      version = r->h2c_reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    }
+  }
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
+  if (kind == RequestKind::Head) {
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kBufferSize);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+  }
+  requests.emplace(r, std::move(owned));
+  return r;
+}
+
+void Job::Impl::note_connection(Request* r, CURLcode code) {
+  if (code != CURLE_OK && code != CURLE_HTTP_RETURNED_ERROR && !(code == CURLE_WRITE_ERROR && r->stopped_at_end))
+    r->multi->h2c_open.erase(r->file->origin);
+}
+
+std::unique_ptr<Request> Job::Impl::take(Request* r) {
+  auto it = requests.find(r);
+  std::unique_ptr<Request> owned = std::move(it->second);
+  requests.erase(it);
+  return owned;
+}
+
+Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
+  Failure f;
+  if (code == CURLE_HTTP_RETURNED_ERROR) {
+    long http = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
+    f.reason = "HTTP " + std::to_string(http);
+    f.retryable = http >= 500 || http == 408 || http == 429;
+    return f;
+  }
+  f.reason = curl_easy_strerror(code);
+  if (errbuf && *errbuf) f.reason += std::string(": ") + errbuf;
+  switch (code) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      f.reason = "redirected to a URL that is not http or https (" + f.reason + ")";
+      f.retryable = false;
+      break;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_TOO_MANY_REDIRECTS:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_REMOTE_ACCESS_DENIED:
+    case CURLE_FILESIZE_EXCEEDED:
+    case CURLE_OUT_OF_MEMORY:
+      f.retryable = false;
+      break;
+    default:  // connect, resolve, resets, truncation, timeouts, HTTP/2 stream errors
+      break;
+  }
+  return f;
+}
+
+}  // namespace xfer

@@ -1,0 +1,64 @@
+// One in-flight HTTP request (a curl easy handle) and the callbacks that
+// write its body at the right offsets. Private to the engine.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace xfer {
+
+struct FileTask;
+struct Stream;
+struct Request;
+class CurlMulti;
+
+class RequestOwner {
+ public:
+  virtual ~RequestOwner() = default;
+  virtual void on_request_done(Request* r, CURLcode code) = 0;
+};
+
+enum class RequestKind { Get, Head };
+
+struct Request {
+  explicit Request(RequestOwner* o, RequestKind k) : owner(o), kind(k) {}
+  ~Request() {
+    if (easy) curl_easy_cleanup(easy);
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  CURL* easy = nullptr;
+  CurlMulti* multi = nullptr;  // the handle it was added to
+  RequestOwner* owner;
+  RequestKind kind;
+  bool probe = false;  // Head: the per-origin protocol probe
+  bool h2c_reuse = false;  // asked for HTTP/2 expecting an open h2c connection
+  char errbuf[CURL_ERROR_SIZE] = {0};
+
+  // Get: the byte range [begin, end) of file, body written at pos.
+  FileTask* file = nullptr;
+  Stream* stream = nullptr;
+  bool ranged = false;     // a Range header was sent
+  uint64_t req_begin = 0;  // first byte asked for
+  uint64_t pos = 0;        // next byte to write
+  uint64_t end = 0;        // one past the last byte wanted (may shrink: stolen half)
+  bool end_known = true;   // false: size unknown, take the whole body
+
+  // Set by the callbacks; read at completion.
+  bool response_checked = false;
+  bool stopped_at_end = false;  // we cut the body at `end` on purpose
+  bool range_ignored = false;   // server answered 200 to a Range with start > 0
+  std::string abort_reason;     // our own reason to abort (I/O error, size changed)
+  bool io_error = false;
+
+  // Parsed response headers (of the last response, after redirects).
+  std::optional<uint64_t> cr_start, cr_total;  // Content-Range
+  bool accept_ranges = false;
+  long http_version = 0;
+};
+
+}  // namespace xfer

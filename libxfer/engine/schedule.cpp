@@ -1,0 +1,328 @@
+// The scheduler: keeps each chunk's tree of channels and streams in the shape
+// of its params (cc channels, p streams per channel, pp requests per stream),
+// and feeds streams with pieces: queued pieces of the channel's own files,
+// then remainders other requests left behind, then a fresh file, and last the
+// far half of the largest range still in flight (work stealing, which is also
+// how a raised p reaches a file already in flight).
+#include <algorithm>
+
+#include "job_impl.h"
+#include "xfer/log.h"
+
+namespace xfer {
+namespace {
+
+constexpr uint64_t kStealAlign = 64 * 1024;
+
+bool piece_valid(const Piece& p) {
+  return p.file->state == FileTask::State::Active && p.gen == p.file->gen;
+}
+
+}  // namespace
+
+bool Job::Impl::stream_has_room(const Stream& s, int pp) const {
+  if (s.inflight.empty()) return true;
+  const Origin& o = origins.at(s.inflight.front()->file->origin);
+  return o.h2 && static_cast<int>(s.inflight.size()) < pp;
+}
+
+void Job::Impl::requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front) {
+  Piece p{f, r, f->gen, end_known, delay_us ? eng.now_us() + delay_us : 0};
+  if (front) f->chunk->requeued.push_front(p);
+  else f->chunk->requeued.push_back(p);
+  if (p.not_before_us) arm_retry(p.not_before_us);
+}
+
+void Job::Impl::arm_retry(uint64_t at_us) {
+  if (retry_at_us && retry_at_us <= at_us && retry_at_us > eng.now_us()) return;
+  retry_at_us = at_us;
+  if (!retry_src.s) {
+    sd_event_add_time(eng.loop(), &retry_src.s, CLOCK_MONOTONIC, at_us, 1000,
+                      [](sd_event_source*, uint64_t, void* ud) {
+                        auto* self = static_cast<Job::Impl*>(ud);
+                        self->retry_at_us = 0;
+                        if (self->state == JobState::Discovering) self->dispatch_heads();
+                        else self->pump();
+                        return 0;
+                      },
+                      this);
+  } else {
+    sd_event_source_set_time(retry_src.s, at_us);
+  }
+  sd_event_source_set_enabled(retry_src.s, SD_EVENT_ONESHOT);
+}
+
+void Job::Impl::retire(std::unique_ptr<Channel> ch) {
+  retired_channels.push_back(std::move(ch));
+  sd_event_source_set_enabled(reap_src.s, SD_EVENT_ONESHOT);
+}
+
+void Job::Impl::retire(std::unique_ptr<Stream> s) {
+  retired_streams.push_back(std::move(s));
+  sd_event_source_set_enabled(reap_src.s, SD_EVENT_ONESHOT);
+}
+
+void Job::Impl::retire_all_channels() {
+  for (auto& c : chunks) {
+    for (auto& ch : c->channels) {
+      for (auto& s : ch->streams) drop_stream(*s, false);
+      retire(std::move(ch));
+    }
+    c->channels.clear();
+  }
+}
+
+// Removes a request that has not completed. With requeue, the unreceived rest
+// of its range goes back to its chunk, at the front.
+void Job::Impl::preempt(Request* r, bool requeue_rest) {
+  r->multi->remove(r);
+  std::unique_ptr<Request> owned = take(r);
+  FileTask* f = r->file;
+  --f->inflight;
+  if (r->stream) {
+    auto& v = r->stream->inflight;
+    v.erase(std::find(v.begin(), v.end(), r));
+  }
+  if (!requeue_rest || f->state != FileTask::State::Active) return;
+  if (!r->end_known) {
+    // A body of unknown length cannot be resumed by range: start it over.
+    bytes_done -= f->part->received().bytes();
+    f->chunk->bytes_done -= f->part->received().bytes();
+    f->part->reset();
+    ++f->gen;
+    requeue(f, {0, 0}, false, 0, true);
+  } else if (r->pos < r->end) {
+    requeue(f, {r->pos, r->end}, true, 0, true);
+  }
+}
+
+void Job::Impl::drop_stream(Stream& s, bool requeue_rest) {
+  while (!s.inflight.empty()) preempt(s.inflight.back(), requeue_rest);
+}
+
+// Brings a chunk's tree to the shape of its params; takes effect at once.
+void Job::Impl::reconcile(Chunk& c) {
+  const ChunkParams& want = c.params;
+  size_t cc = c.finished ? 0 : static_cast<size_t>(std::max(1, want.cc));
+  size_t p = static_cast<size_t>(std::max(1, want.p));
+  while (c.channels.size() > cc) {
+    Channel& ch = *c.channels.back();
+    for (auto& s : ch.streams) drop_stream(*s, true);
+    for (auto it = ch.queue.rbegin(); it != ch.queue.rend(); ++it) c.requeued.push_front(*it);
+    retire(std::move(c.channels.back()));
+    c.channels.pop_back();
+  }
+  while (c.channels.size() < cc) {
+    auto ch = std::make_unique<Channel>();
+    ch->chunk = &c;
+    c.channels.push_back(std::move(ch));
+  }
+  for (auto& ch : c.channels) {
+    while (ch->streams.size() > p) {
+      drop_stream(*ch->streams.back(), true);
+      retire(std::move(ch->streams.back()));
+      ch->streams.pop_back();
+    }
+    while (ch->streams.size() < p) ch->streams.push_back(std::make_unique<Stream>(ch.get(), eng.loop()));
+    for (auto& s : ch->streams) {
+      // pp lowered: the newest requests beyond it give their rest back.
+      int cap = std::max(1, want.pp);
+      while (static_cast<int>(s->inflight.size()) > cap) preempt(s->inflight.back(), true);
+    }
+  }
+}
+
+bool Job::Impl::activate(FileTask* f) {
+  try {
+    f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256);
+  } catch (const IoError& e) {
+    fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
+    return false;
+  }
+  f->state = FileTask::State::Active;
+  uint64_t resumed = f->part->resumed_bytes();
+  if (resumed) {
+    bytes_resumed += resumed;
+    bytes_done += resumed;
+    f->chunk->bytes_done += resumed;
+    log::info("{}: resuming, {} of {} bytes already on disk", f->entry->name, resumed, f->size.value_or(0));
+  }
+  if (f->part->complete()) {
+    maybe_finish_file(f);
+    return false;
+  }
+  return true;
+}
+
+// Cuts what a file still misses into pieces for the channel's p streams.
+void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
+  int p = std::max(1, ch.chunk->params.p);
+  if (!f->size) {
+    ch.queue.push_back(Piece{f, {0, 0}, f->gen, false, 0});
+    return;
+  }
+  std::vector<Range> gaps = f->part->received().missing(*f->size);
+  if (!f->ranges_ok) {
+    ch.queue.push_back(Piece{f, {0, *f->size}, f->gen, true, 0});
+    return;
+  }
+  uint64_t missing = 0;
+  for (const Range& g : gaps) missing += g.size();
+  for (const Range& g : gaps) {
+    // Each gap gets its share of the p streams (at least one).
+    int n = static_cast<int>(std::max<uint64_t>(1, (uint64_t(p) * g.size() + missing - 1) / missing));
+    for (const Range& r : split_range(g, n, spec.opts.min_piece_bytes))
+      ch.queue.push_back(Piece{f, r, f->gen, true, 0});
+  }
+}
+
+std::optional<Piece> Job::Impl::steal(Chunk& c) {
+  Request* best = nullptr;
+  uint64_t best_left = 0;
+  for (auto& ch : c.channels)
+    for (auto& s : ch->streams)
+      for (Request* r : s->inflight) {
+        if (!r->end_known || !r->file->ranges_ok) continue;
+        uint64_t left = r->end > r->pos ? r->end - r->pos : 0;
+        if (left > best_left) best_left = left, best = r;
+      }
+  // A stolen half pays for itself only when it is large next to what a new
+  // request costs: on HTTP/1.1 the victim's connection is cut and reopened
+  // (a handshake and slow start, a few BDPs of lost sending time).
+  uint64_t worth = std::max<uint64_t>(2 * spec.opts.min_piece_bytes, 8 * info.bdp_bytes);
+  if (!best || best_left < worth) return std::nullopt;
+  uint64_t mid = best->pos + best_left / 2;
+  mid = std::min(best->end, (mid + kStealAlign - 1) / kStealAlign * kStealAlign);
+  Piece p{best->file, {mid, best->end}, best->file->gen, true, 0};
+  best->end = mid;  // its write callback stops there
+  return p;
+}
+
+std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
+  while (!ch.queue.empty()) {
+    Piece p = ch.queue.front();
+    ch.queue.pop_front();
+    if (piece_valid(p)) return p;
+  }
+  Chunk& c = *ch.chunk;
+  for (auto it = c.requeued.begin(); it != c.requeued.end();) {
+    if (!piece_valid(*it)) {
+      it = c.requeued.erase(it);
+    } else if (it->not_before_us <= now) {
+      Piece p = *it;
+      c.requeued.erase(it);
+      return p;
+    } else {
+      ++it;
+    }
+  }
+  while (!c.fresh.empty()) {
+    FileTask* f = c.fresh.front();
+    c.fresh.pop_front();
+    if (f->state != FileTask::State::Pending || !activate(f)) {
+      if (state != JobState::Running) return std::nullopt;  // activate() may have ended the job
+      continue;
+    }
+    queue_pieces(ch, f);
+    return take_piece(ch, now);
+  }
+  return steal(c);
+}
+
+void Job::Impl::start_get(Stream& s, const Piece& p) {
+  FileTask* f = p.file;
+  Request* r = new_request(RequestKind::Get, f, s.multi);
+  r->stream = &s;
+  r->req_begin = r->pos = p.r.begin;
+  r->end = p.r.end;
+  r->end_known = p.end_known;
+  r->ranged = p.end_known && f->ranges_ok && !(p.r.begin == 0 && f->size && p.r.end == *f->size);
+  if (r->ranged) {
+    std::string range = std::to_string(p.r.begin) + "-" + std::to_string(p.r.end - 1);
+    curl_easy_setopt(r->easy, CURLOPT_RANGE, range.c_str());
+  }
+  s.inflight.push_back(r);
+  ++f->inflight;
+  s.multi.add(r);
+}
+
+void Job::Impl::pump() {
+  if (state != JobState::Running) return;
+  uint64_t now = eng.now_us();
+  for (auto& cp : chunks) {
+    Chunk& c = *cp;
+    if (state != JobState::Running) return;
+    if (c.finished) continue;
+    reconcile(c);
+    int pp = std::max(1, c.params.pp);
+    for (auto& ch : c.channels) {
+      // Deal pieces round-robin over the channel's streams, so p pieces of a
+      // file land on p different connections.
+      bool dealt = true;
+      while (dealt && state == JobState::Running) {
+        dealt = false;
+        for (auto& s : ch->streams) {
+          if (!stream_has_room(*s, pp)) continue;
+          std::optional<Piece> p = take_piece(*ch, now);
+          if (!p) break;
+          if (!s->inflight.empty() && p->file->origin != s->inflight.front()->file->origin) {
+            ch->queue.push_front(*p);  // a connection serves one origin
+            continue;
+          }
+          const Origin& o = origins.at(p->file->origin);
+          if (pp > 1 && !o.h2 && !origins[p->file->origin].warned_h1) {
+            origins[p->file->origin].warned_h1 = true;
+            log::warn("{}: server speaks HTTP/1.1 only; pp={} becomes back-to-back requests on one reused "
+                      "connection per stream", p->file->origin, pp);
+          }
+          start_get(*s, *p);
+          dealt = true;
+        }
+      }
+      if (state != JobState::Running) return;
+    }
+    // A chunk is finished when nothing is queued, fresh or in flight. Files
+    // still incomplete then (a lost piece) get their gaps queued again.
+    bool busy = !c.fresh.empty() || !c.requeued.empty();
+    for (auto& ch : c.channels) {
+      busy = busy || !ch->queue.empty();
+      for (auto& s : ch->streams) busy = busy || !s->inflight.empty();
+    }
+    if (!busy) {
+      bool repaired = false;
+      for (size_t i : c.plan.files) {
+        FileTask* f = &files[i];
+        if (f->state == FileTask::State::Active && f->inflight == 0 && f->size && !f->part->complete()) {
+          for (const Range& g : f->part->received().missing(*f->size)) requeue(f, g, true, 0, false);
+          repaired = true;
+        }
+      }
+      if (repaired) {
+        log::debug("chunk {}: re-queued gaps of incomplete files", to_string(c.plan.kind));
+        pump();
+        return;
+      }
+      c.finished = true;
+      reconcile(c);  // closes its channels and connections
+    }
+  }
+  maybe_finish_job();
+}
+
+// The server ignored a Range request: only one stream from byte 0 can fetch it.
+void Job::Impl::collapse_to_single_stream(FileTask* f) {
+  log::warn("{}: server ignores Range requests; fetching it whole on one stream", f->entry->name);
+  f->ranges_ok = false;
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
+  }
+  uint64_t lost = f->part->received().bytes();
+  bytes_done -= lost;
+  f->chunk->bytes_done -= lost;
+  f->part->reset();
+  ++f->gen;
+  requeue(f, {0, *f->size}, true, 0, true);
+}
+
+}  // namespace xfer

@@ -1,0 +1,181 @@
+// The transfer engine: one curl_multi driven by an sd-event loop through
+// libcurl's socket and timer callbacks (no busy poll), and the Job that
+// schedules a dataset over it: Job -> Chunk -> Channel -> Stream -> Request.
+//
+//   Chunk    Small / Medium / Large group of files with its own ChunkParams.
+//   Channel  one of the chunk's cc lanes; takes a file and cuts it into up
+//            to p ranges.
+//   Stream   one TCP connection of a channel (p per channel): a curl share
+//            handle with its own connection cache, so requests on a stream
+//            reuse exactly that connection. Up to pp requests are outstanding
+//            on it when the origin speaks HTTP/2 (h2, or h2c with prior
+//            knowledge); an HTTP/1.1 origin gets back-to-back requests on the
+//            reused connection instead, and the job says so.
+//   Request  one easy handle: a byte range of one file.
+//
+// Live re-tuning (Job::apply) reconciles the tree with new params: surplus
+// channels, streams and requests are pre-empted and the unreceived rest of
+// their ranges goes back to the chunk's queue; new ones start at once; an
+// idle stream steals the far half of the largest range in flight. Nothing
+// received is thrown away and nothing is fetched twice (beyond what is in
+// flight on a cut connection).
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "xfer/manifest.h"
+#include "xfer/params.h"
+#include "xfer/tuner.h"
+
+typedef void CURLM;
+
+namespace xfer {
+
+struct Request;
+
+// One curl_multi on an sd-event loop, through libcurl's socket and timer
+// callbacks. Every Stream of a job owns one: libcurl keeps its connection pool
+// per multi handle, so a stream's requests reuse exactly its own connection
+// (HTTP/1.1 back to back, HTTP/2 multiplexed). Sharing one multi and
+// partitioning its pool with share handles (CURL_LOCK_DATA_CONNECT) does not
+// work for HTTP/2: libcurl does not multiplex over a shared cache.
+class CurlMulti {
+ public:
+  explicit CurlMulti(sd_event* loop);
+  ~CurlMulti();
+  CurlMulti(const CurlMulti&) = delete;
+  CurlMulti& operator=(const CurlMulti&) = delete;
+
+  void add(Request* r);
+  // Stop a request that has not completed (never from inside a curl callback).
+  void remove(Request* r);
+
+  // http:// origins this handle holds an h2c connection to (or is opening
+  // one). libcurl 7.88 breaks a reused connection when a request asks for
+  // prior knowledge again (curl PR #10643, fixed in 8.0): only the request
+  // that opens the connection asks for it; the others ask for HTTP/2 and
+  // multiplex onto it. Dropped when a request fails at the connection level.
+  std::set<std::string> h2c_open;
+
+ private:
+  static int socket_cb(void* easy, int s, int what, void* userp, void* socketp);
+  static int timer_cb(CURLM* multi, long timeout_ms, void* userp);
+  static int on_io(sd_event_source* s, int fd, uint32_t revents, void* userdata);
+  static int on_timer(sd_event_source* s, uint64_t usec, void* userdata);
+  void action(int fd, int mask);
+  void drain();
+
+  sd_event* loop_;
+  CURLM* multi_;
+  sd_event_source* timer_ = nullptr;
+  std::set<sd_event_source*> io_sources_;
+};
+
+// The event loop the jobs run on, with a multi handle for control requests
+// (protocol probes and HEADs).
+class Engine {
+ public:
+  explicit Engine(sd_event* loop);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  sd_event* loop() const { return loop_; }
+  CurlMulti& control() { return *control_; }
+  uint64_t now_us() const;
+
+ private:
+  sd_event* loop_;
+  std::unique_ptr<CurlMulti> control_;
+};
+
+struct EngineOptions {
+  std::string http = "auto";  // auto | 1.1 | h2c : how http:// origins are spoken to
+  uint64_t min_piece_bytes = 256 * 1024;  // no range is cut smaller than this
+  int max_retries = 6;                    // consecutive failures without progress, per file
+  long connect_timeout_ms = 15000;
+  long stall_timeout_s = 30;      // a request that moves no byte this long is retried
+  int discovery_concurrency = 16; // HEAD requests in flight while finding sizes
+  long record_ms = 200;           // progress records rewritten this often (no data sync)
+  long sync_ms = 5000;            // .part data fdatasync'd and recorded as synced this often
+  long interval_ms = 5000;        // control interval: observe, tune, apply
+  double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
+  double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
+  int max_channels = 32;
+  std::string user_agent = "xferd/0.1";
+};
+
+enum class JobState { Created, Discovering, Running, Paused, Done, Failed, Cancelled };
+const char* to_string(JobState s);
+
+struct FailedFile {
+  std::string url;
+  std::string reason;
+};
+
+struct TimelineEntry {
+  double t_s = 0;
+  double throughput_bps = 0;
+  uint64_t bytes_done = 0;
+  Params params;
+  std::vector<double> chunk_throughput_bps;
+};
+
+struct JobProgress {
+  JobState state = JobState::Created;
+  uint64_t bytes_total = 0;  // known sizes only
+  uint64_t bytes_done = 0;   // on disk (resumed + fetched)
+  uint64_t bytes_fetched = 0;  // from the network in this run
+  uint64_t bytes_resumed = 0;  // already on disk when the run began
+  size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
+  double seconds = 0;
+  double throughput_bps = 0;  // last interval
+};
+
+class Job {
+ public:
+  struct Spec {
+    Manifest manifest;
+    std::string dest_dir;
+    EngineOptions opts;
+  };
+  // Spec errors that need no network (destination unusable) throw here.
+  Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  void start();
+  void apply(const Params& p);  // live: takes effect at once
+  void pause();
+  void resume();
+  void cancel();
+
+  JobState state() const;
+  JobProgress progress() const;
+  const std::vector<TimelineEntry>& timeline() const;
+  const std::vector<FailedFile>& failed() const;
+  // Error that ended the job (destination unusable, disk full), empty if none.
+  const std::string& fatal_error() const;
+  nlohmann::json summary() const;  // the --json result
+
+  std::function<void()> on_finished;
+  std::function<void(const TimelineEntry&)> on_interval;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xfer

@@ -1,0 +1,49 @@
+// The manifest: one file a line, `URL [SIZE] [sha256:HEX]`, `#` comments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xfer {
+
+struct ManifestEntry {
+  std::string url;
+  std::optional<uint64_t> size;  // bytes; found by HEAD when absent
+  std::string sha256;            // lower-case hex, empty when not given
+  std::string name;              // file name at the destination, from the URL
+  int line = 0;                  // 1-based line in the manifest text
+};
+
+struct Manifest {
+  std::vector<ManifestEntry> entries;
+};
+
+// Every problem of a manifest at once, one per line: "FILE:LINE: reason".
+class ManifestError : public std::runtime_error {
+ public:
+  ManifestError(const std::vector<std::string>& problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// origin names the manifest in messages (a path, "<stdin>", "<dbus>").
+Manifest parse_manifest(std::string_view text, std::string_view origin);
+Manifest load_manifest(const std::string& path);
+
+// Only http and https, with a host. Returns an empty string when the URL is
+// acceptable, else the reason it is not.
+std::string check_url(const std::string& url);
+
+// The destination file name for a URL: the last path segment, percent-decoded.
+// Throws std::invalid_argument when that name is unusable as a plain file name
+// in one directory (empty, ".", "..", '/', control bytes, too long, or ending in
+// the engine's own suffixes).
+std::string file_name_from_url(const std::string& url);
+
+}  // namespace xfer

@@ -1,0 +1,84 @@
+#include "progress.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+
+namespace xferctl {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+static int term_width() {
+  winsize w{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
+  return 80;
+}
+
+void draw_bar(const xfer::JobProgress& p, const std::string& params) {
+  double frac = p.bytes_total ? double(p.bytes_done) / double(p.bytes_total) : 0;
+  if (frac > 1) frac = 1;
+  std::string tail = fmt::format(" {:5.1f}% {}/{} {:.0f} Mbit/s {} files {}/{}", frac * 100, human_bytes(double(p.bytes_done)),
+                                 human_bytes(double(p.bytes_total)), p.throughput_bps / 1e6, params,
+                                 p.files_done + p.files_skipped, p.files_total);
+  if (p.state == xfer::JobState::Discovering) tail = " discovering sizes and protocols...";
+  int width = term_width() - static_cast<int>(tail.size()) - 3;
+  if (width < 10) width = 10;
+  if (width > 40) width = 40;
+  int fill = static_cast<int>(frac * width);
+  std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "]";
+  fmt::print(stderr, "\r{}{}\x1b[K", bar, tail);
+  fflush(stderr);
+}
+
+void finish_bar() {
+  fmt::print(stderr, "\r\x1b[K");
+  fflush(stderr);
+}
+
+void print_result(const nlohmann::json& s) {
+  double secs = s["seconds"].get<double>();
+  fmt::print("xferctl run: {}{}\n", s["state"].get<std::string>(),
+             s.contains("error") ? " — " + s["error"].get<std::string>() : "");
+  fmt::print("  {:<11} {} ok, {} already there, {} failed (of {})\n", "files", s["files_ok"].get<size_t>(),
+             s["files_skipped"].get<size_t>(), s["files_failed"].get<size_t>(), s["files"].get<size_t>());
+  fmt::print("  {:<11} {} fetched, {} resumed, {} in the dataset\n", "bytes",
+             human_bytes(s["bytes_fetched"].get<double>()), human_bytes(s["bytes_resumed"].get<double>()),
+             human_bytes(s["bytes"].get<double>()));
+  fmt::print("  {:<11} {:.2f} s\n", "time", secs);
+  fmt::print("  {:<11} {:.1f} Mbit/s\n", "throughput", s["throughput_mbps"].get<double>());
+  fmt::print("  {:<11} {} (RTT {:.3f} ms, BDP {})\n", "policy", s["policy"].get<std::string>(),
+             s["rtt_ms"].get<double>(), human_bytes(s["bdp_bytes"].get<double>()));
+  for (const auto& o : s["origins"])
+    fmt::print("  {:<11} {} {}\n", "server", o["origin"].get<std::string>(), o["protocol"].get<std::string>());
+  if (!s["chunks"].empty()) {
+    fmt::print("\n  {:<8} {:>7} {:>10} {:>10} {:>4} {:>4} {:>4}\n", "chunk", "files", "bytes", "avg", "cc", "p", "pp");
+    for (const auto& c : s["chunks"])
+      fmt::print("  {:<8} {:>7} {:>10} {:>10} {:>4} {:>4} {:>4}\n", c["kind"].get<std::string>(),
+                 c["files"].get<size_t>(), human_bytes(c["bytes"].get<double>()),
+                 human_bytes(c["avg_size"].get<double>()), c["cc"].get<int>(), c["p"].get<int>(), c["pp"].get<int>());
+  }
+  if (!s["timeline"].empty()) {
+    fmt::print("\n  {:>7} {:>12}  params\n", "t (s)", "Mbit/s");
+    for (const auto& e : s["timeline"]) {
+      std::string ps;
+      for (const auto& p : e["params"])
+        ps += fmt::format("{}:{}/{}/{} ", p["chunk"].get<std::string>(), p["cc"].get<int>(), p["p"].get<int>(),
+                          p["pp"].get<int>());
+      fmt::print("  {:>7.1f} {:>12.1f}  {}\n", e["t"].get<double>(), e["throughput_mbps"].get<double>(), ps);
+    }
+  }
+  if (!s["failed"].empty()) {
+    fmt::print("\n  failed files:\n");
+    for (const auto& f : s["failed"])
+      fmt::print("    {}\n      {}\n", f["url"].get<std::string>(), f["reason"].get<std::string>());
+  }
+}
+
+}  // namespace xferctl

@@ -1,0 +1,18 @@
+// Terminal output of xferctl: a one-line progress bar on stderr and the
+// result table at the end.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "xfer/engine.h"
+
+namespace xferctl {
+
+std::string human_bytes(double bytes);
+// Redraws the bar in place (\r); call finish_bar() before printing anything else.
+void draw_bar(const xfer::JobProgress& p, const std::string& params);
+void finish_bar();
+void print_result(const nlohmann::json& summary);
+
+}  // namespace xferctl
