@@ -14,6 +14,7 @@ uint64_t backoff_us(int failures);
 
 void Job::Impl::start_discovery() {
   state = JobState::Discovering;
+  discovery = std::make_unique<CurlMulti>(eng.loop());
   // One probe per origin, on its first file.
   for (FileTask& f : files) {
     if (f.state != FileTask::State::Pending) continue;
@@ -38,13 +39,16 @@ void Job::Impl::dispatch_heads() {
       ++it;
       continue;
     }
-    Request* r = new_request(RequestKind::Head, it->file, eng.control());
+    Request* r = new_request(RequestKind::Head, it->file, *discovery);
     r->probe = it->probe;
     ++heads_inflight;
-    eng.control().add(r);
+    discovery->add(r);
     it = heads.erase(it);
   }
-  if (heads.empty() && heads_inflight == 0) begin_transfer();
+  if (heads.empty() && heads_inflight == 0) {
+    retire(std::move(discovery));
+    begin_transfer();
+  }
 }
 
 void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {

@@ -22,13 +22,9 @@ struct CurlGlobal {
 
 Engine::Engine(sd_event* loop) : loop_(sd_event_ref(loop)) {
   static CurlGlobal global;
-  control_ = std::make_unique<CurlMulti>(loop_);
 }
 
-Engine::~Engine() {
-  control_.reset();
-  sd_event_unref(loop_);
-}
+Engine::~Engine() { sd_event_unref(loop_); }
 
 uint64_t Engine::now_us() const {
   uint64_t t = 0;

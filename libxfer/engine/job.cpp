@@ -81,6 +81,7 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp, std::unique_ptr<Tuner> t)
         auto* self = static_cast<Job::Impl*>(ud);
         self->retired_streams.clear();
         self->retired_channels.clear();
+        self->retired_multis.clear();
         return 0;
       },
       this);
@@ -101,6 +102,8 @@ Job::Impl::~Impl() {
   chunks.clear();  // multi handles after the easy handles that used them
   retired_channels.clear();
   retired_streams.clear();
+  discovery.reset();
+  retired_multis.clear();
   if (dir_fd >= 0) close(dir_fd);
 }
 

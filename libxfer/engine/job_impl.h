@@ -128,7 +128,7 @@ struct Job::Impl : RequestOwner {
   void pump();
   void reconcile(Chunk& c);
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
-  std::optional<Piece> steal(Chunk& c);
+  uint64_t piece_bytes() const;  // largest range one request asks for
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);
   void start_get(Stream& s, const Piece& p);
@@ -141,6 +141,7 @@ struct Job::Impl : RequestOwner {
   // from a deferred event, never inside their own callbacks.
   void retire(std::unique_ptr<Channel> ch);
   void retire(std::unique_ptr<Stream> s);
+  void retire(std::unique_ptr<CurlMulti> m);
   void retire_all_channels();
   bool stream_has_room(const Stream& s, int pp) const;
 
@@ -163,6 +164,9 @@ struct Job::Impl : RequestOwner {
   std::map<std::string, Origin> origins;
   std::map<Request*, std::unique_ptr<Request>> requests;
 
+  // Discovery's own multi handle: its idle connections close with it when the
+  // transfer begins, so they do not linger beside the streams.
+  std::unique_ptr<CurlMulti> discovery;
   std::deque<HeadItem> heads;
   int heads_inflight = 0;
   double rtt_s = 0;
@@ -179,6 +183,7 @@ struct Job::Impl : RequestOwner {
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Stream>> retired_streams;
+  std::vector<std::unique_ptr<CurlMulti>> retired_multis;
   EventSource tick_src, checkpoint_src, retry_src, reap_src;
 };
 

@@ -13,12 +13,14 @@
 //            reused connection instead, and the job says so.
 //   Request  one easy handle: a byte range of one file.
 //
-// Live re-tuning (Job::apply) reconciles the tree with new params: surplus
-// channels, streams and requests are pre-empted and the unreceived rest of
-// their ranges goes back to the chunk's queue; new ones start at once; an
-// idle stream steals the far half of the largest range in flight. Nothing
-// received is thrown away and nothing is fetched twice (beyond what is in
-// flight on a cut connection).
+// A file is fetched in pieces: byte ranges of at most max(8 MiB, 16 BDP),
+// and at least p of them, so that p streams can work on one file and new
+// params reach a file in flight at the next piece boundary without cutting
+// anything. Live re-tuning (Job::apply) reconciles the tree with new params:
+// new channels and streams start at once; surplus ones are pre-empted and the
+// unreceived rest of their ranges goes back to the chunk's queue. Nothing
+// received is thrown away and nothing is fetched twice (beyond what a
+// pre-empted connection had in flight).
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -81,8 +83,7 @@ class CurlMulti {
   std::set<sd_event_source*> io_sources_;
 };
 
-// The event loop the jobs run on, with a multi handle for control requests
-// (protocol probes and HEADs).
+// The event loop the jobs run on.
 class Engine {
  public:
   explicit Engine(sd_event* loop);
@@ -91,17 +92,17 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   sd_event* loop() const { return loop_; }
-  CurlMulti& control() { return *control_; }
   uint64_t now_us() const;
 
  private:
   sd_event* loop_;
-  std::unique_ptr<CurlMulti> control_;
 };
 
 struct EngineOptions {
   std::string http = "auto";  // auto | 1.1 | h2c : how http:// origins are spoken to
-  uint64_t min_piece_bytes = 256 * 1024;  // no range is cut smaller than this
+  uint64_t min_piece_bytes = 256 * 1024;      // no range is cut smaller than this
+  uint64_t max_piece_bytes = 8 * 1024 * 1024;  // one request asks for at most this much,
+  double piece_bdp_multiple = 16;              // or this many BDPs when that is more
   int max_retries = 6;                    // consecutive failures without progress, per file
   long connect_timeout_ms = 15000;
   long stall_timeout_s = 30;      // a request that moves no byte this long is retried

@@ -1,0 +1,218 @@
+// The engine against a real nginx on loopback, HTTP/1.1 and h2c.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "fixture.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data = new Dataset(dataset(20, 4, 1, 0.5));  // ~2 MB html, ~10 MB images, one ~111 MB video
+    isolate_network();
+    nginx = new Nginx(data->dir);
+  }
+  static void TearDownTestSuite() {
+    delete nginx;
+    delete data;
+  }
+  void SetUp() override {
+    dest = make_temp_dir("dest");
+    nginx->clear_log();
+    set_link_rate(0);  // full speed unless a test asks for a bottleneck
+  }
+  void TearDown() override { fs::remove_all(dest); }
+
+  static xfer::EngineOptions opts(long interval_ms = 500) {
+    xfer::EngineOptions o;
+    o.interval_ms = interval_ms;
+    return o;
+  }
+  // The dataset files whose names start with prefix.
+  static Dataset subset(const std::string& prefix) {
+    Dataset d;
+    d.dir = data->dir;
+    for (const auto& f : data->files)
+      if (f.name.rfind(prefix, 0) == 0) {
+        d.files.push_back(f);
+        d.bytes += f.size;
+      }
+    return d;
+  }
+  static std::vector<LogLine> gets(const std::string& path_part = "") {
+    std::vector<LogLine> out;
+    for (const auto& l : nginx->log())
+      if (l.method == "GET" && l.path.find(path_part) != std::string::npos) out.push_back(l);
+    return out;
+  }
+
+  static Dataset* data;
+  static Nginx* nginx;
+  std::string dest;
+};
+Dataset* EngineTest::data = nullptr;
+Nginx* EngineTest::nginx = nullptr;
+
+TEST_F(EngineTest, MixedDatasetOverHttp1ArrivesByteIdentical) {
+  auto r = run_job(data->manifest(nginx->url(false, "/")), dest, "static", {4, 2, 1}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  EXPECT_EQ(r.summary["files_ok"], data->files.size());
+  EXPECT_EQ(r.bytes_fetched, data->bytes);  // not one byte fetched twice
+  EXPECT_EQ(r.summary["origins"][0]["protocol"], "HTTP/1.1");
+  expect_identical(*data, dest);
+  expect_no_partials(dest);
+  for (const auto& l : gets()) EXPECT_EQ(l.proto, "HTTP/1.1");
+}
+
+TEST_F(EngineTest, MixedDatasetOverH2cArrivesByteIdentical) {
+  auto r = run_job(data->manifest(nginx->url(true, "/")), dest, "static", {2, 2, 4}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  EXPECT_EQ(r.bytes_fetched, data->bytes);
+  EXPECT_EQ(r.summary["origins"][0]["protocol"], "HTTP/2");
+  expect_identical(*data, dest);
+  expect_no_partials(dest);
+  auto g = gets();
+  ASSERT_FALSE(g.empty());
+  for (const auto& l : g) EXPECT_EQ(l.proto, "HTTP/2.0");
+}
+
+TEST_F(EngineTest, DefaultPolicyMinEnergyCompletes) {
+  auto r = run_job(data->manifest(nginx->url(false, "/")), dest, "min-energy", {}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  EXPECT_EQ(r.summary["policy"], "min-energy");
+  EXPECT_FALSE(r.summary["timeline"].empty());
+  expect_identical(*data, dest);
+}
+
+// p = 4: one file, four byte ranges, four TCP connections at once.
+TEST_F(EngineTest, ParallelismFourOpensFourConnectionsForOneFile) {
+  set_link_rate(100);
+  Dataset one = subset("image-001");
+  int most = 0;
+  auto r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 4, 1}, opts(10),
+                   [&](xfer::Job&, const xfer::TimelineEntry&) { most = std::max(most, established_to(nginx->h1)); });
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(one, dest);
+  EXPECT_EQ(most, 4) << "established connections seen at most";
+  auto g = gets("image-001");
+  ASSERT_GE(g.size(), 4u);
+  std::sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.start_s() < b.start_s(); });
+  std::set<long> conns;
+  std::set<std::string> ranges;
+  for (int i = 0; i < 4; ++i) conns.insert(g[i].conn), ranges.insert(g[i].range);
+  EXPECT_EQ(conns.size(), 4u);
+  EXPECT_EQ(ranges.size(), 4u);
+  EXPECT_LE(max_overlap(g), 4);
+}
+
+// pp = 4 over h2c: four requests outstanding on one connection.
+TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
+  set_link_rate(100);
+  Dataset imgs = subset("image-");
+  auto r = run_job(imgs.manifest(nginx->url(true, "/")), dest, "static", {1, 1, 4}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(imgs, dest);
+  auto g = gets("/");
+  std::set<long> conns;
+  for (const auto& l : g) {
+    conns.insert(l.conn);
+    EXPECT_EQ(l.proto, "HTTP/2.0");
+  }
+  EXPECT_EQ(conns.size(), 1u);
+  EXPECT_GE(max_overlap(g), 4) << "streams in flight at once on the connection";
+}
+
+// pp = 4 against HTTP/1.1: back-to-back requests on one reused connection.
+TEST_F(EngineTest, PipeliningOverHttp1DegradesToBackToBackOnOneConnection) {
+  set_link_rate(100);
+  Dataset imgs = subset("image-");
+  auto r = run_job(imgs.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 4}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(imgs, dest);
+  auto g = gets("/");
+  EXPECT_EQ(g.size(), imgs.files.size());
+  std::set<long> conns;
+  for (const auto& l : g) conns.insert(l.conn);
+  EXPECT_EQ(conns.size(), 1u);
+  EXPECT_EQ(max_overlap(g), 1);
+}
+
+// cc 1 -> 8 while the job runs: more files in flight within one interval,
+// nothing restarted, nothing fetched twice.
+TEST_F(EngineTest, ConcurrencyRaisedFromOneToEightMidJob) {
+  set_link_rate(40);  // 20 html files take about half a second at cc = 1
+  Dataset html = subset("html-");
+  double switch_at = -1;
+  auto r = run_job(html.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, opts(50),
+                   [&](xfer::Job& job, const xfer::TimelineEntry& e) {
+                     if (switch_at >= 0) return;
+                     xfer::Params p = e.params;
+                     for (auto& c : p.chunks) c.cc = 8;
+                     p.reason = "test: raise cc";
+                     switch_at = e.t_s;
+                     job.apply(p);
+                   });
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(html, dest);
+  EXPECT_EQ(r.bytes_fetched, html.bytes);
+  const auto& tl = r.summary["timeline"];
+  ASSERT_GE(tl.size(), 2u);
+  EXPECT_EQ(tl[0]["params"][0]["cc"], 1);
+  EXPECT_EQ(tl[tl.size() - 1]["params"][0]["cc"], 8);
+  auto g = gets("/");
+  EXPECT_EQ(g.size(), html.files.size());  // each file one request: nothing restarted
+  EXPECT_GE(max_overlap(g), 6);
+}
+
+// cc 8 -> 2 and p 1 -> 3 mid-job: surplus requests are pre-empted and their
+// unreceived rest fetched by the remaining streams, byte-exact.
+TEST_F(EngineTest, ConcurrencyLoweredAndParallelismRaisedMidJob) {
+  set_link_rate(100);
+  Dataset imgs = subset("image-");
+  bool switched = false;
+  int most_after = 0;
+  auto r = run_job(imgs.manifest(nginx->url(false, "/")), dest, "static", {8, 1, 1}, opts(100),
+                   [&](xfer::Job& job, const xfer::TimelineEntry& e) {
+                     if (switched) {
+                       most_after = std::max(most_after, established_to(nginx->h1));
+                       return;
+                     }
+                     xfer::Params p = e.params;
+                     for (auto& c : p.chunks) c.cc = 1, c.p = 3;
+                     switched = true;
+                     job.apply(p);
+                   });
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(imgs, dest);
+  EXPECT_EQ(r.bytes_fetched, imgs.bytes);
+  EXPECT_LE(most_after, 3);
+  EXPECT_GE(most_after, 2);
+}
+
+TEST_F(EngineTest, SizesFoundByHeadWhenTheManifestHasNone) {
+  Dataset html = subset("html-");
+  auto r = run_job(html.manifest(nginx->url(true, "/"), false, false), dest, "static", {4, 1, 4}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(html, dest);
+  EXPECT_EQ(r.summary["bytes"], html.bytes);
+  int heads = 0;
+  for (const auto& l : nginx->log()) heads += l.method == "HEAD";
+  EXPECT_GE(heads, int(html.files.size()));
+}
+
+TEST_F(EngineTest, SecondRunSkipsFinishedFiles) {
+  Dataset html = subset("html-");
+  auto m = html.manifest(nginx->url(false, "/"));
+  ASSERT_EQ(run_job(m, dest, "static", {4, 1, 1}, opts()).state, xfer::JobState::Done);
+  nginx->clear_log();
+  auto r = run_job(m, dest, "static", {4, 1, 1}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  EXPECT_EQ(r.summary["files_skipped"], html.files.size());
+  EXPECT_EQ(r.bytes_fetched, 0u);
+  EXPECT_TRUE(gets().empty());
+}

@@ -1,0 +1,262 @@
+#include "fixture.h"
+
+#include <arpa/inet.h>
+#include <sched.h>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "xfer/sha256.h"
+#include "xfer/tuner.h"
+
+namespace fs = std::filesystem;
+
+namespace xtest {
+
+std::string make_temp_dir(const std::string& tag) {
+  std::string tmpl = (fs::temp_directory_path() / ("xfer-" + tag + "-XXXXXX")).string();
+  char* p = mkdtemp(tmpl.data());
+  if (!p) throw std::runtime_error("mkdtemp failed");
+  fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                         fs::perms::others_read | fs::perms::others_exec);
+  return p;
+}
+
+void isolate_network() {
+  static bool done = false;
+  if (done) return;
+  if (unshare(CLONE_NEWNET) != 0) throw std::runtime_error(std::string("unshare(CLONE_NEWNET): ") + strerror(errno));
+  if (sh("ip link set lo up mtu 1500") != 0) throw std::runtime_error("cannot bring up loopback in the test namespace");
+  done = true;
+}
+
+void set_link_rate(int mbit) {
+  isolate_network();
+  if (mbit <= 0) {
+    sh("tc qdisc del dev lo root 2>/dev/null");
+    return;
+  }
+  std::string cmd = "tc qdisc replace dev lo root tbf rate " + std::to_string(mbit) + "mbit burst 64kb latency 50ms";
+  if (sh(cmd) != 0) throw std::runtime_error("tc failed: " + cmd);
+}
+
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+int sh(const std::string& cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string bin(const std::string& name) { return std::string(XFER_BIN_DIR) + "/" + name; }
+
+Nginx::Nginx(const std::string& data_dir, const std::string& rate) {
+  run = make_temp_dir("nginx");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    h1 = free_port();
+    h2 = free_port();
+    std::string cmd = std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh start " + run + " " +
+                      data_dir + " " + std::to_string(h1) + " " + std::to_string(h2) + " " + rate;
+    if (sh(cmd) == 0) return;
+  }
+  throw std::runtime_error("nginx did not start; see " + run + "/error.log");
+}
+
+Nginx::~Nginx() {
+  sh(std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh stop " + run);
+  fs::remove_all(run);
+}
+
+std::string Nginx::url(bool h2c, const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(h2c ? h2 : h1) + path;
+}
+
+std::vector<LogLine> Nginx::log() const {
+  std::vector<LogLine> out;
+  std::ifstream f(run + "/access.log");
+  static const std::regex re(
+      R"re(^(\S+) (\S+) (\d+) (\d+) (\S+) (\d+) (\d+) "(\S+) (\S+)[^"]*" "([^"]*)" (\d+)$)re");
+  for (std::string line; std::getline(f, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    LogLine l;
+    l.end_s = std::stod(m[1]);
+    l.dur_s = std::stod(m[2]);
+    l.conn = std::stol(m[3]);
+    l.conn_requests = std::stol(m[4]);
+    l.proto = m[5];
+    l.status = std::stoi(m[6]);
+    l.bytes = std::stoull(m[7]);
+    l.method = m[8];
+    l.path = m[9];
+    l.range = m[10];
+    l.port = std::stoi(m[11]);
+    out.push_back(l);
+  }
+  return out;
+}
+
+void Nginx::clear_log() const {
+  std::ofstream(run + "/access.log", std::ios::trunc);
+}
+
+std::string Dataset::manifest(const std::string& base, bool with_size, bool with_sha) const {
+  std::string m;
+  for (const auto& f : files) {
+    m += base + f.name;
+    if (with_size) m += " " + std::to_string(f.size);
+    if (with_sha) m += " sha256:" + f.sha256;
+    m += "\n";
+  }
+  return m;
+}
+
+Dataset dataset(int html, int image, int video, double video_scale) {
+  std::string name = "h" + std::to_string(html) + "-i" + std::to_string(image) + "-v" + std::to_string(video) + "x" +
+                     std::to_string(int(video_scale * 100));
+  fs::path root = fs::path(XFER_BIN_DIR).parent_path() / "testdata";
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms::all & ~fs::perms::group_write & ~fs::perms::others_write);
+  fs::path dir = root / name, list = root / (name + ".list");
+  Dataset d;
+  d.dir = dir.string();
+  if (!fs::exists(list)) {
+    // Build beside, then rename: tests running in parallel never see half a dataset.
+    fs::path tmp = root / (name + ".tmp" + std::to_string(getpid()));
+    std::vector<xfer::GeneratedFile> all;
+    auto add = [&](const char* shape, int count, double scale) {
+      if (count <= 0) return;
+      xfer::DatasetSpec s;
+      s.shape = shape;
+      s.count = count;
+      s.size_scale = scale;
+      auto files = xfer::write_dataset(s, tmp.string());
+      all.insert(all.end(), files.begin(), files.end());
+    };
+    add("html", html, 1.0);
+    add("image", image, 1.0);
+    add("video", video, video_scale);
+    std::error_code ec;
+    fs::rename(tmp, dir, ec);
+    if (ec) fs::remove_all(tmp);  // another process won the race
+    std::string text;
+    for (auto& f : all) text += f.name + " " + std::to_string(f.size) + " " + f.sha256 + "\n";
+    fs::path ltmp = root / (name + ".list.tmp" + std::to_string(getpid()));
+    std::ofstream(ltmp) << text;
+    fs::rename(ltmp, list);
+  }
+  std::ifstream in(list);
+  xfer::GeneratedFile f;
+  while (in >> f.name >> f.size >> f.sha256) {
+    d.files.push_back(f);
+    d.bytes += f.size;
+  }
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  return d;
+}
+
+RunResult run_job(const std::string& manifest_text, const std::string& dest, const std::string& policy,
+                  xfer::ChunkParams fixed, xfer::EngineOptions opts, IntervalHook hook, double max_seconds) {
+  RunResult res;
+  sd_event* loop = nullptr;
+  sd_event_new(&loop);
+  {
+    xfer::Engine engine(loop);
+    xfer::TunerOptions topts;
+    topts.fixed = fixed;
+    xfer::Job job(engine, {xfer::parse_manifest(manifest_text, "<test>"), dest, opts},
+                  xfer::make_tuner(policy, topts));
+    job.on_finished = [&] { sd_event_exit(loop, 0); };
+    if (hook) job.on_interval = [&](const xfer::TimelineEntry& e) { hook(job, e); };
+    sd_event_source* guard = nullptr;
+    sd_event_add_time_relative(
+        loop, &guard, CLOCK_MONOTONIC, uint64_t(max_seconds * 1e6), 1000,
+        [](sd_event_source*, uint64_t, void* ud) {
+          ADD_FAILURE() << "job did not finish in time";
+          static_cast<xfer::Job*>(ud)->cancel();
+          return 0;
+        },
+        &job);
+    job.start();
+    if (job.state() == xfer::JobState::Discovering || job.state() == xfer::JobState::Running) sd_event_loop(loop);
+    sd_event_source_disable_unref(guard);
+    res.summary = job.summary();
+    res.state = job.state();
+    res.bytes_fetched = job.progress().bytes_fetched;
+  }
+  sd_event_unref(loop);
+  return res;
+}
+
+void expect_identical(const Dataset& d, const std::string& dest, const std::vector<std::string>& only) {
+  for (const auto& f : d.files) {
+    if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
+    fs::path p = fs::path(dest) / f.name;
+    ASSERT_TRUE(fs::exists(p)) << f.name << " missing in " << dest;
+    std::ifstream in(p, std::ios::binary);
+    xfer::Sha256 h;
+    std::vector<char> buf(1 << 20);
+    while (in.read(buf.data(), buf.size()) || in.gcount() > 0) h.update(buf.data(), size_t(in.gcount()));
+    EXPECT_EQ(h.hex(), f.sha256) << f.name << " differs";
+  }
+}
+
+void expect_no_partials(const std::string& dest) {
+  for (const auto& e : fs::directory_iterator(dest)) {
+    std::string n = e.path().filename().string();
+    EXPECT_FALSE(n.ends_with(".part") || n.ends_with(".progress") || n.ends_with(".tmp")) << "leftover " << n;
+  }
+}
+
+int established_to(int port) {
+  int n = 0;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(file);
+    std::string line;
+    std::getline(f, line);
+    while (std::getline(f, line)) {
+      std::istringstream ss(line);
+      std::string sl, local, remote, st;
+      ss >> sl >> local >> remote >> st;
+      size_t colon = remote.rfind(':');
+      if (colon == std::string::npos) continue;
+      if (std::stoi(remote.substr(colon + 1), nullptr, 16) == port && st == "01") ++n;
+    }
+  }
+  return n;
+}
+
+int max_overlap(const std::vector<LogLine>& lines) {
+  std::vector<std::pair<double, int>> ev;
+  for (const auto& l : lines) {
+    ev.push_back({l.start_s(), +1});
+    ev.push_back({l.end_s, -1});
+  }
+  std::sort(ev.begin(), ev.end(), [](auto& a, auto& b) { return a.first < b.first || (a.first == b.first && a.second < b.second); });
+  int cur = 0, best = 0;
+  for (auto& e : ev) best = std::max(best, cur += e.second);
+  return best;
+}
+
+}  // namespace xtest

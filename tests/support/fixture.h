@@ -1,0 +1,82 @@
+// What the integration tests share: a private nginx on loopback (through
+// scripts/nginx-serve.sh, the same server the README and benchmarks use),
+// datasets, an in-process job runner and checks.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "xfer/datagen.h"
+#include "xfer/engine.h"
+
+namespace xtest {
+
+std::string make_temp_dir(const std::string& tag);
+// Moves this test process (and what it starts later) into a network namespace
+// of its own, loopback up. The namespace has no name and vanishes with the
+// process. Idempotent.
+void isolate_network();
+// Shapes that namespace's loopback into a bottleneck of mbit Mbit/s (tbf,
+// MTU 1500), so transfers last long enough to watch; 0 removes the shaping.
+void set_link_rate(int mbit);
+int free_port();
+// Runs a shell command; returns its exit status.
+int sh(const std::string& cmd);
+std::string bin(const std::string& name);  // build/bin/NAME
+
+struct LogLine {
+  double end_s = 0, dur_s = 0;
+  long conn = 0, conn_requests = 0;
+  std::string proto;
+  int status = 0;
+  uint64_t bytes = 0;
+  std::string method, path, range;
+  int port = 0;
+  double start_s() const { return end_s - dur_s; }
+};
+
+class Nginx {
+ public:
+  // rate: nginx limit_rate for /slow/ (per connection, or per stream on h2).
+  explicit Nginx(const std::string& data_dir, const std::string& rate = "4m");
+  ~Nginx();
+  std::string url(bool h2c, const std::string& path) const;
+  std::vector<LogLine> log() const;
+  void clear_log() const;
+  int h1 = 0, h2 = 0;
+  std::string run;
+};
+
+struct Dataset {
+  std::string dir;
+  std::vector<xfer::GeneratedFile> files;
+  uint64_t bytes = 0;
+  // Manifest lines for the files, URLs from base (e.g. nginx.url(false, "/")).
+  std::string manifest(const std::string& base, bool with_size = true, bool with_sha = true) const;
+};
+// html (~100 KB), image (~2.4 MB) and video (~222 MB x video_scale) files, cached in the build tree.
+Dataset dataset(int html, int image, int video, double video_scale = 0.5);
+
+struct RunResult {
+  nlohmann::json summary;
+  xfer::JobState state = xfer::JobState::Created;
+  uint64_t bytes_fetched = 0;
+};
+using IntervalHook = std::function<void(xfer::Job&, const xfer::TimelineEntry&)>;
+RunResult run_job(const std::string& manifest_text, const std::string& dest, const std::string& policy,
+                  xfer::ChunkParams fixed, xfer::EngineOptions opts, IntervalHook hook = {},
+                  double max_seconds = 120);
+
+// Every file of the dataset (or the named ones) is in dest, byte-identical.
+void expect_identical(const Dataset& d, const std::string& dest, const std::vector<std::string>& only = {});
+// No .part / .progress leftovers in dest.
+void expect_no_partials(const std::string& dest);
+// Client-side TCP connections in ESTABLISHED state to 127.0.0.1:port.
+int established_to(int port);
+// Largest number of requests in flight at once, from the access log (optionally one connection).
+int max_overlap(const std::vector<LogLine>& lines);
+
+}  // namespace xtest

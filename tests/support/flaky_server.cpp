@@ -1,0 +1,144 @@
+#include "flaky_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace xtest {
+namespace {
+
+bool send_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+void reset_close(int fd) {
+  linger l{1, 0};  // close() now sends RST
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close(fd);
+}
+
+}  // namespace
+
+FlakyServer::FlakyServer(std::string content) : content_(std::move(content)) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(listen_fd_, 64);
+  socklen_t len = sizeof a;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  acceptor_ = std::thread([this] {
+    for (;;) {
+      int c = accept(listen_fd_, nullptr, nullptr);
+      if (c < 0 || stop_) {
+        if (c >= 0) close(c);
+        return;
+      }
+      timeval tv{5, 0};
+      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::lock_guard<std::mutex> g(mu_);
+      workers_.emplace_back([this, c] { serve(c); });
+    }
+  });
+}
+
+FlakyServer::~FlakyServer() {
+  stop_ = true;
+  shutdown(listen_fd_, SHUT_RDWR);
+  close(listen_fd_);
+  acceptor_.join();
+  std::vector<std::thread> w;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    w.swap(workers_);
+  }
+  for (auto& t : w) t.join();
+}
+
+std::vector<std::string> FlakyServer::requests() {
+  std::lock_guard<std::mutex> g(mu_);
+  return log_;
+}
+
+int FlakyServer::hits(const std::string& path) {
+  std::lock_guard<std::mutex> g(mu_);
+  return ++hits_[path];
+}
+
+void FlakyServer::serve(int fd) {
+  std::string buf;
+  char tmp[8192];
+  for (;;) {
+    size_t end;
+    while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+      ssize_t n = recv(fd, tmp, sizeof tmp, 0);
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      buf.append(tmp, size_t(n));
+    }
+    std::string head = buf.substr(0, end);
+    buf.erase(0, end + 4);
+    std::string method = head.substr(0, head.find(' '));
+    size_t p1 = head.find(' ') + 1;
+    std::string path = head.substr(p1, head.find(' ', p1) - p1);
+    uint64_t a = 0, b = content_.size() - 1;
+    bool ranged = false;
+    size_t r = head.find("\r\nRange: bytes=");
+    if (r != std::string::npos) {
+      ranged = true;
+      std::string spec = head.substr(r + 15, head.find("\r\n", r + 2) - r - 15);
+      a = std::stoull(spec.substr(0, spec.find('-')));
+      std::string last = spec.substr(spec.find('-') + 1);
+      if (!last.empty()) b = std::min<uint64_t>(std::stoull(last), content_.size() - 1);
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      log_.push_back(method + " " + path + " " + (ranged ? std::to_string(a) + "-" + std::to_string(b) : "-"));
+    }
+    std::string kind = path.substr(1, path.find('/', 1) - 1);
+    int n = method == "GET" ? hits(path) : 0;
+    if (kind == "norange") ranged = false, a = 0, b = content_.size() - 1;
+    if (method == "GET" && kind == "fail-twice" && n <= 2) {
+      std::string resp = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
+      if (!send_all(fd, resp.data(), resp.size())) break;
+      continue;
+    }
+    uint64_t len = b - a + 1;
+    std::string resp = std::string("HTTP/1.1 ") + (ranged ? "206 Partial Content" : "200 OK") +
+                       "\r\nContent-Length: " + std::to_string(len) + "\r\n";
+    if (kind != "norange") resp += "Accept-Ranges: bytes\r\n";
+    if (ranged)
+      resp += "Content-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+              std::to_string(content_.size()) + "\r\n";
+    resp += "\r\n";
+    if (!send_all(fd, resp.data(), resp.size())) break;
+    if (method == "HEAD") continue;
+    bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
+    uint64_t send_len = once_bad ? len / 2 : len;
+    if (!send_all(fd, content_.data() + a, send_len)) break;
+    body_bytes += send_len;
+    if (once_bad) {
+      if (kind == "reset-once") reset_close(fd);
+      else close(fd);
+      return;
+    }
+  }
+  close(fd);
+}
+
+}  // namespace xtest

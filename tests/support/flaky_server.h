@@ -1,0 +1,41 @@
+// A small HTTP/1.1 server that misbehaves on purpose, for the engine's error
+// paths. Every path serves the same content (Range supported); the path's
+// first segment picks the misbehaviour:
+//   /reset-once/...     first GET: headers and half the body, then a TCP RST
+//   /truncate-once/...  first GET: headers and half the body, then a clean close
+//   /fail-twice/...     first two GETs: 500
+//   /norange/...        ignores Range: always 200 and the whole body
+//   anything else       behaves
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xtest {
+
+class FlakyServer {
+ public:
+  explicit FlakyServer(std::string content);
+  ~FlakyServer();
+  int port = 0;
+  std::atomic<uint64_t> body_bytes{0};  // body bytes written to sockets
+  std::vector<std::string> requests();  // "METHOD PATH RANGE" in arrival order
+
+ private:
+  void serve(int fd);
+  int hits(const std::string& path);  // GETs of path so far, this one included
+  std::string content_;
+  int listen_fd_ = -1;
+  std::thread acceptor_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::map<std::string, int> hits_;
+  std::vector<std::string> log_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace xtest

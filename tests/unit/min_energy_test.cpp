@@ -1,0 +1,53 @@
+// MinE formulas (energy-aware-transfer-algorithms.txt Algorithm 1, lines 8-10)
+// against values worked by hand.
+#include "min_energy.h"
+
+#include <gtest/gtest.h>
+
+using xfer::MinEnergyTuner;
+
+TEST(MinEnergy, FormulasByHand) {
+  // BDP = 500 Mbit/s * 40 ms = 2,500,000 B; avg html 100,000 B; buf 4 MiB.
+  EXPECT_EQ(MinEnergyTuner::pipelining(2'500'000, 100'000), 25);       // ceil(25)
+  EXPECT_EQ(MinEnergyTuner::parallelism(2'500'000, 100'000, 4194304), 1);  // max(min(1,1),1)
+  EXPECT_EQ(MinEnergyTuner::concurrency(2'500'000, 100'000, 32), 17);  // min(25, ceil(33/2)=17)
+  // Video avg 220 MB with buf 1 MB: p = min(ceil(2.5e6/1e6)=3, ceil(220)=220) = 3.
+  EXPECT_EQ(MinEnergyTuner::parallelism(2'500'000, 220e6, 1'000'000), 3);
+  EXPECT_EQ(MinEnergyTuner::pipelining(2'500'000, 220e6), 1);
+  EXPECT_EQ(MinEnergyTuner::concurrency(2'500'000, 220e6, 15), 1);     // ceil(0.011) = 1
+}
+
+TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
+  xfer::JobInfo info;
+  info.bdp_bytes = 2'500'000;
+  info.tcp_buf_bytes = 1'000'000;
+  info.max_channels = 32;
+  xfer::ChunkPlan s{xfer::ChunkKind::Small, {0, 1}, 200'000};      // avg 100 KB
+  xfer::ChunkPlan m{xfer::ChunkKind::Medium, {2, 3}, 4'800'000};   // avg 2.4 MB
+  xfer::ChunkPlan l{xfer::ChunkKind::Large, {4}, 220'000'000};
+  info.chunks = {s, m, l};
+  MinEnergyTuner t;
+  xfer::Params p = t.init(info);
+  ASSERT_EQ(p.chunks.size(), 3u);
+  // Small: pp 25, p 1, cc min(25, 17) = 17; avail 15.
+  EXPECT_EQ(p.chunks[0], (xfer::ChunkParams{17, 1, 25}));
+  // Medium: pp ceil(2.5/2.4) = 2, p max(min(3, 3), 1) = 3, cc min(2, 8) = 2.
+  EXPECT_EQ(p.chunks[1], (xfer::ChunkParams{2, 3, 2}));
+  // Large keeps a single channel; p = min(3, 220) = 3.
+  EXPECT_EQ(p.chunks[2], (xfer::ChunkParams{1, 3, 1}));
+  EXPECT_FALSE(t.decide(xfer::Observation{}).has_value());
+}
+
+TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
+  EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
+  auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});
+  xfer::JobInfo info;
+  info.chunks.resize(2);
+  EXPECT_EQ(st->init(info).chunks.at(1), (xfer::ChunkParams{4, 2, 8}));
+  try {
+    xfer::make_tuner("warp-speed", {});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("known: static, min-energy"), std::string::npos);
+  }
+}

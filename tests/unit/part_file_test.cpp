@@ -1,0 +1,142 @@
+// The progress record: what a killed job trusts when it resumes.
+#include "xfer/part_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "xfer/sha256.h"
+
+namespace fs = std::filesystem;
+using xfer::PartFile;
+
+class PartFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("partfile-" + std::to_string(getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(dfd, 0);
+    data = std::string(1000, 'x');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = char('a' + i % 26);
+  }
+  void TearDown() override {
+    close(dfd);
+    fs::remove_all(dir);
+  }
+  std::string slurp(const std::string& name) {
+    std::ifstream f(dir / name, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  void write(PartFile& p, uint64_t a, uint64_t b) { p.write(a, data.data() + a, b - a); }
+  fs::path dir;
+  int dfd = -1;
+  std::string data;
+};
+
+// kill -9 after the record was written: the same boot trusts the written ranges.
+TEST_F(PartFileTest, ResumeTrustsWrittenRangesInTheSameBoot) {
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    write(p, 0, 300);
+    write(p, 600, 700);
+    p.record_written();
+    write(p, 300, 400);  // never recorded: lost to the crash
+  }  // destructor without close_for_resume: like a crash
+  PartFile p(dfd, "f", "http://h/f", 1000, "");
+  EXPECT_EQ(p.received().to_string(), "0-300,600-700");
+  EXPECT_EQ(p.resumed_bytes(), 400u);
+}
+
+// After a reboot only fdatasync'd ranges count.
+TEST_F(PartFileTest, ResumeAfterRebootTrustsSyncedRangesOnly) {
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    write(p, 0, 200);
+    p.checkpoint();  // synced
+    write(p, 200, 500);
+    p.record_written();
+  }
+  std::string rec = slurp("f.part.progress");
+  ASSERT_NE(rec.find("synced 0-200"), std::string::npos) << rec;
+  ASSERT_NE(rec.find("written 0-500"), std::string::npos) << rec;
+  rec = std::regex_replace(rec, std::regex("boot [^\n]*"), "boot another-boot");
+  std::ofstream(dir / "f.part.progress") << rec;
+  PartFile p(dfd, "f", "http://h/f", 1000, "");
+  EXPECT_EQ(p.received().to_string(), "0-200");
+}
+
+TEST_F(PartFileTest, RecordForAnotherUrlOrSizeIsDiscarded) {
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    write(p, 0, 500);
+    p.checkpoint();
+  }
+  {
+    PartFile p(dfd, "f", "http://other/f", 1000, "");
+    EXPECT_TRUE(p.received().empty());
+  }
+  EXPECT_FALSE(fs::exists(dir / "f.part.progress"));
+  PartFile q(dfd, "f", "http://other/f", 999, "");
+  EXPECT_TRUE(q.received().empty());
+}
+
+TEST_F(PartFileTest, FinishVerifiesAndRenames) {
+  PartFile p(dfd, "f", "http://h/f", 1000, xfer::sha256_hex(data));
+  write(p, 500, 1000);
+  write(p, 0, 500);
+  EXPECT_TRUE(p.complete());
+  p.checkpoint();
+  p.finish();
+  EXPECT_EQ(slurp("f"), data);
+  EXPECT_FALSE(fs::exists(dir / "f.part"));
+  EXPECT_FALSE(fs::exists(dir / "f.part.progress"));
+}
+
+TEST_F(PartFileTest, Sha256MismatchRemovesThePartAndNeverCreatesTheFile) {
+  PartFile p(dfd, "f", "http://h/f", 1000, std::string(64, '0'));
+  write(p, 0, 1000);
+  try {
+    p.finish();
+    FAIL();
+  } catch (const xfer::VerifyError& e) {
+    EXPECT_NE(std::string(e.what()).find("sha256 mismatch"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(dir / "f"));
+  EXPECT_FALSE(fs::exists(dir / "f.part"));
+}
+
+TEST_F(PartFileTest, NeverOverwritesAFileThatAppearedMeanwhile) {
+  PartFile p(dfd, "f", "http://h/f", 1000, "");
+  write(p, 0, 1000);
+  std::ofstream(dir / "f") << "someone else's";
+  EXPECT_THROW(p.finish(), xfer::IoError);
+  EXPECT_EQ(slurp("f"), "someone else's");
+  EXPECT_TRUE(fs::exists(dir / "f.part"));
+}
+
+TEST_F(PartFileTest, EmptyPartIsRemovedOnClose) {
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    p.close_for_resume();
+  }
+  EXPECT_FALSE(fs::exists(dir / "f.part"));
+  PartFile q(dfd, "g", "http://h/g", 1000, "");
+  write(q, 0, 10);
+  q.close_for_resume();
+  EXPECT_TRUE(fs::exists(dir / "g.part"));
+  EXPECT_NE(slurp("g.part.progress").find("synced 0-10"), std::string::npos);
+}
+
+TEST_F(PartFileTest, RefusesToFollowASymlinkedPart) {
+  fs::create_symlink("/etc/hostname", dir / "f.part");
+  EXPECT_THROW(PartFile(dfd, "f", "http://h/f", 10, ""), xfer::IoError);
+}
