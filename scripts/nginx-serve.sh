@@ -60,8 +60,8 @@ http {
   keepalive_requests 1000000;
   keepalive_timeout 120s;
   http2_max_concurrent_streams 128;
-  server { listen $addr:$h1 reuseport; include $run/locations.conf; }
-  server { listen $addr:$h2 http2 reuseport; include $run/locations.conf; }
+  server { listen $addr:$h1; include $run/locations.conf; }
+  server { listen $addr:$h2 http2; include $run/locations.conf; }
 }
 CONF
 
