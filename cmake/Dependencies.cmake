@@ -37,6 +37,29 @@ set_target_properties(alglib::alglib PROPERTIES
 # BPF toolchain: clang -target bpf and bpftool (skeletons generated at build).
 find_program(CLANG_BPF NAMES clang-14 clang REQUIRED)
 find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
+# Prove it: a minimal CO-RE object must compile and bpftool must turn it into
+# a skeleton header.
+set(_bpf_probe ${CMAKE_BINARY_DIR}/CMakeFiles/bpf-probe)
+file(MAKE_DIRECTORY ${_bpf_probe})
+file(WRITE ${_bpf_probe}/probe.bpf.c [=[
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } hits SEC(".maps");
+SEC("tp_btf/sched_process_exec") int probe(void *ctx) { __u32 k = 0; __u64 *v = bpf_map_lookup_elem(&hits, &k); if (v) __sync_fetch_and_add(v, 1); return 0; }
+char LICENSE[] SEC("license") = "GPL";
+]=])
+execute_process(
+  COMMAND ${CLANG_BPF} -g -O2 -target bpf -I/usr/include/x86_64-linux-gnu -c probe.bpf.c -o probe.bpf.o
+  WORKING_DIRECTORY ${_bpf_probe} RESULT_VARIABLE _bpf_cc ERROR_VARIABLE _bpf_err)
+if(NOT _bpf_cc EQUAL 0)
+  message(FATAL_ERROR "clang cannot build BPF objects: ${_bpf_err}")
+endif()
+execute_process(COMMAND ${BPFTOOL} gen skeleton probe.bpf.o
+  WORKING_DIRECTORY ${_bpf_probe} RESULT_VARIABLE _bpf_skel OUTPUT_VARIABLE _skel ERROR_VARIABLE _bpf_err)
+if(NOT _bpf_skel EQUAL 0 OR NOT _skel MATCHES "probe_bpf__open")
+  message(FATAL_ERROR "bpftool cannot generate a skeleton: ${_bpf_err}")
+endif()
+message(STATUS "BPF toolchain: ${CLANG_BPF} -target bpf and ${BPFTOOL} gen skeleton work")
 
 # Curl must speak HTTP/2 (pp > 1 rides on h2 multiplexing).
 include(CheckCSourceRuns)

@@ -5,7 +5,8 @@
 # H1_PORT serves HTTP/1.1, H2C_PORT HTTP/2 over cleartext (prior knowledge).
 # Paths: /NAME the data; /slow/NAME the same, rate-limited per connection to
 # RATE (default 2m); /error500/NAME always 500; /reset/NAME closes the
-# connection without a reply (nginx's 444).
+# connection without a reply (nginx's 444); /redir-file/NAME redirects to
+# file:///etc/passwd; /redir/NAME redirects to /NAME.
 # Access log: RUNDIR/access.log, one request a line:
 #   msec request_time connection connection_requests protocol status body_bytes "request" "range" port
 set -euo pipefail
@@ -39,6 +40,8 @@ root $data;
 location /slow/ { alias $data/; limit_rate $rate; }
 location /error500/ { return 500; }
 location /reset/ { return 444; }
+location /redir-file/ { return 302 file:///etc/passwd; }
+location /redir/ { rewrite ^/redir/(.*)\$ http://$addr:\$server_port/\$1 redirect; }
 CONF
 
 cat >"$run/nginx.conf" <<CONF

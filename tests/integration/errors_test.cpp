@@ -27,7 +27,7 @@ std::string reason_of(const nlohmann::json& s, const std::string& url_part) {
 
 }  // namespace
 
-TEST(Errors, NotFoundServerErrorAndResetAreReportedWhileTheJobGoesOn) {
+TEST(Errors, NotFoundServerErrorResetAndFileRedirectAreReportedWhileTheJobGoesOn) {
   Dataset d = dataset(20, 4, 1, 0.5);
   Nginx nginx(d.dir);
   std::string dest = make_temp_dir("dest");
@@ -36,19 +36,24 @@ TEST(Errors, NotFoundServerErrorAndResetAreReportedWhileTheJobGoesOn) {
                   nginx.url(false, "/no-such-file") + "\n" +    // 404
                   nginx.url(false, "/error500/") + f[0].name + "\n" +  // 500, retried
                   nginx.url(false, "/reset/") + f[1].name + "\n" +     // connection closed, no reply
-                  nginx.url(false, "/") + f[3].name + " " + std::to_string(f[3].size) + " sha256:" + f[3].sha256 + "\n";
+                  nginx.url(false, "/") + f[3].name + " " + std::to_string(f[3].size) + " sha256:" + f[3].sha256 + "\n" +
+                  nginx.url(false, "/redir-file/") + f[4].name + "\n" +  // 302 to file:///etc/passwd
+                  nginx.url(false, "/redir/") + f[5].name + " sha256:" + f[5].sha256 + "\n";  // 302 to http: followed
   xfer::EngineOptions o;
   o.max_retries = 2;
   auto r = run_job(m, dest, "static", {2, 1, 1}, o);
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
-  EXPECT_EQ(r.summary["files_ok"], 2);
-  EXPECT_EQ(r.summary["files_failed"], 3);
+  EXPECT_EQ(r.summary["files_ok"], 3);
+  EXPECT_EQ(r.summary["files_failed"], 4);
   EXPECT_EQ(reason_of(r.summary, "/no-such-file"), "HTTP 404");
   EXPECT_EQ(reason_of(r.summary, "/error500/"), "HTTP 500 (after 3 attempts)");
   std::string reset = reason_of(r.summary, "/reset/");
   EXPECT_NE(reset.find("Server returned nothing"), std::string::npos) << reset;
   EXPECT_NE(reset.find("(after 3 attempts)"), std::string::npos) << reset;
-  expect_identical(d, dest, {f[2].name, f[3].name});
+  std::string redir = reason_of(r.summary, "/redir-file/");
+  EXPECT_NE(redir.find("redirected to a URL that is not http or https"), std::string::npos) << redir;
+  EXPECT_FALSE(fs::exists(fs::path(dest) / f[4].name));
+  expect_identical(d, dest, {f[2].name, f[3].name, f[5].name});
   EXPECT_FALSE(fs::exists(fs::path(dest) / "no-such-file"));
   EXPECT_FALSE(fs::exists(fs::path(dest) / f[0].name));
   EXPECT_FALSE(fs::exists(fs::path(dest) / f[1].name));
