@@ -20,6 +20,7 @@ find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(Powercap REQUIRED)
 find_package(ALGLIB REQUIRED)
 find_package(GTest REQUIRED)
+find_package(Threads REQUIRED)
 
 # libcpupower ships no pkg-config or CMake file.
 find_path(CPUPOWER_INCLUDE_DIR cpufreq.h REQUIRED)

@@ -51,3 +51,17 @@ TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
     EXPECT_NE(std::string(e.what()).find("known: static, min-energy"), std::string::npos);
   }
 }
+
+#include "xfer/power_model.h"
+
+// energy-aware eq. 2-3 by hand: n = 2 -> C = 0.044 - 0.164 + 0.344 = 0.224 W/%.
+TEST(PowerModel, CpuModelByHand) {
+  EXPECT_NEAR(xfer::CpuPowerModel::coefficient(2), 0.224, 1e-12);
+  EXPECT_NEAR(xfer::CpuPowerModel::coefficient(4), 0.176 - 0.328 + 0.344, 1e-12);
+  xfer::CpuPowerModel m;
+  EXPECT_NEAR(m.power_w(50, 2), 11.2, 1e-9);
+  // 3 CPU seconds over 10 s on 2 cores: u = 15% -> 3.36 W -> 33.6 J.
+  EXPECT_NEAR(m.energy_j(3, 10, 2), 33.6, 1e-9);
+  m.tdp_ratio = 0.5;
+  EXPECT_NEAR(m.energy_j(3, 10, 2), 16.8, 1e-9);
+}

@@ -1,0 +1,119 @@
+// xfer-linkemu for real: two namespaces, TUN devices, the forwarding threads.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+namespace {
+
+std::string netns_list() {
+  std::string out;
+  FILE* p = popen("ip netns list", "r");
+  char buf[256];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  if (p) pclose(p);
+  return out;
+}
+
+std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  if (p) pclose(p);
+  return out;
+}
+
+// Starts `xfer-linkemu up ARGS` and waits for its ready line.
+pid_t start_link(const std::string& args, const std::string& out) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen(out.c_str(), "w", stdout);
+    execl("/bin/sh", "sh", "-c", ("exec " + bin("xfer-linkemu") + " up " + args).c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100; ++i) {
+    std::ifstream f(out);
+    std::string line;
+    if (std::getline(f, line) && line.find("\"ready\":true") != std::string::npos) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "linkemu did not report ready";
+  return pid;
+}
+
+}  // namespace
+
+// RTT and rate as configured, seen by TCP through curl; clean stop on SIGTERM.
+TEST(Linkemu, CarriesTcpAtTheConfiguredRttAndRate) {
+  std::string work = make_temp_dir("linkemu");
+  Dataset d = dataset(20, 4, 1, 0.5);
+  pid_t link = start_link("--name lt1 --index 231 --rate-mbps 50 --rtt-ms 40", work + "/link.out");
+  ASSERT_NE(netns_list().find("xfer-lt1-c"), std::string::npos);
+  std::string nginx_run = work + "/nginx";
+  ASSERT_EQ(sh("ip netns exec xfer-lt1-s bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh start " +
+               nginx_run + " " + d.dir + " 8080 8081 2m 10.201.231.2"),
+            0);
+  // time_connect is one round trip (SYN, SYN-ACK); a 2.4 MB image measures the rate.
+  std::string img;
+  for (auto& f : d.files)
+    if (f.name.rfind("image-", 0) == 0) img = f.name;
+  std::string r = capture("ip netns exec xfer-lt1-c curl -s -o /dev/null -w '%{time_connect} %{speed_download} %{size_download}' "
+                          "http://10.201.231.2:8080/" + img + " http://10.201.231.2:8080/" + img);
+  double connect = 0, speed = 0, size = 0;
+  ASSERT_EQ(std::sscanf(r.c_str(), "%lf %lf %lf", &connect, &speed, &size), 3) << r;
+  EXPECT_NEAR(connect * 1000, 40, 4) << "ms";  // within 10%
+  double mbps = speed * 8 / 1e6;
+  EXPECT_LE(mbps, 50 * 1.05);
+  EXPECT_GE(mbps, 50 * 0.5);  // one TCP stream from slow start on a 2.4 MB file
+  sh("bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh stop " + nginx_run);
+  kill(link, SIGTERM);
+  int st = 0;
+  waitpid(link, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_EQ(netns_list().find("xfer-lt1"), std::string::npos);
+  std::ifstream f(work + "/link.out");
+  std::string ready, stopped;
+  std::getline(f, ready);
+  std::getline(f, stopped);
+  EXPECT_NE(stopped.find("\"stopped\":true"), std::string::npos) << stopped;
+  fs::remove_all(work);
+}
+
+// kill -9 leaves the namespaces; the cleanup subcommand removes them.
+TEST(Linkemu, CleanupRemovesWhatAKilledLinkLeft) {
+  std::string work = make_temp_dir("linkemu");
+  pid_t link = start_link("--name lt2 --index 232 --rate-mbps 10", work + "/link.out");
+  kill(link, SIGKILL);
+  waitpid(link, nullptr, 0);
+  // sh -c exec'd linkemu in place, so the kill reached it.
+  ASSERT_NE(netns_list().find("xfer-lt2-c"), std::string::npos);
+  EXPECT_EQ(sh(bin("xfer-linkemu") + " cleanup --name lt2 > /dev/null"), 0);
+  EXPECT_EQ(netns_list().find("xfer-lt2"), std::string::npos);
+  fs::remove_all(work);
+}
+
+TEST(Linkemu, RefusesToStartOverAnExistingLink) {
+  std::string work = make_temp_dir("linkemu");
+  pid_t link = start_link("--name lt3 --index 233", work + "/a.out");
+  int rc = sh(bin("xfer-linkemu") + " up --name lt3 --index 234 > /dev/null 2> " + work + "/err");
+  EXPECT_EQ(rc, 1);
+  std::ifstream e(work + "/err");
+  std::string err((std::istreambuf_iterator<char>(e)), {});
+  EXPECT_NE(err.find("exist already"), std::string::npos) << err;
+  kill(link, SIGTERM);
+  waitpid(link, nullptr, 0);
+  EXPECT_EQ(netns_list().find("xfer-lt3"), std::string::npos);
+  fs::remove_all(work);
+}

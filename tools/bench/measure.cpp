@@ -1,0 +1,115 @@
+#include "measure.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "xfer/sha256.h"
+
+namespace bench {
+namespace {
+
+double tv_s(const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; }
+
+// utime + stime (clock ticks) and parent of a process, from /proc/PID/stat.
+bool stat_of(pid_t pid, double* cpu_s, pid_t* ppid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(f, s)) return false;
+  size_t close = s.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return false;
+  std::istringstream in(s.substr(close + 2));
+  std::string state;
+  long long pp = 0, skip = 0, ut = 0, st = 0;
+  in >> state >> pp;
+  for (int i = 0; i < 9; ++i) in >> skip;  // pgrp .. cmajflt
+  in >> ut >> st;
+  *cpu_s = double(ut + st) / double(sysconf(_SC_CLK_TCK));
+  *ppid = pid_t(pp);
+  return true;
+}
+
+}  // namespace
+
+Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s) {
+  Exec e;
+  rusage before{}, after{};
+  getrusage(RUSAGE_CHILDREN, &before);
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open((log_prefix + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open((log_prefix + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    std::vector<char*> av;
+    for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    execvp(av[0], av.data());
+    _exit(127);
+  }
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(timeout_s)) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  getrusage(RUSAGE_CHILDREN, &after);
+  e.cpu_s = tv_s(after.ru_utime) - tv_s(before.ru_utime) + tv_s(after.ru_stime) - tv_s(before.ru_stime);
+  e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return e;
+}
+
+double process_tree_cpu_s(pid_t root) {
+  double total = 0;
+  DIR* d = opendir("/proc");
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = pid_t(atoi(e->d_name));
+    if (pid <= 0) continue;
+    double cpu = 0;
+    pid_t ppid = 0;
+    if (stat_of(pid, &cpu, &ppid) && (pid == root || ppid == root)) total += cpu;
+  }
+  closedir(d);
+  return total;
+}
+
+size_t verify_files(const std::string& dir, const std::vector<ExpectedFile>& want, uint64_t* bytes) {
+  size_t ok = 0;
+  *bytes = 0;
+  for (const auto& f : want) {
+    int fd = open((dir + "/" + f.name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    try {
+      if (xfer::sha256_fd(fd, f.name) == f.sha256) {
+        ++ok;
+        *bytes += f.size;
+      }
+    } catch (const std::exception&) {
+    }
+    close(fd);
+  }
+  return ok;
+}
+
+}  // namespace bench

@@ -1,0 +1,46 @@
+// Running one client once and measuring it: wall time, CPU of its process
+// tree and of the server, bytes verified by sha256, modelled energy.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct RunRow {
+  std::string scenario, dataset, client, kind;
+  int repeat = 0;
+  int exit_code = 0;
+  double wall_s = 0;
+  uint64_t bytes = 0;           // bytes of files that verified
+  size_t files = 0, files_ok = 0;
+  bool verified = false;        // every file present and its sha256 right
+  double throughput_mbps = 0;   // verified bytes over wall time
+  double client_cpu_s = 0, server_cpu_s = 0;
+  double client_j = 0, server_j = 0, j_per_gb = 0;
+  std::string energy_source;
+};
+
+// Runs argv to completion (stdout, stderr to log files); wall time and the
+// user+sys CPU seconds of the process and every descendant it waited for.
+struct Exec {
+  int exit_code = 0;
+  double wall_s = 0, cpu_s = 0;
+};
+Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s);
+
+// user+sys CPU seconds of a process and its children (/proc/PID/stat): nginx
+// master and workers.
+double process_tree_cpu_s(pid_t root);
+
+struct ExpectedFile {
+  std::string name, sha256;
+  uint64_t size = 0;
+};
+// Files of `want` in dir whose sha256 is right; their bytes.
+size_t verify_files(const std::string& dir, const std::vector<ExpectedFile>& want, uint64_t* bytes);
+
+}  // namespace bench

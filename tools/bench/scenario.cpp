@@ -1,0 +1,90 @@
+#include "scenario.h"
+
+#include <set>
+#include <stdexcept>
+#include <toml++/toml.h>
+
+namespace bench {
+namespace {
+
+std::string where(const std::string& path, const toml::node& n) {
+  return path + ":" + std::to_string(n.source().begin.line);
+}
+
+template <typename T>
+T get(const toml::table& t, const char* key, T fallback) {
+  if (auto v = t[key].value<T>()) return *v;
+  return fallback;
+}
+
+}  // namespace
+
+Scenario load_scenario(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  Scenario s;
+  s.path = path;
+  s.name = get<std::string>(root, "name", "");
+  if (s.name.empty()) throw std::runtime_error(path + ": 'name' missing");
+  if (auto* l = root["link"].as_table()) {
+    s.link.rate_mbps = get<double>(*l, "rate_mbps", 1000);
+    s.link.rtt_ms = get<double>(*l, "rtt_ms", 0);
+    s.link.loss_pct = get<double>(*l, "loss_pct", 0);
+    s.link.jitter_ms = get<double>(*l, "jitter_ms", 0);
+    s.link.queue_bytes = get<int64_t>(*l, "queue_bytes", 0);
+    s.link.mtu = int(get<int64_t>(*l, "mtu", 1500));
+    s.link.client_rmem_max = get<int64_t>(*l, "client_rmem_max", 0);
+    if (s.link.rate_mbps <= 0) throw std::runtime_error(where(path, *l) + ": rate_mbps must be positive");
+  } else {
+    throw std::runtime_error(path + ": [link] missing");
+  }
+  if (auto* arr = root["cross"].as_array())
+    for (auto& n : *arr) {
+      auto* t = n.as_table();
+      if (!t) throw std::runtime_error(where(path, n) + ": [[cross]] must be a table");
+      s.cross.push_back({get<double>(*t, "start_s", 0), get<double>(*t, "stop_s", 0), get<double>(*t, "pct", 0)});
+    }
+  static const std::set<std::string> shapes = {"html", "image", "video", "mixed", "lognormal"};
+  if (auto* arr = root["dataset"].as_array())
+    for (auto& n : *arr) {
+      auto* t = n.as_table();
+      if (!t) throw std::runtime_error(where(path, n) + ": [[dataset]] must be a table");
+      DatasetSpec d;
+      d.shape = get<std::string>(*t, "shape", "");
+      if (!shapes.count(d.shape)) throw std::runtime_error(where(path, n) + ": unknown shape '" + d.shape + "'");
+      d.scale = get<double>(*t, "scale", 1);
+      d.quick_scale = get<double>(*t, "quick_scale", d.scale / 10);
+      d.size_scale = get<double>(*t, "size_scale", 1);
+      d.quick_size_scale = get<double>(*t, "quick_size_scale", d.size_scale);
+      d.seed = get<int64_t>(*t, "seed", 1);
+      s.datasets.push_back(d);
+    }
+  static const std::set<std::string> kinds = {"xferctl", "curl-seq", "curl-parallel", "wget", "aria2c"};
+  if (auto* arr = root["client"].as_array())
+    for (auto& n : *arr) {
+      auto* t = n.as_table();
+      if (!t) throw std::runtime_error(where(path, n) + ": [[client]] must be a table");
+      ClientSpec c;
+      c.kind = get<std::string>(*t, "kind", "");
+      if (!kinds.count(c.kind)) throw std::runtime_error(where(path, n) + ": unknown client kind '" + c.kind + "'");
+      c.name = get<std::string>(*t, "name", c.kind);
+      c.port = get<std::string>(*t, "port", "h1");
+      if (c.port != "h1" && c.port != "h2c") throw std::runtime_error(where(path, n) + ": port is h1 or h2c");
+      if (c.port == "h2c" && (c.kind == "wget" || c.kind == "aria2c"))
+        throw std::runtime_error(where(path, n) + ": " + c.kind + " does not speak h2c");
+      c.parallel = int(get<int64_t>(*t, "parallel", 16));
+      c.split = int(get<int64_t>(*t, "split", 4));
+      if (auto* a = (*t)["args"].as_array())
+        for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
+      s.clients.push_back(c);
+    }
+  if (s.datasets.empty()) throw std::runtime_error(path + ": no [[dataset]]");
+  if (s.clients.empty()) throw std::runtime_error(path + ": no [[client]]");
+  return s;
+}
+
+}  // namespace bench

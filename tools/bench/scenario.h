@@ -1,0 +1,47 @@
+// A benchmark scenario (TOML, tests/bench/*.toml): the link, the datasets and
+// the clients to compare.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct LinkSpec {
+  double rate_mbps = 1000, rtt_ms = 0, loss_pct = 0, jitter_ms = 0;
+  uint64_t queue_bytes = 0;      // 0: one BDP
+  int mtu = 1500;
+  uint64_t client_rmem_max = 0;  // 0: the kernel default
+};
+
+struct CrossSpec {
+  double start_s = 0, stop_s = 0, pct = 0;
+};
+
+struct DatasetSpec {
+  std::string shape;
+  double scale = 1, quick_scale = 0, size_scale = 1, quick_size_scale = 0;
+  uint64_t seed = 1;
+};
+
+struct ClientSpec {
+  std::string name, kind;  // kind: xferctl | curl-seq | curl-parallel | wget | aria2c
+  std::string port = "h1"; // h1 | h2c (only xferctl and curl speak h2c)
+  int parallel = 16, split = 4;
+  std::vector<std::string> args;
+  bool is_peer() const { return kind != "xferctl"; }
+};
+
+struct Scenario {
+  std::string name, path;
+  LinkSpec link;
+  std::vector<CrossSpec> cross;
+  std::vector<DatasetSpec> datasets;
+  std::vector<ClientSpec> clients;
+};
+
+// Throws std::runtime_error with file, line and reason.
+Scenario load_scenario(const std::string& path);
+
+}  // namespace bench
