@@ -10,7 +10,9 @@
 #include <iostream>
 
 #include "progress.h"
+#include "xfer/energy.h"
 #include "xfer/engine.h"
+#include "xfer/kernel.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
 #include "xfer/tuner.h"
@@ -145,6 +147,88 @@ int run(const RunArgs& a) {
   return rc;
 }
 
+// Blocks SIGINT/SIGTERM and waits up to `ms` for one; true when one came.
+bool wait_signal(int ms) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  return sigtimedwait(&mask, nullptr, &ts) > 0;
+}
+
+xfer::PowerCoefficients coefficients(const std::string& path) {
+  if (path.empty()) return {};
+  return xfer::PowerCoefficients::load(path);
+}
+
+// xferctl energy: the source and a reading every second until interrupted.
+int energy(const std::string& model_path, int count) {
+  std::unique_ptr<xfer::EnergyMeter> meter;
+  try {
+    meter = xfer::make_energy_meter(coefficients(model_path));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xferctl: {}\n", e.what());
+    return kUsage;
+  }
+  fmt::print("energy source: {} ({})\n", meter->source(), meter->measured() ? "measured" : "modelled, not measured");
+  meter->sample();
+  for (int i = 0; count == 0 || i < count; ++i) {
+    if (wait_signal(1000)) break;
+    xfer::EnergySample s = meter->sample();
+    fmt::print("{:>6.1f} W  dynamic {:>6.1f} W  | {:>9.1f} J total, {:>9.1f} J dynamic since start  [{}]\n", s.watts,
+               s.dynamic_watts, s.total_joules, s.total_dynamic_joules, s.source);
+    std::fflush(stdout);
+  }
+  return kOk;
+}
+
+// xferctl calibrate: needs RAPL; fits the model's coefficients to this machine.
+int calibrate(const std::string& out) {
+  try {
+    xfer::RaplMeter probe;
+  } catch (const std::exception& e) {
+    fmt::print(stderr,
+               "xferctl calibrate: {}. Calibration fits the power model to measured power, and this machine has "
+               "no measured source; the model keeps its documented defaults.\n",
+               e.what());
+    return kFatal;
+  }
+  return xfer::run_calibration(out) ? kOk : kFatal;
+}
+
+// xferctl kernel: set cores / frequency (journalled), hold until a signal, restore.
+int kernel(int cores, unsigned long freq, bool hold, bool restore_only, const std::string& state, const std::string& mode) {
+  if (restore_only) {
+    bool had = xfer::KernelJournal::restore_leftover(state);
+    fmt::print("{}\n", had ? "restored the kernel state a previous run left" : "nothing to restore");
+    return kOk;
+  }
+  xfer::KernelJournal journal(state);  // restores a leftover first
+  try {
+    if (cores > 0) {
+      xfer::CoreControl::Config cfg;
+      cfg.mode = mode == "affinity" ? xfer::CoreControl::Mode::Affinity : xfer::CoreControl::Mode::Hotplug;
+      xfer::CoreControl cc(cfg, journal);
+      cc.set_online(cores);
+      fmt::print("cores online: {}\n", cc.online());
+    }
+    if (freq > 0) {
+      xfer::FreqControl fc(journal);
+      fmt::print("frequency set to {} kHz ({})\n", freq, fc.set_khz(freq));
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xferctl kernel: {}\n", e.what());
+    return kFatal;  // the journal restores what was changed
+  }
+  std::fflush(stdout);
+  if (hold)
+    while (!wait_signal(1000)) {
+    }
+  return kOk;  // ~KernelJournal restores
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,7 +252,29 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
 
+  std::string model_path;
+  int energy_count = 0;
+  CLI::App* energy_cmd = app.add_subcommand("energy", "print the energy source and a reading every second");
+  energy_cmd->add_option("--model", model_path, "power model coefficients (TOML), e.g. from xferctl calibrate");
+  energy_cmd->add_option("--count", energy_count, "stop after this many readings (default: until interrupted)");
+  std::string calib_out = "/etc/xferd/power-model.toml";
+  CLI::App* calib_cmd = app.add_subcommand("calibrate", "fit the power model to this machine (needs RAPL)");
+  calib_cmd->add_option("--out", calib_out, "where the coefficients go");
+  int k_cores = 0;
+  unsigned long k_freq = 0;
+  bool k_hold = false, k_restore = false;
+  std::string k_state = xfer::KernelJournal::kDefaultPath, k_mode = "hotplug";
+  CLI::App* kernel_cmd = app.add_subcommand("kernel", "set online cores / CPU frequency (restored on exit)");
+  kernel_cmd->add_option("--cores", k_cores, "online CPUs")->check(CLI::Range(1, 4096));
+  kernel_cmd->add_option("--freq-khz", k_freq, "CPU frequency");
+  kernel_cmd->add_option("--mode", k_mode, "hotplug or affinity")->check(CLI::IsMember({"hotplug", "affinity"}));
+  kernel_cmd->add_flag("--hold", k_hold, "keep the setting until SIGINT/SIGTERM, then restore");
+  kernel_cmd->add_flag("--restore", k_restore, "only restore what a crashed run left");
+  kernel_cmd->add_option("--state-file", k_state, "journal of original values");
   CLI11_PARSE(app, argc, argv);
   if (*run_cmd) return run(ra);
+  if (*energy_cmd) return energy(model_path, energy_count);
+  if (*calib_cmd) return calibrate(calib_out);
+  if (*kernel_cmd) return kernel(k_cores, k_freq, k_hold, k_restore, k_state, k_mode);
   return kUsage;
 }

@@ -1,0 +1,151 @@
+// The papers' power models (energy-aware-transfer-algorithms.txt §2.2):
+//   P_t = C_cpu,n u_cpu + C_memory u_memory + C_disk u_disk + C_nic u_nic   (eq. 1)
+//   C_cpu,n = 0.011 n^2 - 0.082 n + 0.344                                    (eq. 2)
+//   P_t = C_cpu,n u_cpu TDP_SR / TDP_SL                                      (eq. 3)
+// Utilisations in percent. The model predicts the power of the load (no
+// constant term); idle_watts, when known, is added for the total.
+#include <time.h>
+
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "xfer/energy.h"
+#include "xfer/log.h"
+
+namespace xfer {
+namespace {
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
+
+double PowerCoefficients::dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const {
+  return c_cpu(cores) * u_cpu * tdp_ratio + memory * u_mem + disk * u_disk + nic * u_nic;
+}
+
+PowerCoefficients PowerCoefficients::load(const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  PowerCoefficients c;
+  for (auto&& [k, v] : t) {
+    std::string key(k.str());
+    double* field = key == "cpu_a" ? &c.cpu_a : key == "cpu_b" ? &c.cpu_b : key == "cpu_c" ? &c.cpu_c
+                  : key == "memory" ? &c.memory : key == "disk" ? &c.disk : key == "nic" ? &c.nic
+                  : key == "tdp_ratio" ? &c.tdp_ratio : key == "idle_watts" ? &c.idle_watts : nullptr;
+    if (key == "origin") {
+      c.origin = v.value_or(std::string());
+      continue;
+    }
+    if (!field) throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": unknown key '" + key + "'");
+    auto d = v.value<double>();
+    if (!d) throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": '" + key + "' must be a number");
+    *field = *d;
+  }
+  return c;
+}
+
+void PowerCoefficients::save(const std::string& path) const {
+  std::ofstream f(path);
+  f << "# xferd power model (energy-aware-transfer-algorithms.txt eq. 1-3), watts per percent utilisation.\n"
+    << "# C_cpu,n = cpu_a n^2 + cpu_b n + cpu_c for n online cores.\n"
+    << "origin = \"" << origin << "\"\n"
+    << "cpu_a = " << cpu_a << "\ncpu_b = " << cpu_b << "\ncpu_c = " << cpu_c << "\nmemory = " << memory
+    << "\ndisk = " << disk << "\nnic = " << nic << "\ntdp_ratio = " << tdp_ratio << "\nidle_watts = " << idle_watts << "\n";
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic_capacity_mbps)
+    : proc_(std::move(proc)), sys_(std::move(sys)), nic_mbps_(nic_capacity_mbps) {
+  sample();  // prime the counters
+}
+
+Utilisation UtilisationProbe::sample() {
+  Utilisation u;
+  uint64_t now = now_ns();
+  double dt = last_ns_ ? double(now - last_ns_) / 1e9 : 0;
+  last_ns_ = now;
+  {  // /proc/stat "cpu" line: user nice system idle iowait irq softirq steal
+    std::ifstream f(proc_ + "/stat");
+    std::string label;
+    uint64_t v[8] = {0};
+    f >> label;
+    for (auto& x : v) f >> x;
+    uint64_t idle = v[3] + v[4], total = 0;
+    for (auto x : v) total += x;
+    uint64_t busy = total - idle;
+    if (total > total_) u.cpu = 100.0 * double(busy - busy_) / double(total - total_);
+    busy_ = busy, total_ = total;
+  }
+  {  // memory in use
+    std::ifstream f(proc_ + "/meminfo");
+    std::string k;
+    uint64_t v, total = 0, avail = 0;
+    std::string unit;
+    while (f >> k >> v) {
+      if (k == "MemTotal:") total = v;
+      if (k == "MemAvailable:") avail = v;
+      std::getline(f, unit);
+    }
+    if (total) u.memory = 100.0 * double(total - avail) / double(total);
+  }
+  {  // disks: busiest device's share of time doing I/O (diskstats field 13, ms)
+    std::ifstream f(proc_ + "/diskstats");
+    std::string line;
+    uint64_t io = 0;
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string major, minor, name;
+      in >> major >> minor >> name;
+      if (name.rfind("loop", 0) == 0 || name.rfind("ram", 0) == 0) continue;
+      uint64_t x[10] = {0};
+      for (auto& y : x) in >> y;
+      io = std::max(io, x[9]);
+    }
+    if (dt > 0 && io >= io_ms_) u.disk = std::min(100.0, double(io - io_ms_) / (dt * 10));
+    io_ms_ = io;
+  }
+  {  // NICs (not lo): bytes both ways over the configured capacity
+    SysFs net(sys_ + "/class/net");
+    uint64_t bytes = 0;
+    for (const auto& dev : net.list("")) {
+      if (dev == "lo") continue;
+      bytes += uint64_t(net.read_int(dev + "/statistics/rx_bytes").value_or(0));
+      bytes += uint64_t(net.read_int(dev + "/statistics/tx_bytes").value_or(0));
+    }
+    if (dt > 0 && bytes >= net_bytes_) u.nic = std::min(100.0, double(bytes - net_bytes_) * 8 / dt / (nic_mbps_ * 1e6) * 100);
+    net_bytes_ = bytes;
+  }
+  u.cores = int(parse_cpu_list(SysFs(sys_ + "/devices/system/cpu").read("online").value_or("0")).size());
+  return u;
+}
+
+ModelMeter::ModelMeter(PowerCoefficients c, std::unique_ptr<UtilisationProbe> probe)
+    : coef_(std::move(c)), probe_(std::move(probe)), last_ns_(now_ns()) {}
+
+EnergySample ModelMeter::sample() {
+  EnergySample s;
+  uint64_t now = now_ns();
+  s.interval_s = double(now - last_ns_) / 1e9;
+  last_ns_ = now;
+  Utilisation u = probe_->sample();
+  s.dynamic_watts = coef_.dynamic_watts(u.cores, u.cpu, u.memory, u.disk, u.nic);
+  s.watts = s.dynamic_watts + coef_.idle_watts;
+  s.dynamic_joules = s.dynamic_watts * s.interval_s;
+  s.joules = s.watts * s.interval_s;
+  total_ += s.joules, total_dyn_ += s.dynamic_joules;
+  s.total_joules = total_, s.total_dynamic_joules = total_dyn_;
+  s.source = source();
+  s.measured = false;
+  return s;
+}
+
+}  // namespace xfer

@@ -1,0 +1,132 @@
+// EnergyMeter: joules per interval, from RAPL where the machine has it
+// (libpowercap: package and dram zones of every socket), else from the
+// papers' power models. Every sample says which: a model is never presented
+// as a measurement.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xfer/sysfs.h"
+
+namespace xfer {
+
+struct EnergySample {
+  double interval_s = 0;
+  double joules = 0;          // whole machine (RAPL) or modelled load + idle over the interval
+  double dynamic_joules = 0;  // joules minus idle power x interval (fasthla eq. 2)
+  double watts = 0, dynamic_watts = 0;
+  double total_joules = 0, total_dynamic_joules = 0;  // since the meter started
+  std::string source;  // "rapl" | "model:fine" | "model:cpu"
+  bool measured = false;
+};
+
+class EnergyMeter {
+ public:
+  virtual ~EnergyMeter() = default;
+  virtual std::string source() const = 0;
+  virtual bool measured() const = 0;
+  // Energy since the previous call (the first call starts the clock).
+  virtual EnergySample sample() = 0;
+};
+
+// Power model coefficients (energy-aware eq. 1-3). Defaults and their origin:
+// cpu_a/b/c are eq. 2's C_cpu,n = 0.011 n^2 - 0.082 n + 0.344 (watts per
+// percent CPU utilisation, fitted on the paper's servers); the paper publishes
+// no numbers for memory, disk and NIC, so they default to 0 (the model is then
+// the CPU-only one, eq. 3) until `xferctl calibrate` fits them where RAPL
+// exists. idle_watts is the machine's idle draw, 0 (unknown) until measured
+// or configured.
+struct PowerCoefficients {
+  double cpu_a = 0.011, cpu_b = -0.082, cpu_c = 0.344;
+  double memory = 0, disk = 0, nic = 0;  // watts per percent utilisation
+  double tdp_ratio = 1.0;                // eq. 3: TDP here / TDP where fitted
+  double idle_watts = 0;
+  std::string origin = "energy-aware-transfer-algorithms.txt eq. 2 (paper defaults)";
+
+  double c_cpu(int cores) const { return cpu_a * cores * cores + cpu_b * cores + cpu_c; }
+  bool fine_grained() const { return memory != 0 || disk != 0 || nic != 0; }
+  // Dynamic power for utilisations in percent.
+  double dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const;
+
+  static PowerCoefficients load(const std::string& path);  // throws std::runtime_error (file:line: reason)
+  void save(const std::string& path) const;
+};
+
+// Utilisation of the machine between two calls, from /proc and /sys.
+struct Utilisation {
+  double cpu = 0, memory = 0, disk = 0, nic = 0;  // percent
+  int cores = 1;                                   // online CPUs
+};
+class UtilisationProbe {
+ public:
+  explicit UtilisationProbe(std::string proc = "/proc", std::string sys = "/sys", double nic_capacity_mbps = 1000);
+  Utilisation sample();
+
+ private:
+  std::string proc_, sys_;
+  double nic_mbps_;
+  uint64_t busy_ = 0, total_ = 0, io_ms_ = 0, net_bytes_ = 0;
+  uint64_t last_ns_ = 0;
+};
+
+class ModelMeter : public EnergyMeter {
+ public:
+  ModelMeter(PowerCoefficients c, std::unique_ptr<UtilisationProbe> probe);
+  std::string source() const override { return coef_.fine_grained() ? "model:fine" : "model:cpu"; }
+  bool measured() const override { return false; }
+  EnergySample sample() override;
+
+ private:
+  PowerCoefficients coef_;
+  std::unique_ptr<UtilisationProbe> probe_;
+  uint64_t last_ns_ = 0;
+  double total_ = 0, total_dyn_ = 0;
+};
+
+// RAPL counters through libpowercap. Throws std::runtime_error from the
+// constructor when the machine has none (the caller falls back, and says so).
+class RaplMeter : public EnergyMeter {
+ public:
+  explicit RaplMeter(double idle_watts = 0);
+  ~RaplMeter() override;
+  std::string source() const override { return "rapl"; }
+  bool measured() const override { return true; }
+  EnergySample sample() override;
+  size_t zones() const { return zones_.size(); }
+
+  // Energy between two readings of a counter that wraps at max_uj.
+  static uint64_t delta_uj(uint64_t prev, uint64_t now, uint64_t max_uj);
+
+ private:
+  struct Zone;
+  std::vector<std::unique_ptr<Zone>> zones_;
+  double idle_w_;
+  uint64_t last_ns_ = 0;
+  double total_ = 0, total_dyn_ = 0;
+};
+
+// RAPL when it works, else the model; logs which, and why.
+std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c);
+
+// Calibration: least squares (Eigen) of measured power against
+//   P = (a n^2 + b n + c) u_cpu + m u_mem + d u_disk + k u_nic + idle
+struct CalibrationSample {
+  int cores = 1;
+  double u_cpu = 0, u_mem = 0, u_disk = 0, u_nic = 0;
+  double watts = 0;  // measured (RAPL)
+};
+// Fits the coefficients; cores must vary across samples for a, b, c to be
+// identified (when they do not, a = b = 0 and c carries it). Throws
+// std::invalid_argument when the samples cannot determine the model.
+PowerCoefficients fit_power_model(const std::vector<CalibrationSample>& samples);
+
+// The calibration run: idle, then CPU load at each core count (hotplug,
+// journalled and restored) and duty level, memory, disk and loopback network
+// load, sampling RAPL and utilisation every second; fits and writes the
+// coefficient file. Needs RAPL. Returns false (and logs why) on failure.
+bool run_calibration(const std::string& out_path, double seconds_per_level = 4);
+
+}  // namespace xfer

@@ -1,0 +1,91 @@
+// The kernel layer the tuners turn: online cores and CPU frequency. Every
+// change is journalled first, so that the machine's state is restored on
+// exit, on SIGTERM/SIGINT (the caller's event loop ends, destructors run) and
+// at the next start after a crash (kill -9): see KernelJournal.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xfer/sysfs.h"
+
+namespace xfer {
+
+// The original value of every sysfs file changed, kept in a state file
+// (JSON, fsync'd before the change is made). The default lives in /run:
+// after a reboot the kernel state is the boot default anyway.
+class KernelJournal {
+ public:
+  static constexpr const char* kDefaultPath = "/run/xferd/kernel-state.json";
+  explicit KernelJournal(std::string state_file = kDefaultPath);
+  ~KernelJournal();  // restores
+  // Before writing `abs_path` the first time: remember what it holds now.
+  void record(const std::string& abs_path);
+  // Write every original back (two passes: some values depend on others,
+  // e.g. scaling_min_freq on scaling_max_freq); remove the state file.
+  // Returns the paths that could not be restored (and logs them).
+  std::vector<std::string> restore();
+  // A state file left by a process that died: restore it. True if there was one.
+  static bool restore_leftover(const std::string& state_file = kDefaultPath);
+  const std::string& state_file() const { return file_; }
+
+ private:
+  void save();
+  std::string file_;
+  std::vector<std::pair<std::string, std::string>> entries_;  // path, original value
+};
+
+// How many CPUs are online. hotplug: writes cpuN/online (never cpu0, never
+// below min_cores, only CPUs in `allowed`). affinity: confines only this
+// process's threads to the first N allowed CPUs (sched_setaffinity), for
+// hosts where hotplug is unwanted.
+class CoreControl {
+ public:
+  enum class Mode { Hotplug, Affinity };
+  struct Config {
+    Mode mode = Mode::Hotplug;
+    int min_cores = 1;
+    std::vector<int> allowed;  // CPUs it may take offline; empty: all but cpu0
+    std::string sysfs_root = "/sys/devices/system/cpu";
+  };
+  CoreControl(Config cfg, KernelJournal& journal);
+  int present() const;       // CPUs that exist
+  int online() const;        // CPUs online now (or in the affinity mask)
+  std::vector<int> online_list() const;
+  // Brings the count to n. Throws std::invalid_argument with the reason when
+  // it cannot (below min_cores, more than exist, not allowed), IoError when
+  // the kernel refuses a write.
+  void set_online(int n);
+  Mode mode() const { return cfg_.mode; }
+
+ private:
+  Config cfg_;
+  KernelJournal& journal_;
+  SysFs sys_;
+  int affinity_n_ = 0;
+};
+
+// CPU frequency through libcpupower: the userspace governor and a fixed
+// frequency where the driver has one; otherwise a cap on scaling_max_freq
+// (intel_pstate). Governor and limits are journalled first.
+class FreqControl {
+ public:
+  explicit FreqControl(KernelJournal& journal, std::string sysfs_root = "/sys/devices/system/cpu");
+  bool available() const;  // a cpufreq driver is there
+  std::string driver() const;
+  // Hardware limits and the frequencies the driver offers (kHz).
+  bool limits(unsigned cpu, unsigned long* min_khz, unsigned long* max_khz) const;
+  std::vector<unsigned long> frequencies(unsigned cpu) const;
+  std::vector<std::string> governors(unsigned cpu) const;
+  // Sets every online CPU; returns "userspace" or "max-cap" (how it was done).
+  // Throws std::runtime_error naming the CPU and file when it fails.
+  std::string set_khz(unsigned long khz);
+
+ private:
+  KernelJournal& journal_;
+  SysFs sys_;
+};
+
+}  // namespace xfer

@@ -1,0 +1,239 @@
+// The kernel layer for real: CPU hotplug on this machine (always brought
+// back), and libcpupower / libpowercap against fake sysfs trees mounted over
+// the real paths in a private mount namespace, so the real library code runs.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+#include "xfer/energy.h"
+#include "xfer/kernel.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+namespace {
+
+const char* kCpu1 = "/sys/devices/system/cpu/cpu1/online";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+void put(const fs::path& p, const std::string& v) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << v << "\n";  // truncates in place: open fds see the new value
+}
+
+// A private mount namespace with `fake` mounted over `target`.
+void mount_over(const std::string& fake, const std::string& target) {
+  static bool unshared = false;
+  if (!unshared) {
+    ASSERT_EQ(unshare(CLONE_NEWNS), 0);
+    ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
+    unshared = true;
+  }
+  ASSERT_EQ(mount(fake.c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+}
+
+}  // namespace
+
+// Every hotplug test leaves cpu1 online, whatever happens inside it.
+class HotplugTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kCpu1)) GTEST_SKIP() << "this machine has no hot-pluggable cpu1";
+    state = make_temp_dir("kstate") + "/state.json";
+  }
+  void TearDown() override {
+    std::ofstream(kCpu1) << "1";
+    EXPECT_EQ(slurp(kCpu1), "1") << "cpu1 could not be brought back";
+  }
+  std::string state;
+};
+
+TEST_F(HotplugTest, CoreControlTakesCpu1OfflineAndBringsItBack) {
+  {
+    xfer::KernelJournal j(state);
+    xfer::CoreControl cc({}, j);
+    ASSERT_EQ(cc.online(), 2);
+    cc.set_online(1);
+    EXPECT_EQ(slurp(kCpu1), "0");
+    EXPECT_EQ(cc.online(), 1);
+    EXPECT_EQ(slurp("/sys/devices/system/cpu/online"), "0");
+    EXPECT_THROW(cc.set_online(0), std::invalid_argument);  // never cpu0
+    cc.set_online(2);
+    EXPECT_EQ(slurp(kCpu1), "1");
+    cc.set_online(1);
+  }  // exit: the journal restores
+  EXPECT_EQ(slurp(kCpu1), "1");
+  EXPECT_FALSE(fs::exists(state));
+}
+
+// kill -9 leaves cpu1 offline; the next start restores it.
+TEST_F(HotplugTest, CrashRestoreAfterKillNine) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(bin("xferctl").c_str(), "xferctl", "kernel", "--cores", "1", "--hold", "--state-file", state.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(slurp(kCpu1), "0");
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(slurp(kCpu1), "0");  // nobody restored it
+  EXPECT_TRUE(fs::exists(state));
+  EXPECT_EQ(sh(bin("xferctl") + " kernel --restore --state-file " + state + " > /dev/null"), 0);
+  EXPECT_EQ(slurp(kCpu1), "1");
+  EXPECT_FALSE(fs::exists(state));
+}
+
+TEST_F(HotplugTest, SigtermRestores) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(bin("xferctl").c_str(), "xferctl", "kernel", "--cores", "1", "--hold", "--state-file", state.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(slurp(kCpu1), "0");
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_EQ(slurp(kCpu1), "1");
+  EXPECT_FALSE(fs::exists(state));
+}
+
+// libcpupower on a fake acpi-cpufreq tree: userspace governor and a fixed
+// frequency; the original governor comes back.
+TEST(FreqFakeTree, UserspaceGovernorSetAndRestored) {
+  std::string fake = make_temp_dir("cpufreq");
+  put(fake + "/online", "0-1");
+  put(fake + "/present", "0-1");
+  for (int c = 0; c < 2; ++c) {
+    std::string d = fake + "/cpu" + std::to_string(c) + "/cpufreq/";
+    put(d + "scaling_driver", "acpi-cpufreq");
+    put(d + "scaling_governor", "ondemand");
+    put(d + "scaling_available_governors", "conservative ondemand userspace powersave performance");
+    put(d + "scaling_available_frequencies", "2400000 2000000 1600000 1200000");
+    put(d + "cpuinfo_min_freq", "1200000");
+    put(d + "cpuinfo_max_freq", "2400000");
+    put(d + "scaling_min_freq", "1200000");
+    put(d + "scaling_max_freq", "2400000");
+    put(d + "scaling_cur_freq", "2400000");
+    // libcpupower writes without truncating, as sysfs allows; a regular file
+    // needs an old value no longer than the new one.
+    put(d + "scaling_setspeed", "2400000");
+  }
+  mount_over(fake, "/sys/devices/system/cpu");
+  std::string state = make_temp_dir("kstate") + "/state.json";
+  {
+    xfer::KernelJournal j(state);
+    xfer::FreqControl fc(j);
+    ASSERT_TRUE(fc.available());
+    EXPECT_EQ(fc.driver(), "acpi-cpufreq");
+    unsigned long lo = 0, hi = 0;
+    ASSERT_TRUE(fc.limits(0, &lo, &hi));
+    EXPECT_EQ(lo, 1200000u);
+    EXPECT_EQ(hi, 2400000u);
+    EXPECT_EQ(fc.frequencies(0).size(), 4u);
+    EXPECT_EQ(fc.set_khz(1600000), "userspace");
+    for (int c = 0; c < 2; ++c) {
+      std::string d = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cpufreq/";
+      EXPECT_EQ(slurp(d + "scaling_governor"), "userspace");
+      EXPECT_EQ(slurp(d + "scaling_setspeed"), "1600000");
+    }
+    EXPECT_THROW(fc.set_khz(3000000), std::runtime_error);  // outside the hardware range
+  }
+  EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"), "ondemand");
+  EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"), "ondemand");
+  EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), "2400000");
+  EXPECT_FALSE(fs::exists(state));
+  umount2("/sys/devices/system/cpu", MNT_DETACH);
+}
+
+// intel_pstate has no userspace governor: the frequency becomes a cap on
+// scaling_max_freq, restored afterwards.
+TEST(FreqFakeTree, NoUserspaceGovernorCapsMaxFreq) {
+  std::string fake = make_temp_dir("cpufreq");
+  put(fake + "/online", "0");
+  put(fake + "/present", "0");
+  std::string d = fake + "/cpu0/cpufreq/";
+  put(d + "scaling_driver", "intel_pstate");
+  put(d + "scaling_governor", "powersave");
+  put(d + "scaling_available_governors", "performance powersave");
+  put(d + "cpuinfo_min_freq", "800000");
+  put(d + "cpuinfo_max_freq", "3500000");
+  put(d + "scaling_min_freq", "800000");
+  put(d + "scaling_max_freq", "3500000");
+  mount_over(fake, "/sys/devices/system/cpu");
+  std::string state = make_temp_dir("kstate") + "/state.json";
+  {
+    xfer::KernelJournal j(state);
+    xfer::FreqControl fc(j);
+    EXPECT_EQ(fc.set_khz(2000000), "max-cap");
+    EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), "2000000");
+    EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"), "powersave");
+  }
+  EXPECT_EQ(slurp("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), "3500000");
+  umount2("/sys/devices/system/cpu", MNT_DETACH);
+}
+
+// libpowercap on a fake intel-rapl tree: package and dram zones, counter wrap.
+TEST(PowercapFakeRapl, MeasuresPackageAndDramAcrossAWrap) {
+  // /sys/class/powercap does not exist here and sysfs takes no mkdir: a
+  // tmpfs over /sys/class, in this test's own mount namespace, holds it.
+  std::string fake = make_temp_dir("sysclass");
+  std::string pc = fake + "/powercap/";
+  const uint64_t max_uj = 262143328850ull;
+  auto zone = [&](const std::string& dir, const std::string& name, uint64_t energy) {
+    put(pc + dir + "/name", name);
+    put(pc + dir + "/energy_uj", std::to_string(energy));
+    put(pc + dir + "/max_energy_range_uj", std::to_string(max_uj));
+    put(pc + dir + "/enabled", "1");
+    put(pc + dir + "/constraint_0_name", "long_term");
+    put(pc + dir + "/constraint_0_power_limit_uw", "65000000");
+    put(pc + dir + "/constraint_0_time_window_us", "28000000");
+    put(pc + dir + "/constraint_1_name", "short_term");
+    put(pc + dir + "/constraint_1_power_limit_uw", "80000000");
+    put(pc + dir + "/constraint_1_time_window_us", "2440");
+  };
+  put(pc + "intel-rapl/enabled", "1");
+  // As the kernel lays it out: zones nested under the control type.
+  zone("intel-rapl/intel-rapl:0", "package-0", max_uj - 1'000'000);  // 1 J before the wrap
+  zone("intel-rapl/intel-rapl:0/intel-rapl:0:0", "core", 100);
+  zone("intel-rapl/intel-rapl:0/intel-rapl:0:1", "dram", 5'000'000);
+  mount_over(fake, "/sys/class");
+  xfer::RaplMeter m(/*idle_watts=*/2.0);
+  EXPECT_EQ(m.zones(), 2u);  // package + dram; core is inside package
+  put("/sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj", "2000000");  // wrapped: 1 J + 2 J
+  put("/sys/class/powercap/intel-rapl/intel-rapl:0/intel-rapl:0:1/energy_uj", "6500000");  // +1.5 J
+  xfer::EnergySample s = m.sample();
+  EXPECT_NEAR(s.joules, 4.5, 1e-6);
+  EXPECT_TRUE(s.measured);
+  EXPECT_EQ(s.source, "rapl");
+  EXPECT_NEAR(s.dynamic_joules, 4.5 - 2.0 * s.interval_s, 1e-6);
+  EXPECT_EQ(xfer::make_energy_meter({})->source(), "rapl");
+  umount2("/sys/class", MNT_DETACH);
+}
+
+// Without RAPL the meter falls back to the model and says so.
+TEST(PowercapFakeRapl, AbsentRaplFallsBackToTheModel) {
+  if (fs::exists("/sys/class/powercap/intel-rapl")) GTEST_SKIP() << "this machine has RAPL";
+  auto m = xfer::make_energy_meter({});
+  EXPECT_EQ(m->source(), "model:cpu");
+  EXPECT_FALSE(m->measured());
+  EXPECT_FALSE(m->sample().measured);
+  EXPECT_NE(sh(bin("xferctl") + " calibrate --out /dev/null > /dev/null 2>&1"), 0);  // refuses: nothing to fit against
+}

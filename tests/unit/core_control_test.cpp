@@ -1,0 +1,104 @@
+// CoreControl and the kernel journal against a fake cpu tree.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "xfer/kernel.h"
+
+namespace fs = std::filesystem;
+
+class CoreFakeTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root = fs::temp_directory_path() / ("cpus-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(root);
+    std::ofstream(root / "present") << "0-3\n";
+    std::ofstream(root / "online") << "0-3\n";
+    for (int c = 1; c < 4; ++c) {
+      fs::create_directories(root / ("cpu" + std::to_string(c)));
+      std::ofstream(root / ("cpu" + std::to_string(c)) / "online") << "1\n";
+    }
+    state = (root / "state.json").string();
+  }
+  void TearDown() override { fs::remove_all(root); }
+  std::string read(const std::string& rel) {
+    std::ifstream f(root / rel);
+    std::string s;
+    std::getline(f, s);
+    return s;
+  }
+  xfer::CoreControl::Config cfg() {
+    xfer::CoreControl::Config c;
+    c.sysfs_root = root.string();
+    return c;
+  }
+  fs::path root;
+  std::string state;
+};
+
+TEST_F(CoreFakeTree, OfflinesHighestFirstAndRestores) {
+  {
+    xfer::KernelJournal j(state);
+    xfer::CoreControl cc(cfg(), j);
+    EXPECT_EQ(cc.present(), 4);
+    cc.set_online(2);
+    EXPECT_EQ(read("cpu3/online"), "0");
+    EXPECT_EQ(read("cpu2/online"), "0");
+    EXPECT_EQ(read("cpu1/online"), "1");
+    EXPECT_TRUE(fs::exists(state));  // journalled before the change
+  }  // destructor restores
+  EXPECT_EQ(read("cpu3/online"), "1");
+  EXPECT_EQ(read("cpu2/online"), "1");
+  EXPECT_FALSE(fs::exists(state));
+}
+
+TEST_F(CoreFakeTree, RefusesWhatItMayNotDo) {
+  xfer::KernelJournal j(state);
+  auto c = cfg();
+  c.min_cores = 2;
+  xfer::CoreControl cc(c, j);
+  try {
+    cc.set_online(1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("below the configured minimum of 2"), std::string::npos);
+  }
+  EXPECT_THROW(cc.set_online(5), std::invalid_argument);
+  auto only3 = cfg();
+  only3.allowed = {0, 3};  // cpu0 is dropped from the list: never offline
+  xfer::CoreControl c3(only3, j);
+  EXPECT_THROW(c3.set_online(2), std::invalid_argument);  // cpu1 and cpu2 may not go
+  c3.set_online(3);
+  EXPECT_EQ(read("cpu3/online"), "0");
+  EXPECT_EQ(read("cpu1/online"), "1");
+}
+
+// A process that dies without restoring: the next journal restores at start.
+TEST_F(CoreFakeTree, LeftoverStateIsRestoredAtTheNextStart) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    xfer::KernelJournal* j = new xfer::KernelJournal(state);
+    xfer::CoreControl cc(cfg(), *j);
+    cc.set_online(1);
+    _exit(0);  // no destructors: like kill -9
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(read("cpu1/online"), "0");
+  EXPECT_TRUE(fs::exists(state));
+  xfer::KernelJournal next(state);
+  EXPECT_EQ(read("cpu1/online"), "1");
+  EXPECT_EQ(read("cpu3/online"), "1");
+  EXPECT_FALSE(fs::exists(state));
+}
+
+TEST(CoreCpuList, ParsesKernelLists) {
+  EXPECT_EQ(xfer::parse_cpu_list("0-3,5,7-8"), (std::vector<int>{0, 1, 2, 3, 5, 7, 8}));
+  EXPECT_EQ(xfer::parse_cpu_list("0"), (std::vector<int>{0}));
+  EXPECT_TRUE(xfer::parse_cpu_list("").empty());
+}
