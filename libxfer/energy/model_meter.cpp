@@ -10,20 +10,11 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "xfer/clock.h"
 #include "xfer/energy.h"
 #include "xfer/log.h"
 
 namespace xfer {
-namespace {
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-}  // namespace
-
 double PowerCoefficients::dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const {
   return c_cpu(cores) * u_cpu * tdp_ratio + memory * u_mem + disk * u_disk + nic * u_nic;
 }
@@ -70,7 +61,7 @@ UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic
 
 Utilisation UtilisationProbe::sample() {
   Utilisation u;
-  uint64_t now = now_ns();
+  uint64_t now = monotonic_ns();
   double dt = last_ns_ ? double(now - last_ns_) / 1e9 : 0;
   last_ns_ = now;
   {  // /proc/stat "cpu" line: user nice system idle iowait irq softirq steal
@@ -129,11 +120,11 @@ Utilisation UtilisationProbe::sample() {
 }
 
 ModelMeter::ModelMeter(PowerCoefficients c, std::unique_ptr<UtilisationProbe> probe)
-    : coef_(std::move(c)), probe_(std::move(probe)), last_ns_(now_ns()) {}
+    : coef_(std::move(c)), probe_(std::move(probe)), last_ns_(monotonic_ns()) {}
 
 EnergySample ModelMeter::sample() {
   EnergySample s;
-  uint64_t now = now_ns();
+  uint64_t now = monotonic_ns();
   s.interval_s = double(now - last_ns_) / 1e9;
   last_ns_ = now;
   Utilisation u = probe_->sample();

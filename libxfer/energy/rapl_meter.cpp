@@ -5,20 +5,11 @@
 
 #include <stdexcept>
 
+#include "xfer/clock.h"
 #include "xfer/energy.h"
 #include "xfer/log.h"
 
 namespace xfer {
-namespace {
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-}  // namespace
-
 struct RaplMeter::Zone {
   powercap_rapl_pkg* pkg = nullptr;  // shared by the zones of one socket (owned by the package zone)
   bool owner = false;
@@ -70,7 +61,7 @@ RaplMeter::RaplMeter(double idle_watts) : idle_w_(idle_watts) {
     }
   }
   if (zones_.empty()) throw std::runtime_error("RAPL present but no package or dram zone readable");
-  last_ns_ = now_ns();
+  last_ns_ = monotonic_ns();
 }
 
 RaplMeter::~RaplMeter() {
@@ -82,7 +73,7 @@ RaplMeter::~RaplMeter() {
 
 EnergySample RaplMeter::sample() {
   EnergySample s;
-  uint64_t now = now_ns();
+  uint64_t now = monotonic_ns();
   s.interval_s = double(now - last_ns_) / 1e9;
   last_ns_ = now;
   uint64_t uj = 0;

@@ -60,6 +60,17 @@ class HotplugTest : public ::testing::Test {
     std::ofstream(kCpu1) << "1";
     EXPECT_EQ(slurp(kCpu1), "1") << "cpu1 could not be brought back";
   }
+  // `xferctl kernel --cores 1 --hold` in a child; returns once cpu1 is offline.
+  pid_t hold_one_core() {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl(bin("xferctl").c_str(), "xferctl", "kernel", "--cores", "1", "--hold", "--state-file", state.c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(slurp(kCpu1), "0");
+    return pid;
+  }
   std::string state;
 };
 
@@ -83,13 +94,7 @@ TEST_F(HotplugTest, CoreControlTakesCpu1OfflineAndBringsItBack) {
 
 // kill -9 leaves cpu1 offline; the next start restores it.
 TEST_F(HotplugTest, CrashRestoreAfterKillNine) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl(bin("xferctl").c_str(), "xferctl", "kernel", "--cores", "1", "--hold", "--state-file", state.c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(slurp(kCpu1), "0");
+  pid_t pid = hold_one_core();
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   EXPECT_EQ(slurp(kCpu1), "0");  // nobody restored it
@@ -100,13 +105,7 @@ TEST_F(HotplugTest, CrashRestoreAfterKillNine) {
 }
 
 TEST_F(HotplugTest, SigtermRestores) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl(bin("xferctl").c_str(), "xferctl", "kernel", "--cores", "1", "--hold", "--state-file", state.c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(slurp(kCpu1), "0");
+  pid_t pid = hold_one_core();
   kill(pid, SIGTERM);
   int st = 0;
   waitpid(pid, &st, 0);
