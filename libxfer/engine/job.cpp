@@ -181,8 +181,8 @@ void Job::Impl::begin_transfer() {
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
               c->plan.bytes, c->plan.avg_size());
 
-  Params p = tuner->init(info);
-  apply(p);
+  // Timers first: the first pump may already finish the job (every file was
+  // on disk), and finish_job disarms them.
   last_tick_us = eng.now_us();
   last_tick_bytes = bytes_fetched;
   sd_event_add_time_relative(
@@ -190,6 +190,7 @@ void Job::Impl::begin_transfer() {
       [](sd_event_source* s, uint64_t, void* ud) {
         auto* self = static_cast<Job::Impl*>(ud);
         self->tick();
+        if (!self->tick_src.s) return 0;  // the job ended in there
         sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.interval_ms) * 1000);
         return 0;
       },
@@ -204,12 +205,13 @@ void Job::Impl::begin_transfer() {
         bool sync = now - self->last_sync_us >= uint64_t(self->spec.opts.sync_ms) * 1000;
         if (sync) self->last_sync_us = now;
         self->checkpoint_all(sync);
+        if (!self->checkpoint_src.s) return 0;  // a write error ended the job
         sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.record_ms) * 1000);
         return 0;
       },
       this);
   sd_event_source_set_enabled(checkpoint_src.s, SD_EVENT_ON);
-  pump();
+  apply(tuner->init(info));  // applies and pumps
 }
 
 void Job::Impl::apply(const Params& p) {
