@@ -10,6 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
 
 namespace fs = std::filesystem;
@@ -115,5 +117,27 @@ TEST(Linkemu, RefusesToStartOverAnExistingLink) {
   kill(link, SIGTERM);
   waitpid(link, nullptr, 0);
   EXPECT_EQ(netns_list().find("xfer-lt3"), std::string::npos);
+  fs::remove_all(work);
+}
+
+// --cross START:STOP:PCT: iperf3 from the server namespace to the client one,
+// paced at PCT of the rate, for STOP - START seconds. The link's own counters
+// see it.
+TEST(Linkemu, CrossTrafficFollowsItsSchedule) {
+  std::string work = make_temp_dir("linkemu");
+  // 100 Mbit/s; 40% (40 Mbit/s = 5 MB/s) from t = 0.5 s to t = 2.5 s: about 10 MB.
+  int rc = sh(bin("xfer-linkemu") + " up --name lt4 --index 234 --rate-mbps 100 --rtt-ms 10 --cross 0.5:2.5:40 "
+              "--duration 4 > " + work + "/out 2> " + work + "/err");
+  ASSERT_EQ(rc, 0);
+  std::ifstream f(work + "/out");
+  std::string ready, stopped;
+  std::getline(f, ready);
+  std::getline(f, stopped);
+  auto j = nlohmann::json::parse(stopped, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << stopped;
+  double mb = j["down"]["bytes"].get<double>() / 1e6;
+  EXPECT_GT(mb, 10 * 0.7) << "MB carried server -> client";
+  EXPECT_LT(mb, 10 * 1.3) << "MB carried server -> client";
+  EXPECT_EQ(netns_list().find("xfer-lt4"), std::string::npos);
   fs::remove_all(work);
 }
