@@ -21,6 +21,29 @@ namespace {
 
 enum Exit { kOk = 0, kSomeFailed = 1, kUsage = 2, kFatal = 3, kInterrupted = 130 };
 
+sigset_t stop_signals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  return mask;
+}
+
+// SIGINT/SIGTERM become events to wait for, not deaths: block them before
+// changing anything that must be restored.
+void block_stop_signals() {
+  sigset_t mask = stop_signals();
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+}
+
+// Waits up to `ms` for SIGINT/SIGTERM (blocked beforehand); true when one came.
+bool wait_signal(int ms) {
+  sigset_t mask = stop_signals();
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  return sigtimedwait(&mask, nullptr, &ts) > 0;
+}
+
+
 struct RunArgs {
   std::string manifest, dest, sla, http = "auto", log_level = "warn";
   int cc = 0, p = 0, pp = 0;
@@ -67,11 +90,7 @@ int run(const RunArgs& a) {
 
   sd_event* loop = nullptr;
   sd_event_new(&loop);
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  block_stop_signals();  // sd-event receives them
 
   xfer::EngineOptions opts;
   opts.http = a.http;
@@ -147,17 +166,6 @@ int run(const RunArgs& a) {
   return rc;
 }
 
-// Blocks SIGINT/SIGTERM and waits up to `ms` for one; true when one came.
-bool wait_signal(int ms) {
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
-  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  return sigtimedwait(&mask, nullptr, &ts) > 0;
-}
-
 xfer::PowerCoefficients coefficients(const std::string& path) {
   if (path.empty()) return {};
   return xfer::PowerCoefficients::load(path);
@@ -165,6 +173,7 @@ xfer::PowerCoefficients coefficients(const std::string& path) {
 
 // xferctl energy: the source and a reading every second until interrupted.
 int energy(const std::string& model_path, int count) {
+  block_stop_signals();
   std::unique_ptr<xfer::EnergyMeter> meter;
   try {
     meter = xfer::make_energy_meter(coefficients(model_path));
@@ -200,6 +209,7 @@ int calibrate(const std::string& out) {
 
 // xferctl kernel: set cores / frequency (journalled), hold until a signal, restore.
 int kernel(int cores, unsigned long freq, bool hold, bool restore_only, const std::string& state, const std::string& mode) {
+  block_stop_signals();
   if (restore_only) {
     bool had = xfer::KernelJournal::restore_leftover(state);
     fmt::print("{}\n", had ? "restored the kernel state a previous run left" : "nothing to restore");
