@@ -180,10 +180,10 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
     << fmt::format(R"s(<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">throughput, Mbit/s</text>)s",
                    (T + H - B) / 2, (T + H - B) / 2)
     << "\n";
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
   int i = 0;
   for (const auto& pt : ss) {
-    const char* c = colors[i % 8];
+    const char* c = colors[i % 10];
     double x = X(pt.j_per_gb), y = Y(pt.throughput_mbps);
     if (pt.peer)
       o << fmt::format(R"s(<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="{}"/>)s", x, y, c) << "\n";
