@@ -32,8 +32,6 @@ h2=${5:?H2C_PORT missing}
 rate=${6:-2m}
 addr=${7:-127.0.0.1}
 mkdir -p "$run/tmp"
-# Workers run as nobody: the data must be readable by everyone.
-chmod 755 "$run" "$data"
 
 cat >"$run/locations.conf" <<CONF
 root $data;
@@ -44,7 +42,11 @@ location /redir-file/ { return 302 file:///etc/passwd; }
 location /redir/ { rewrite ^/redir/(.*)\$ http://$addr:\$server_port/\$1 redirect; }
 CONF
 
+# Workers run as root: this is a private server for tests, benchmarks and the
+# demo, bound to loopback or a test namespace, and the data may sit below a
+# directory nobody else can traverse (a checkout in /root).
 cat >"$run/nginx.conf" <<CONF
+user root;
 worker_processes 2;
 pid $run/nginx.pid;
 error_log $run/error.log warn;

@@ -113,7 +113,10 @@ TEST(Errors, UnwritableDestinationFailsBeforeAnyByteIsFetched) {
   fs::permissions(fs::path(manifest).parent_path(), fs::perms::all);
   std::string out = make_temp_dir("o") + "/err.txt";
   fs::permissions(fs::path(out).parent_path(), fs::perms::all);
-  int rc = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + bin("xferctl") + " run --manifest " + manifest +
+  // A copy nobody can reach, whatever the permissions above the build tree.
+  std::string exe = fs::path(out).parent_path() / "xferctl";
+  fs::copy_file(bin("xferctl"), exe);
+  int rc = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + exe + " run --manifest " + manifest +
               " --dest " + dest + " --no-progress > /dev/null 2> " + out);
   EXPECT_EQ(rc, 3);
   std::ifstream in(out);

@@ -216,9 +216,6 @@ int main(int argc, char** argv) {
   if (data_root.empty()) data_root = out + "/data";
   fs::create_directories(data_root);
   data_root = fs::canonical(data_root).string();
-  // nginx workers run as nobody: every directory down to the data must be traversable.
-  for (fs::path p = data_root; p.has_relative_path() && p != p.root_path(); p = p.parent_path())
-    chmod(p.c_str(), fs::status(p).permissions() == fs::perms::none ? 0755 : (unsigned(fs::status(p).permissions()) | 0005));
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
