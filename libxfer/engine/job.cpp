@@ -181,6 +181,7 @@ void Job::Impl::begin_transfer() {
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
               c->plan.bytes, c->plan.avg_size());
 
+  if (flow_monitor) accountant = std::make_unique<FlowAccountant>(info.bandwidth_bps);
   // Timers first: the first pump may already finish the job (every file was
   // on disk), and finish_job disarms them.
   last_tick_us = eng.now_us();
@@ -243,6 +244,8 @@ Observation Job::Impl::record_interval() {
   e.throughput_bps = double(bytes_fetched - last_tick_bytes) * 8 / dt;
   e.bytes_done = bytes_done;
   e.params = current;
+  if (flow_monitor && accountant)
+    e.flow = accountant->interval(flow_monitor->flows(job_id), dt, interface_rx_bytes());
   Observation obs;
   obs.t_s = e.t_s;
   obs.interval_s = dt;
@@ -527,13 +530,27 @@ nlohmann::json Job::Impl::summary() const {
                         {"pp", cp.pp},
                         {"throughput_mbps", i < e.chunk_throughput_bps.size() ? e.chunk_throughput_bps[i] / 1e6 : 0}});
     }
-    j["timeline"].push_back({{"t", e.t_s},
-                             {"throughput_mbps", e.throughput_bps / 1e6},
-                             {"bytes_done", e.bytes_done},
-                             {"params", params},
-                             {"reason", e.params.reason}});
+    json entry = {{"t", e.t_s},
+                  {"throughput_mbps", e.throughput_bps / 1e6},
+                  {"bytes_done", e.bytes_done},
+                  {"params", params},
+                  {"reason", e.params.reason}};
+    if (e.flow) {
+      entry["flow_throughput_mbps"] = e.flow->throughput_bps / 1e6;
+      entry["rtt_ms"] = e.flow->rtt_ms;
+      entry["delta_rtt_ms"] = e.flow->delta_rtt_ms;
+      entry["retransmits_per_mb"] = e.flow->retrans_per_mb;
+      entry["flows"] = e.flow->flows;
+      entry["ext_load"] = e.flow->ext_load;
+    }
+    j["timeline"].push_back(entry);
   }
   j["tuner"] = tuner->summary();
+  j["flow_source"] = flow_monitor ? flow_monitor->source() : "none";
+  uint64_t flow_bytes = 0;
+  for (const TimelineEntry& e : timeline)
+    if (e.flow) flow_bytes += e.flow->bytes;
+  j["flow_bytes"] = flow_bytes;  // TCP payload the flows received: bytes_fetched plus HTTP headers
   return j;
 }
 
@@ -542,6 +559,10 @@ nlohmann::json Job::Impl::summary() const {
 Job::Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner)
     : impl_(std::make_unique<Impl>(this, engine, std::move(spec), std::move(tuner))) {}
 Job::~Job() = default;
+void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
+  impl_->flow_monitor = m;
+  impl_->job_id = job_id;
+}
 void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
 void Job::pause() { impl_->pause(); }

@@ -184,6 +184,10 @@ struct Job::Impl : RequestOwner {
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Stream>> retired_streams;
   std::vector<std::unique_ptr<CurlMulti>> retired_multis;
+  FlowMonitor* flow_monitor = nullptr;
+  uint32_t job_id = 0;
+  std::unique_ptr<FlowAccountant> accountant;
+
   EventSource tick_src, checkpoint_src, retry_src, reap_src;
 };
 

@@ -1,6 +1,7 @@
 // Creating requests and the libcurl callbacks that check each response and
 // write its body at the file offsets it belongs to.
 #include <strings.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstring>
@@ -165,6 +166,21 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
     }
   }
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
+  if (flow_monitor && kind == RequestKind::Get) {
+    // Every data connection this job opens is the monitor's to follow
+    // (discovery's HEAD connections are not part of the transfer).
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
+      auto* job = static_cast<Job::Impl*>(ud);
+      if (purpose == CURLSOCKTYPE_IPCXN) job->flow_monitor->own(fd, job->job_id);
+      return int(CURL_SOCKOPT_OK);
+    });
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, this);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, +[](void* ud, curl_socket_t fd) {
+      static_cast<Job::Impl*>(ud)->flow_monitor->disown(fd);
+      return close(fd);
+    });
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  }
   if (kind == RequestKind::Head) {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {

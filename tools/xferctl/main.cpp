@@ -51,6 +51,7 @@ struct RunArgs {
   double bandwidth_mbps = 1000, rtt_ms = 0;
   int max_channels = 32;
   bool json = false, no_progress = false;
+  std::string flows = "ebpf";
 };
 
 void raise_fd_limit() {
@@ -100,6 +101,8 @@ int run(const RunArgs& a) {
   opts.max_channels = a.max_channels;
 
   int rc = kOk;
+  std::unique_ptr<xfer::FlowMonitor> monitor;
+  if (a.flows != "off") monitor = xfer::make_flow_monitor(a.flows == "ebpf");
   {
     xfer::Engine engine(loop);
     std::unique_ptr<xfer::Job> job;
@@ -110,6 +113,7 @@ int run(const RunArgs& a) {
       sd_event_unref(loop);
       return kFatal;
     }
+    if (monitor) job->set_flow_monitor(monitor.get(), 1);
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
     auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
@@ -259,6 +263,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--rtt-ms", ra.rtt_ms, "RTT used for the BDP (default: measured)")->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--max-channels", ra.max_channels, "cap on connections over all chunks")->check(CLI::Range(1, 4096));
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
+  run_cmd->add_option("--flows", ra.flows, "per-flow metrics: ebpf (falls back to tcp_info), tcp_info, off")
+      ->check(CLI::IsMember({"ebpf", "tcp_info", "off"}));
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
 

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/flow_monitor.h"
 #include "xfer/manifest.h"
 #include "xfer/params.h"
 #include "xfer/tuner.h"
@@ -130,6 +131,7 @@ struct TimelineEntry {
   uint64_t bytes_done = 0;
   Params params;
   std::vector<double> chunk_throughput_bps;
+  std::optional<FlowInterval> flow;  // from the FlowMonitor, when the job has one
 };
 
 struct JobProgress {
@@ -156,6 +158,9 @@ class Job {
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
+  // Before start(): per-flow measurements for this job's sockets (job_id is
+  // how the monitor tells this job's flows from others').
+  void set_flow_monitor(FlowMonitor* m, uint32_t job_id);
   void start();
   void apply(const Params& p);  // live: takes effect at once
   void pause();

@@ -1,0 +1,69 @@
+// FlowMonitor: per-flow TCP measurements for the sockets the engine owns,
+// from eBPF (bpf/flowmon.bpf.c) where it loads, else from TCP_INFO on the
+// engine's own sockets; the source in use is logged and reported.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xfer {
+
+struct FlowCounters {
+  uint64_t id = 0;               // socket cookie
+  uint32_t job = 0;
+  uint64_t bytes_received = 0;   // cumulative
+  double rtt_ms = 0;             // the flow's RTT: receiver estimate when it has one, else srtt
+  double rttvar_ms = 0;
+  uint32_t retrans = 0;          // our retransmissions + out-of-order arrivals (the receiver's sight of loss)
+  uint16_t local_port = 0, remote_port = 0;
+  bool closed = false;
+};
+
+class FlowMonitor {
+ public:
+  virtual ~FlowMonitor() = default;
+  virtual std::string source() const = 0;  // "ebpf" | "tcp_info"
+  // A socket the engine created (before connect) and when it goes.
+  virtual void own(int fd, uint32_t job) = 0;
+  virtual void disown(int fd) = 0;
+  // Current counters of every flow of the job, closed ones included once.
+  virtual std::vector<FlowCounters> flows(uint32_t job) = 0;
+};
+
+// eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
+std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf = true);
+
+// What one interval of a job's flows adds up to (cross-layer-hla.txt
+// Algorithms 1-2: weighted throughput, delta RTT, external load).
+struct FlowInterval {
+  double throughput_bps = 0;   // from byte deltas
+  double rtt_ms = 0;           // mean RTT weighted by each flow's bytes in the interval
+  double delta_rtt_ms = 0;     // change against the previous interval
+  double retrans_per_mb = 0;   // loss signals per MB received
+  int flows = 0;               // flows that moved bytes or are open
+  uint64_t bytes = 0;
+  double ext_load = 0;         // share of link capacity used by traffic that is not ours (0..1)
+};
+
+class FlowAccountant {
+ public:
+  explicit FlowAccountant(double link_capacity_bps) : capacity_bps_(link_capacity_bps) {}
+  // Deltas since the previous call; iface_rx_bytes: the interfaces' received
+  // byte counter (all but lo), to compute the external load.
+  FlowInterval interval(const std::vector<FlowCounters>& now, double dt_s, uint64_t iface_rx_bytes);
+
+ private:
+  double capacity_bps_;
+  std::map<uint64_t, FlowCounters> last_;
+  double last_rtt_ms_ = 0;
+  uint64_t last_iface_ = 0;
+  bool primed_ = false;
+};
+
+// Received bytes of every interface but lo, in this network namespace.
+uint64_t interface_rx_bytes();
+
+}  // namespace xfer

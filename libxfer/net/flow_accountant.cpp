@@ -1,0 +1,47 @@
+#include <algorithm>
+
+#include "xfer/flow_monitor.h"
+#include "xfer/sysfs.h"
+
+namespace xfer {
+
+uint64_t interface_rx_bytes() {
+  SysFs net("/sys/class/net");
+  uint64_t b = 0;
+  for (const auto& dev : net.list(""))
+    if (dev != "lo") b += uint64_t(net.read_int(dev + "/statistics/rx_bytes").value_or(0));
+  return b;
+}
+
+FlowInterval FlowAccountant::interval(const std::vector<FlowCounters>& now, double dt_s, uint64_t iface_rx) {
+  FlowInterval out;
+  double weighted = 0;
+  uint64_t loss = 0;
+  for (const auto& f : now) {
+    auto it = last_.find(f.id);
+    uint64_t prev = it == last_.end() ? 0 : it->second.bytes_received;
+    uint32_t prev_loss = it == last_.end() ? 0 : it->second.retrans;
+    uint64_t d = f.bytes_received >= prev ? f.bytes_received - prev : 0;
+    out.bytes += d;
+    loss += f.retrans >= prev_loss ? f.retrans - prev_loss : 0;
+    if (d > 0 && f.rtt_ms > 0) weighted += f.rtt_ms * double(d);
+    if (d > 0 || !f.closed) ++out.flows;
+    if (f.closed) last_.erase(f.id);
+    else last_[f.id] = f;
+  }
+  if (dt_s > 0) out.throughput_bps = double(out.bytes) * 8 / dt_s;
+  if (out.bytes > 0) out.rtt_ms = weighted / double(out.bytes);
+  if (out.rtt_ms > 0 && last_rtt_ms_ > 0) out.delta_rtt_ms = out.rtt_ms - last_rtt_ms_;
+  if (out.rtt_ms > 0) last_rtt_ms_ = out.rtt_ms;
+  if (out.bytes > 0) out.retrans_per_mb = double(loss) / (double(out.bytes) / 1e6);
+  if (primed_ && dt_s > 0 && capacity_bps_ > 0 && iface_rx >= last_iface_) {
+    // Interface bytes include headers our TCP byte counts do not: allow 5%.
+    double other = double(iface_rx - last_iface_) - double(out.bytes) * 1.05;
+    out.ext_load = std::clamp(other * 8 / dt_s / capacity_bps_, 0.0, 1.0);
+  }
+  last_iface_ = iface_rx;
+  primed_ = true;
+  return out;
+}
+
+}  // namespace xfer
