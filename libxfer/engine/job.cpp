@@ -551,6 +551,11 @@ nlohmann::json Job::Impl::summary() const {
   for (const TimelineEntry& e : timeline)
     if (e.flow) flow_bytes += e.flow->bytes;
   j["flow_bytes"] = flow_bytes;  // TCP payload the flows received: bytes_fetched plus HTTP headers
+  if (flow_monitor) {
+    FlowMonitor::Overhead o = flow_monitor->overhead();
+    j["flow_overhead"] = {{"bpf_run_ms", double(o.bpf_run_ns) / 1e6}, {"bpf_runs", o.bpf_runs},
+                          {"reader_cpu_ms", double(o.reader_ns) / 1e6}};
+  }
   return j;
 }
 

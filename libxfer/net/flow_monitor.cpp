@@ -7,6 +7,10 @@
 #include <linux/tcp.h>  // tcp_info with tcpi_bytes_received (glibc's is older)
 #include <sys/socket.h>
 
+#include <bpf/bpf.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -25,6 +29,12 @@ uint64_t socket_cookie(int fd) {
   socklen_t len = sizeof c;
   if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &len) != 0) return 0;
   return c;
+}
+
+uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
 uint16_t local_port(int fd) {
@@ -70,10 +80,25 @@ class EbpfFlowMonitor : public FlowMonitor {
       throw std::runtime_error(std::string("BPF programs did not attach: ") + strerror(err));
     }
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), &EbpfFlowMonitor::on_event, this, nullptr);
+    // Run-time statistics for as long as this fd is open (no global sysctl).
+    stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
   }
   ~EbpfFlowMonitor() override {
     if (ring_) ring_buffer__free(ring_);
     flowmon_bpf__destroy(skel_);
+    if (stats_fd_ >= 0) close(stats_fd_);
+  }
+  Overhead overhead() const override {
+    Overhead o;
+    o.reader_ns = reader_ns_;
+    for (bpf_program* p : {skel_->progs.flowmon_rcv, skel_->progs.flowmon_probe, skel_->progs.flowmon_state}) {
+      int fd = bpf_program__fd(p);
+      if (fd < 0) continue;  // the hook not chosen
+      bpf_prog_info info{};
+      uint32_t len = sizeof info;
+      if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) o.bpf_run_ns += info.run_time_ns, o.bpf_runs += info.run_cnt;
+    }
+    return o;
   }
   std::string source() const override { return "ebpf"; }
   const std::string& hook() const { return hook_; }
@@ -90,6 +115,7 @@ class EbpfFlowMonitor : public FlowMonitor {
   }
 
   std::vector<FlowCounters> flows(uint32_t job) override {
+    uint64_t t0 = thread_cpu_ns();
     ring_buffer__consume(ring_);
     std::vector<FlowCounters> out;
     uint64_t key = 0, next = 0;
@@ -111,6 +137,7 @@ class EbpfFlowMonitor : public FlowMonitor {
       bpf_map__delete_elem(skel_->maps.owned, &c, sizeof c, 0);
       closed_.erase(c);
     }
+    reader_ns_ += thread_cpu_ns() - t0;
     return out;
   }
 
@@ -134,6 +161,8 @@ class EbpfFlowMonitor : public FlowMonitor {
     return 0;
   }
   flowmon_bpf* skel_ = nullptr;
+  int stats_fd_ = -1;
+  uint64_t reader_ns_ = 0;
   std::string hook_;
   ring_buffer* ring_ = nullptr;
   std::map<int, uint64_t> fds_;
@@ -153,7 +182,9 @@ class TcpInfoFlowMonitor : public FlowMonitor {
     gone_.push_back(it->second.last);
     socks_.erase(it);
   }
+  Overhead overhead() const override { return {0, 0, reader_ns_}; }
   std::vector<FlowCounters> flows(uint32_t job) override {
+    uint64_t t0 = thread_cpu_ns();
     std::vector<FlowCounters> out;
     for (auto& [fd, s] : socks_)
       if (s.job == job && read(fd, s)) out.push_back(s.last);
@@ -165,6 +196,7 @@ class TcpInfoFlowMonitor : public FlowMonitor {
         ++it;
       }
     }
+    reader_ns_ += thread_cpu_ns() - t0;
     return out;
   }
 
@@ -190,6 +222,7 @@ class TcpInfoFlowMonitor : public FlowMonitor {
   }
   std::map<int, Sock> socks_;
   std::vector<FlowCounters> gone_;
+  uint64_t reader_ns_ = 0;
 };
 
 }  // namespace

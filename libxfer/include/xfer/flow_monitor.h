@@ -31,6 +31,13 @@ class FlowMonitor {
   virtual void disown(int fd) = 0;
   // Current counters of every flow of the job, closed ones included once.
   virtual std::vector<FlowCounters> flows(uint32_t job) = 0;
+
+  // What measuring costs: CPU time of the BPF programs (kernel BPF stats)
+  // and of this reader's sampling (thread CPU time).
+  struct Overhead {
+    uint64_t bpf_run_ns = 0, bpf_runs = 0, reader_ns = 0;
+  };
+  virtual Overhead overhead() const = 0;
 };
 
 // eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
