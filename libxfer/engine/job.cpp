@@ -163,6 +163,7 @@ void Job::Impl::begin_transfer() {
   std::vector<ChunkPlan> plans = partition_files(sizes, pc);
   for (ChunkPlan& plan : plans) {
     auto c = std::make_unique<Chunk>();
+    c->index = chunks.size();
     for (size_t& i : plan.files) i = idx[i];  // back to job file indices
     c->plan = plan;
     for (size_t i : plan.files) {
@@ -181,7 +182,10 @@ void Job::Impl::begin_transfer() {
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
               c->plan.bytes, c->plan.avg_size());
 
-  if (flow_monitor) accountant = std::make_unique<FlowAccountant>(info.bandwidth_bps);
+  if (flow_monitor) {
+    accountant = std::make_unique<FlowAccountant>(info.bandwidth_bps);
+    chunk_accountants.assign(chunks.size(), FlowAccountant(info.bandwidth_bps));
+  }
   // Timers first: the first pump may already finish the job (every file was
   // on disk), and finish_job disarms them.
   last_tick_us = eng.now_us();
@@ -244,8 +248,19 @@ Observation Job::Impl::record_interval() {
   e.throughput_bps = double(bytes_fetched - last_tick_bytes) * 8 / dt;
   e.bytes_done = bytes_done;
   e.params = current;
-  if (flow_monitor && accountant)
-    e.flow = accountant->interval(flow_monitor->flows(job_id), dt, interface_rx_bytes());
+  if (flow_monitor && accountant) {
+    std::vector<FlowCounters> all = flow_monitor->flows(job_id);
+    e.flow = accountant->interval(all, dt, interface_rx_bytes());
+    std::vector<std::vector<FlowCounters>> by_chunk(chunks.size());
+    for (const FlowCounters& f : all) {
+      auto it = flow_chunk.find(f.id);
+      if (it == flow_chunk.end()) continue;
+      if (it->second < by_chunk.size()) by_chunk[it->second].push_back(f);
+      if (f.closed) flow_chunk.erase(it);
+    }
+    for (size_t i = 0; i < chunks.size(); ++i)
+      e.chunk_flow.push_back(chunk_accountants[i].interval(by_chunk[i], dt, 0));  // external load: job-wide only
+  }
   Observation obs;
   obs.t_s = e.t_s;
   obs.interval_s = dt;
@@ -529,6 +544,13 @@ nlohmann::json Job::Impl::summary() const {
                         {"p", cp.p},
                         {"pp", cp.pp},
                         {"throughput_mbps", i < e.chunk_throughput_bps.size() ? e.chunk_throughput_bps[i] / 1e6 : 0}});
+      if (i < e.chunk_flow.size()) {
+        const FlowInterval& cf = e.chunk_flow[i];
+        params.back()["rtt_ms"] = cf.rtt_ms;
+        params.back()["delta_rtt_ms"] = cf.delta_rtt_ms;
+        params.back()["retransmits_per_mb"] = cf.retrans_per_mb;
+        params.back()["flows"] = cf.flows;
+      }
     }
     json entry = {{"t", e.t_s},
                   {"throughput_mbps", e.throughput_bps / 1e6},

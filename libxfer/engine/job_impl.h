@@ -60,6 +60,7 @@ struct Channel {
 };
 
 struct Chunk {
+  size_t index = 0;  // in Job::Impl::chunks
   ChunkPlan plan;
   ChunkParams params;
   std::deque<FileTask*> fresh;   // files no channel has taken yet
@@ -187,6 +188,8 @@ struct Job::Impl : RequestOwner {
   FlowMonitor* flow_monitor = nullptr;
   uint32_t job_id = 0;
   std::unique_ptr<FlowAccountant> accountant;
+  std::vector<FlowAccountant> chunk_accountants;
+  std::map<uint64_t, size_t> flow_chunk;  // flow id -> chunk index
 
   EventSource tick_src, checkpoint_src, retry_src, reap_src;
 };

@@ -170,11 +170,13 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
     // Every data connection this job opens is the monitor's to follow
     // (discovery's HEAD connections are not part of the transfer).
     curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
-      auto* job = static_cast<Job::Impl*>(ud);
-      if (purpose == CURLSOCKTYPE_IPCXN) job->flow_monitor->own(fd, job->job_id);
+      auto* req = static_cast<Request*>(ud);
+      auto* job = static_cast<Job::Impl*>(req->owner);
+      if (purpose == CURLSOCKTYPE_IPCXN)
+        job->flow_chunk[job->flow_monitor->own(fd, job->job_id)] = req->file->chunk->index;
       return int(CURL_SOCKOPT_OK);
     });
-    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, this);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, +[](void* ud, curl_socket_t fd) {
       static_cast<Job::Impl*>(ud)->flow_monitor->disown(fd);
       return close(fd);

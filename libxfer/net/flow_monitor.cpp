@@ -103,11 +103,12 @@ class EbpfFlowMonitor : public FlowMonitor {
   std::string source() const override { return "ebpf"; }
   const std::string& hook() const { return hook_; }
 
-  void own(int fd, uint32_t job) override {
+  uint64_t own(int fd, uint32_t job) override {
     uint64_t c = socket_cookie(fd);
-    if (!c) return;
+    if (!c) return 0;
     bpf_map__update_elem(skel_->maps.owned, &c, sizeof c, &job, sizeof job, BPF_ANY);
     fds_[fd] = c;
+    return c;
   }
   void disown(int fd) override {
     // The close event still carries the final counters; the entry goes once read.
@@ -173,7 +174,11 @@ class EbpfFlowMonitor : public FlowMonitor {
 class TcpInfoFlowMonitor : public FlowMonitor {
  public:
   std::string source() const override { return "tcp_info"; }
-  void own(int fd, uint32_t job) override { socks_[fd] = {socket_cookie(fd), job, {}}; }
+  uint64_t own(int fd, uint32_t job) override {
+    uint64_t c = socket_cookie(fd);
+    socks_[fd] = {c, job, {}};
+    return c;
+  }
   void disown(int fd) override {
     auto it = socks_.find(fd);
     if (it == socks_.end()) return;

@@ -132,6 +132,7 @@ struct TimelineEntry {
   Params params;
   std::vector<double> chunk_throughput_bps;
   std::optional<FlowInterval> flow;  // from the FlowMonitor, when the job has one
+  std::vector<FlowInterval> chunk_flow;  // the same per chunk
 };
 
 struct JobProgress {

@@ -26,8 +26,9 @@ class FlowMonitor {
  public:
   virtual ~FlowMonitor() = default;
   virtual std::string source() const = 0;  // "ebpf" | "tcp_info"
-  // A socket the engine created (before connect) and when it goes.
-  virtual void own(int fd, uint32_t job) = 0;
+  // A socket the engine created (before connect) and when it goes. own()
+  // returns the flow's id (its socket cookie), the FlowCounters::id it gets.
+  virtual uint64_t own(int fd, uint32_t job) = 0;
   virtual void disown(int fd) = 0;
   // Current counters of every flow of the job, closed ones included once.
   virtual std::vector<FlowCounters> flows(uint32_t job) = 0;
