@@ -118,6 +118,15 @@ class EbpfFlowMonitor : public FlowMonitor {
   std::vector<FlowCounters> flows(uint32_t job) override {
     uint64_t t0 = thread_cpu_ns();
     ring_buffer__consume(ring_);
+    // tcp_probe runs before its segment is processed, so BPF's byte count
+    // lags by the segments received since; the socket's own counter is exact
+    // at this instant, for the sockets still open.
+    std::map<uint64_t, uint64_t> exact;
+    for (const auto& [fd, cookie] : fds_) {
+      struct tcp_info ti {};
+      socklen_t len = sizeof ti;
+      if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) exact[cookie] = ti.tcpi_bytes_received;
+    }
     std::vector<FlowCounters> out;
     uint64_t key = 0, next = 0;
     uint64_t* prev = nullptr;
@@ -126,6 +135,7 @@ class EbpfFlowMonitor : public FlowMonitor {
       flowmon_stats st{};
       if (bpf_map__lookup_elem(skel_->maps.flows, &next, sizeof next, &st, sizeof st, 0) == 0 && st.job == job) {
         FlowCounters f = convert(next, st);
+        if (auto it = exact.find(next); it != exact.end() && it->second > f.bytes_received) f.bytes_received = it->second;
         f.closed = closed_.count(next) > 0;
         if (f.closed) finished.push_back(next);
         out.push_back(f);
