@@ -58,6 +58,13 @@ std::string check_url(const std::string& url) {
   return {};
 }
 
+std::string url_origin(const std::string& url) {
+  UrlHandle u;
+  if (!u.h || curl_url_set(u.h, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return {};
+  return url_part(u.h, CURLUPART_SCHEME) + "://" + url_part(u.h, CURLUPART_HOST) + ":" +
+         url_part(u.h, CURLUPART_PORT, CURLU_DEFAULT_PORT);
+}
+
 std::string file_name_from_url(const std::string& url) {
   UrlHandle u;
   if (!u.h || curl_url_set(u.h, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)

@@ -16,27 +16,6 @@ uint64_t backoff_us(int failures);
 
 namespace {
 
-std::string origin_of(const std::string& url) {
-  CURLU* u = curl_url();
-  std::string key;
-  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
-    char* s = nullptr;
-    if (curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
-      char *scheme = nullptr, *host = nullptr, *port = nullptr;
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-      curl_url_get(u, CURLUPART_HOST, &host, 0);
-      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-      key = std::string(scheme ? scheme : "") + "://" + (host ? host : "") + ":" + (port ? port : "");
-      curl_free(scheme);
-      curl_free(host);
-      curl_free(port);
-      curl_free(s);
-    }
-  }
-  curl_url_cleanup(u);
-  return key;
-}
-
 // Largest TCP receive buffer the kernel grants (bufSize of the papers).
 uint64_t tcp_rmem_max() {
   std::ifstream f("/proc/sys/net/ipv4/tcp_rmem");
@@ -92,7 +71,7 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp, std::unique_ptr<Tuner> t)
     f.index = i;
     f.entry = &spec.manifest.entries[i];
     f.size = f.entry->size;
-    f.origin = origin_of(f.entry->url);
+    f.origin = url_origin(f.entry->url);
   }
 }
 
@@ -107,23 +86,30 @@ Job::Impl::~Impl() {
   if (dir_fd >= 0) close(dir_fd);
 }
 
+// A file already at its final name: finished by an earlier run (skipped), or
+// somebody else's file, never overwritten (failed). True when it settled f.
+bool Job::Impl::settle_existing(FileTask& f) {
+  uint64_t have = 0;
+  if (!name_exists(dir_fd, f.entry->name, &have)) return false;
+  if (f.size && have == *f.size) {
+    f.state = FileTask::State::Skipped;
+    ++files_skipped;
+    bytes_resumed += have;
+    bytes_done += have;
+  } else {
+    fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination (" +
+                      std::to_string(have) + " bytes" + (f.size ? "" : ", and the server gives no size") +
+                      "); not overwriting it");
+  }
+  return true;
+}
+
 void Job::Impl::start() {
   start_us = last_tick_us = eng.now_us();
-  // Files already at their final name: finished by an earlier run, or somebody
-  // else's file, which is never overwritten.
-  for (FileTask& f : files) {
-    uint64_t have = 0;
-    if (!name_exists(dir_fd, f.entry->name, &have)) continue;
-    if (f.size && have == *f.size) {
-      f.state = FileTask::State::Skipped;
-      ++files_skipped;
-      bytes_resumed += have;
-      bytes_done += have;
-    } else {
-      fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination (" +
-                        std::to_string(have) + " bytes); not overwriting it");
-    }
-  }
+  // Files the manifest gives a size for are compared now; the others once
+  // discovery has asked the server (begin_transfer).
+  for (FileTask& f : files)
+    if (f.size) settle_existing(f);
   start_discovery();
 }
 
@@ -143,18 +129,7 @@ void Job::Impl::begin_transfer() {
   std::vector<uint64_t> sizes;
   for (FileTask& f : files) {
     if (f.state != FileTask::State::Pending) continue;
-    uint64_t have = 0;
-    if (!f.entry->size && f.size && name_exists(dir_fd, f.entry->name, &have)) {
-      if (have == *f.size) {
-        f.state = FileTask::State::Skipped;
-        ++files_skipped;
-        bytes_resumed += have;
-        bytes_done += have;
-        continue;
-      }
-      fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination; not overwriting it");
-      continue;
-    }
+    if (!f.entry->size && settle_existing(f)) continue;
     idx.push_back(f.index);
     sizes.push_back(f.size.value_or(info.bdp_bytes));
   }

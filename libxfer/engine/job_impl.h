@@ -102,6 +102,7 @@ struct Job::Impl : RequestOwner {
 
   // job.cpp: life cycle, control interval, checkpoints
   void start();
+  bool settle_existing(FileTask& f);
   void begin_transfer();
   void apply(const Params& p);
   void pause();

@@ -262,9 +262,9 @@ void Job::Impl::pump() {
             ch->queue.push_front(*p);  // a connection serves one origin
             continue;
           }
-          const Origin& o = origins.at(p->file->origin);
-          if (pp > 1 && !o.h2 && !origins[p->file->origin].warned_h1) {
-            origins[p->file->origin].warned_h1 = true;
+          Origin& o = origins.at(p->file->origin);
+          if (pp > 1 && !o.h2 && !o.warned_h1) {
+            o.warned_h1 = true;
             log::warn("{}: server speaks HTTP/1.1 only; pp={} becomes back-to-back requests on one reused "
                       "connection per stream", p->file->origin, pp);
           }

@@ -31,6 +31,12 @@ uint64_t socket_cookie(int fd) {
   return c;
 }
 
+bool read_tcp_info(int fd, struct tcp_info* ti) {
+  *ti = {};
+  socklen_t len = sizeof *ti;
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0;
+}
+
 uint64_t thread_cpu_ns() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -123,9 +129,8 @@ class EbpfFlowMonitor : public FlowMonitor {
     // at this instant, for the sockets still open.
     std::map<uint64_t, uint64_t> exact;
     for (const auto& [fd, cookie] : fds_) {
-      struct tcp_info ti {};
-      socklen_t len = sizeof ti;
-      if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) exact[cookie] = ti.tcpi_bytes_received;
+      struct tcp_info ti;
+      if (read_tcp_info(fd, &ti)) exact[cookie] = ti.tcpi_bytes_received;
     }
     std::vector<FlowCounters> out;
     uint64_t key = 0, next = 0;
@@ -222,9 +227,8 @@ class TcpInfoFlowMonitor : public FlowMonitor {
     FlowCounters last;
   };
   static bool read(int fd, Sock& s) {
-    tcp_info ti{};
-    socklen_t len = sizeof ti;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
+    struct tcp_info ti;
+    if (!read_tcp_info(fd, &ti)) return false;
     FlowCounters& f = s.last;
     f.id = s.cookie;
     f.job = s.job;

@@ -216,3 +216,18 @@ TEST_F(EngineTest, SecondRunSkipsFinishedFiles) {
   EXPECT_EQ(r.bytes_fetched, 0u);
   EXPECT_TRUE(gets().empty());
 }
+
+// A manifest without sizes: finished files are recognised once HEAD has said
+// how large they are, not taken for somebody else's.
+TEST_F(EngineTest, SecondRunWithoutSizesSkipsFinishedFilesAfterHead) {
+  Dataset html = subset("html-");
+  ASSERT_EQ(run_job(html.manifest(nginx->url(false, "/")), dest, "static", {4, 1, 1}, opts()).state,
+            xfer::JobState::Done);
+  nginx->clear_log();
+  auto r = run_job(html.manifest(nginx->url(false, "/"), false, false), dest, "static", {4, 1, 1}, opts());
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  EXPECT_EQ(r.summary["files_skipped"], html.files.size());
+  EXPECT_EQ(r.summary["files_failed"], 0);
+  EXPECT_EQ(r.bytes_fetched, 0u);
+  EXPECT_TRUE(gets().empty());
+}

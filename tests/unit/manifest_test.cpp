@@ -72,3 +72,10 @@ TEST(Manifest, CheckUrlAllowsOnlyHttpAndHttps) {
   EXPECT_NE(xfer::check_url("gopher://h/a"), "");
   EXPECT_NE(xfer::check_url("http://h/a b"), "");
 }
+
+TEST(Manifest, UrlOriginIsSchemeHostAndExplicitPort) {
+  EXPECT_EQ(xfer::url_origin("http://127.0.0.1:8080/a/b"), "http://127.0.0.1:8080");
+  EXPECT_EQ(xfer::url_origin("https://Example.org/x"), "https://Example.org:443");
+  EXPECT_EQ(xfer::url_origin("http://h/x"), "http://h:80");
+  EXPECT_EQ(xfer::url_origin("not a url"), "");
+}

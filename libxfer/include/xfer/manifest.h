@@ -40,6 +40,10 @@ Manifest load_manifest(const std::string& path);
 // acceptable, else the reason it is not.
 std::string check_url(const std::string& url);
 
+// scheme://host:port (port explicit, default filled in): which server a URL
+// is fetched from. Empty for an unparsable URL.
+std::string url_origin(const std::string& url);
+
 // The destination file name for a URL: the last path segment, percent-decoded.
 // Throws std::invalid_argument when that name is unusable as a plain file name
 // in one directory (empty, ".", "..", '/', control bytes, too long, or ending in
