@@ -4,7 +4,10 @@
 //   P_t = C_cpu,n u_cpu TDP_SR / TDP_SL                                      (eq. 3)
 // Utilisations in percent. The model predicts the power of the load (no
 // constant term); idle_watts, when known, is added for the total.
+#include <sched.h>
 #include <time.h>
+
+#include <algorithm>
 
 #include <fstream>
 #include <sstream>
@@ -54,8 +57,8 @@ void PowerCoefficients::save(const std::string& path) const {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic_capacity_mbps)
-    : proc_(std::move(proc)), sys_(std::move(sys)), nic_mbps_(nic_capacity_mbps) {
+UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic_capacity_mbps, EnergyScope scope)
+    : scope_(scope), proc_(std::move(proc)), sys_(std::move(sys)), nic_mbps_(nic_capacity_mbps) {
   sample();  // prime the counters
 }
 
@@ -116,11 +119,26 @@ Utilisation UtilisationProbe::sample() {
     net_bytes_ = bytes;
   }
   u.cores = int(parse_cpu_list(SysFs(sys_ + "/devices/system/cpu").read("online").value_or("0")).size());
+  if (scope_ == EnergyScope::Process) {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    uint64_t ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) u.cores = std::max(1, CPU_COUNT(&set));
+    u.cpu = dt > 0 && proc_cpu_ns_ ? 100.0 * double(ns - proc_cpu_ns_) / 1e9 / (dt * u.cores) : 0;
+    proc_cpu_ns_ = ns;
+  }
   return u;
 }
 
 ModelMeter::ModelMeter(PowerCoefficients c, std::unique_ptr<UtilisationProbe> probe)
     : coef_(std::move(c)), probe_(std::move(probe)), last_ns_(monotonic_ns()) {}
+
+std::string ModelMeter::source() const {
+  std::string s = coef_.fine_grained() ? "model:fine" : "model:cpu";
+  return probe_->scope() == EnergyScope::Process ? s + ":process" : s;
+}
 
 EnergySample ModelMeter::sample() {
   EnergySample s;

@@ -97,13 +97,13 @@ EnergySample RaplMeter::sample() {
   return s;
 }
 
-std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c) {
+std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c, EnergyScope scope) {
   try {
     auto m = std::make_unique<RaplMeter>(c.idle_watts);
     log::info("energy: RAPL, {} zones (measured)", m->zones());
     return m;
   } catch (const std::exception& e) {
-    auto m = std::make_unique<ModelMeter>(c, std::make_unique<UtilisationProbe>());
+    auto m = std::make_unique<ModelMeter>(c, std::make_unique<UtilisationProbe>("/proc", "/sys", 1000, scope));
     log::warn("energy: {}; falling back to the power model ({}, coefficients: {}): figures are modelled, not measured",
               e.what(), m->source(), c.origin);
     return m;

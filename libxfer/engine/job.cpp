@@ -123,6 +123,7 @@ void Job::Impl::begin_transfer() {
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;
+  if (kernel) info.kernel = kernel->caps();
 
   // Sizes for partitioning; a file of unknown size counts as one BDP (Medium).
   std::vector<size_t> idx;
@@ -191,6 +192,7 @@ void Job::Impl::begin_transfer() {
       },
       this);
   sd_event_source_set_enabled(checkpoint_src.s, SD_EVENT_ON);
+  if (energy) energy->sample();  // the first interval's energy starts now
   apply(tuner->init(info));  // applies and pumps
 }
 
@@ -200,7 +202,16 @@ void Job::Impl::apply(const Params& p) {
     return;
   }
   bool changed = !p.same_knobs(current);
+  bool kernel_changed = p.cores != current.cores || p.freq_khz != current.freq_khz;
   current = p;
+  if (kernel && kernel_changed && (p.cores > 0 || p.freq_khz > 0)) {
+    std::string err = kernel->apply(p.cores, p.freq_khz);
+    if (!err.empty()) kernel_error = err;
+    ++kernel_changes;
+    log::info("kernel: {} cores ({}){} ({})", kernel->cores(), kernel->mode_name(),
+              p.freq_khz > 0 ? fmt::format(", {} kHz", p.freq_khz) : std::string(), p.reason);
+  }
+  if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkParams cp = p.chunks[i];
     cp.cc = std::max(1, cp.cc);
@@ -242,6 +253,16 @@ Observation Job::Impl::record_interval() {
   obs.throughput_bps = e.throughput_bps;
   obs.bytes_done = bytes_done;
   obs.bytes_total = bytes_total;
+  obs.bytes_interval = bytes_fetched - last_tick_bytes;
+  obs.near_end = bytes_total > bytes_done && bytes_total - bytes_done < 2 * obs.bytes_interval;
+  if (energy) {
+    EnergySample es = energy->sample();
+    e.joules = obs.joules = es.joules;
+    obs.energy_source = es.source;
+    joules_total += es.joules;
+  }
+  e.cores = obs.cores = kernel ? kernel->cores() : 0;
+  obs.freq_khz = current.freq_khz;
   for (auto& c : chunks) {
     double thr = double(c->interval_bytes) * 8 / dt;
     e.chunk_throughput_bps.push_back(thr);
@@ -532,6 +553,10 @@ nlohmann::json Job::Impl::summary() const {
                   {"bytes_done", e.bytes_done},
                   {"params", params},
                   {"reason", e.params.reason}};
+    if (energy) entry["joules"] = e.joules;
+    if (kernel) entry["cores"] = e.cores;
+    if (e.params.freq_khz > 0) entry["freq_khz"] = e.params.freq_khz;
+    if (e.params.rate_cap_bps > 0) entry["rate_cap_mbps"] = e.params.rate_cap_bps / 1e6;
     if (e.flow) {
       entry["flow_throughput_mbps"] = e.flow->throughput_bps / 1e6;
       entry["rtt_ms"] = e.flow->rtt_ms;
@@ -543,6 +568,21 @@ nlohmann::json Job::Impl::summary() const {
     j["timeline"].push_back(entry);
   }
   j["tuner"] = tuner->summary();
+  if (energy) {
+    j["energy"] = {{"source", energy->source()},
+                   {"measured", energy->measured()},
+                   {"joules", joules_total},
+                   {"joules_per_gb", p.bytes_fetched ? joules_total / (double(p.bytes_fetched) / 1e9) : 0.0}};
+  } else {
+    j["energy"] = {{"source", "none"}};
+  }
+  if (kernel) {
+    j["kernel"] = {{"mode", kernel->mode_name()}, {"cores", kernel->cores()}, {"changes", kernel_changes}};
+    if (kernel->freq_khz()) j["kernel"]["freq_khz"] = kernel->freq_khz();
+    if (!kernel_error.empty()) j["kernel"]["error"] = kernel_error;
+  } else {
+    j["kernel"] = {{"mode", "off"}};
+  }
   j["flow_source"] = flow_monitor ? flow_monitor->source() : "none";
   uint64_t flow_bytes = 0;
   for (const TimelineEntry& e : timeline)
@@ -565,6 +605,8 @@ void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
   impl_->flow_monitor = m;
   impl_->job_id = job_id;
 }
+void Job::set_energy_meter(EnergyMeter* m) { impl_->energy = m; }
+void Job::set_kernel_layer(KernelLayer* k) { impl_->kernel = k; }
 void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
 void Job::pause() { impl_->pause(); }

@@ -191,6 +191,11 @@ struct Job::Impl : RequestOwner {
   std::unique_ptr<FlowAccountant> accountant;
   std::vector<FlowAccountant> chunk_accountants;
   std::map<uint64_t, size_t> flow_chunk;  // flow id -> chunk index
+  EnergyMeter* energy = nullptr;
+  double joules_total = 0;
+  KernelLayer* kernel = nullptr;
+  std::string kernel_error;  // the last change the kernel refused, if any
+  int kernel_changes = 0;
 
   EventSource tick_src, checkpoint_src, retry_src, reap_src;
 };

@@ -187,6 +187,11 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kBufferSize);
+    if (current.rate_cap_bps > 0) {  // the job's cap shared by the requests in flight (libcurl reads it at start)
+      size_t gets = 1;
+      for (const auto& [req, _] : requests) gets += req->kind == RequestKind::Get;
+      curl_easy_setopt(e, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(current.rate_cap_bps / 8 / double(gets)));
+    }
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
   }

@@ -9,51 +9,69 @@
 // Small chunks get high pp and most channels (pipelining and concurrency are
 // what save energy on small files); Large keeps a single channel (more
 // concurrent large transfers only burn power) and relies on p when the TCP
-// buffer is below the BDP. Chunks run concurrently. The application-layer plan
-// is fixed at start; the kernel layer (cores, frequency) is left untouched.
+// buffer is below the BDP. Chunks run concurrently; the application-layer
+// plan is fixed at start, as in the paper.
+//
+// Kernel layer (KernelPlan::Lower): cores start at what the channels need;
+// then, from the second interval, one step down at a time (frequency, then a
+// core) while the joules per byte do not rise; a step that costs more is
+// undone. Without an energy figure there is nothing to compare, and the
+// kernel layer stays where it started (said once in the log).
 #include "min_energy.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "common.h"
+#include "xfer/log.h"
 
 namespace xfer {
-namespace {
-
-constexpr int kMaxPipelining = 64;  // HTTP/2 servers commonly allow 100-128 streams
-
-int ceil_div(double a, double b) { return b <= 0 ? 1 : static_cast<int>(std::ceil(a / b)); }
-
-}  // namespace
-
-int MinEnergyTuner::pipelining(uint64_t bdp, double avg) {
-  return std::clamp(ceil_div(double(bdp), avg), 1, kMaxPipelining);
-}
-
-int MinEnergyTuner::parallelism(uint64_t bdp, double avg, uint64_t buf) {
-  return std::max(std::min(ceil_div(double(bdp), double(buf)), ceil_div(avg, double(buf))), 1);
-}
 
 int MinEnergyTuner::concurrency(uint64_t bdp, double avg, int avail) {
-  return std::max(1, std::min(ceil_div(double(bdp), avg), (avail + 1 + 1) / 2));
+  return std::max(1, std::min(tune::ceil_div(double(bdp), avg), (avail + 1 + 1) / 2));
 }
 
 Params MinEnergyTuner::init(const JobInfo& info) {
   Params out;
+  out.chunks = tune::base_chunks(info);
   int avail = std::max(1, info.max_channels);
-  for (const ChunkPlan& c : info.chunks) {  // already ordered Small, Medium, Large
-    double avg = std::max(1.0, c.avg_size());
-    ChunkParams cp;
-    cp.pp = pipelining(info.bdp_bytes, avg);
-    cp.p = parallelism(info.bdp_bytes, avg, info.tcp_buf_bytes);
-    cp.cc = c.kind == ChunkKind::Large ? 1 : concurrency(info.bdp_bytes, avg, avail);
-    avail = std::max(1, avail - cp.cc);
-    out.chunks.push_back(cp);
+  for (size_t i = 0; i < info.chunks.size(); ++i) {  // already ordered Small, Medium, Large
+    const ChunkPlan& c = info.chunks[i];
+    out.chunks[i].cc =
+        c.kind == ChunkKind::Large ? 1 : concurrency(info.bdp_bytes, std::max(1.0, c.avg_size()), avail);
+    avail = std::max(1, avail - out.chunks[i].cc);
   }
   out.reason = "min-energy: MinE formulas from BDP " + std::to_string(info.bdp_bytes) + " B, buffer " +
                std::to_string(info.tcp_buf_bytes) + " B";
+  std::string k = kernel_.init(info.kernel, kernel_enabled_, tune::KernelPlan::Goal::Lower, out.total_channels(), out);
+  if (!k.empty()) out.reason += "; " + k;
+  current_ = out;
   return out;
 }
 
-std::optional<Params> MinEnergyTuner::decide(const Observation&) { return std::nullopt; }
+std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
+  ++intervals_;
+  joules_ += obs.joules;
+  bytes_ += obs.bytes_interval;
+  // The first interval holds connection set-up and slow start; the tail
+  // (every file taken, channels draining) says little about the knobs.
+  if (intervals_ < 2 || obs.near_end || obs.bytes_interval == 0) return std::nullopt;
+  if (obs.joules <= 0) {
+    if (!warned_no_energy_ && kernel_enabled_)
+      log::warn("min-energy: no energy figures; the kernel layer stays where it started");
+    warned_no_energy_ = true;
+    return std::nullopt;
+  }
+  double cost = obs.joules / double(obs.bytes_interval);
+  std::string why = kernel_.step(true, cost, current_.total_channels(), current_);
+  if (why.empty()) return std::nullopt;
+  current_.reason = "min-energy: " + why;
+  return current_;
+}
+
+nlohmann::json MinEnergyTuner::summary() const {
+  return {{"kernel", kernel_.summary()},
+          {"joules", joules_},
+          {"joules_per_gb", bytes_ ? joules_ / (double(bytes_) / 1e9) : 0.0}};
+}
 
 }  // namespace xfer

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "kernel_plan.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
@@ -7,14 +8,23 @@ namespace xfer {
 // MinE: energy-aware-transfer-algorithms.txt Algorithm 1; http-sla Algorithm 1.
 class MinEnergyTuner : public Tuner {
  public:
+  explicit MinEnergyTuner(const TunerOptions& o = {}) : kernel_enabled_(o.kernel) {}
   std::string name() const override { return "min-energy"; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
+  nlohmann::json summary() const override;
 
-  // The per-chunk formulas, exposed for tests.
-  static int pipelining(uint64_t bdp, double avg);
-  static int parallelism(uint64_t bdp, double avg, uint64_t buf);
+  // Line 10: cc = min(ceil(BDP / avg), ceil((avail + 1) / 2)), at least 1.
   static int concurrency(uint64_t bdp, double avg, int avail);
+
+ private:
+  bool kernel_enabled_;
+  tune::KernelPlan kernel_;
+  Params current_;
+  int intervals_ = 0;
+  bool warned_no_energy_ = false;
+  double joules_ = 0;
+  uint64_t bytes_ = 0;
 };
 
 }  // namespace xfer

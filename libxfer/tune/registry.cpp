@@ -1,20 +1,29 @@
 // Every SLA policy name and the algorithm behind it (DESIGN.md "Tuners").
 #include <stdexcept>
 
+#include "energy_efficient.h"
+#include "max_throughput.h"
 #include "min_energy.h"
 #include "static_tuner.h"
+#include "throughput_target.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
 
 const std::vector<TunerEntry>& tuner_registry() {
   static const std::vector<TunerEntry> entries = {
-      {"static", "fixed cc / p / pp given by the caller",
+      {"static", "fixed cc / p / pp (and cores, frequency) given by the caller",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
-         return std::make_unique<StaticTuner>(o.fixed.value_or(ChunkParams{}));
+         return std::make_unique<StaticTuner>(o.fixed.value_or(ChunkParams{}), o.fixed_cores, o.fixed_freq_khz);
        }},
-      {"min-energy", "MinE: per-chunk pp, p, cc from BDP, file size and TCP buffer (energy-aware Alg. 1)",
-       [](const TunerOptions&) -> std::unique_ptr<Tuner> { return std::make_unique<MinEnergyTuner>(); }},
+      {"min-energy", "MinE: per-chunk pp, p, cc from BDP, file size and TCP buffer; kernel stepped down (energy-aware Alg. 1)",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<MinEnergyTuner>(o); }},
+      {"max-throughput", "MaxThr: channels round-robin Large, Medium, Small; all cores (http-sla Alg. 2)",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<MaxThroughputTuner>(o); }},
+      {"energy-efficient", "HTEE / EE: search cc for the best throughput per joule (energy-aware Alg. 2, http-sla Alg. 3)",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<EnergyEfficientTuner>(o); }},
+      {"throughput-target", "SLAEE / FlexibleThr: reach a throughput target at least energy (energy-aware Alg. 3, http-sla Alg. 4)",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<ThroughputTargetTuner>(o); }},
   };
   return entries;
 }

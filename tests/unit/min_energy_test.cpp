@@ -1,5 +1,6 @@
 // MinE formulas (energy-aware-transfer-algorithms.txt Algorithm 1, lines 8-10)
 // against values worked by hand.
+#include "common.h"
 #include "min_energy.h"
 
 #include <gtest/gtest.h>
@@ -8,12 +9,12 @@ using xfer::MinEnergyTuner;
 
 TEST(MinEnergy, FormulasByHand) {
   // BDP = 500 Mbit/s * 40 ms = 2,500,000 B; avg html 100,000 B; buf 4 MiB.
-  EXPECT_EQ(MinEnergyTuner::pipelining(2'500'000, 100'000), 25);       // ceil(25)
-  EXPECT_EQ(MinEnergyTuner::parallelism(2'500'000, 100'000, 4194304), 1);  // max(min(1,1),1)
+  EXPECT_EQ(xfer::tune::pipelining(2'500'000, 100'000), 25);       // ceil(25)
+  EXPECT_EQ(xfer::tune::parallelism(2'500'000, 100'000, 4194304), 1);  // max(min(1,1),1)
   EXPECT_EQ(MinEnergyTuner::concurrency(2'500'000, 100'000, 32), 17);  // min(25, ceil(33/2)=17)
   // Video avg 220 MB with buf 1 MB: p = min(ceil(2.5e6/1e6)=3, ceil(220)=220) = 3.
-  EXPECT_EQ(MinEnergyTuner::parallelism(2'500'000, 220e6, 1'000'000), 3);
-  EXPECT_EQ(MinEnergyTuner::pipelining(2'500'000, 220e6), 1);
+  EXPECT_EQ(xfer::tune::parallelism(2'500'000, 220e6, 1'000'000), 3);
+  EXPECT_EQ(xfer::tune::pipelining(2'500'000, 220e6), 1);
   EXPECT_EQ(MinEnergyTuner::concurrency(2'500'000, 220e6, 15), 1);     // ceil(0.011) = 1
 }
 
@@ -48,7 +49,7 @@ TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
     xfer::make_tuner("warp-speed", {});
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("known: static, min-energy"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("known: static, min-energy, max-throughput"), std::string::npos);
   }
 }
 

@@ -178,6 +178,17 @@ std::vector<std::string> client_argv(const bench::ClientSpec& c, const PreparedD
   return a;
 }
 
+// What xferctl --json said of its tuning (its stdout, kept in the run's log).
+void read_tuning(const std::string& path, bench::RunRow* r) {
+  std::ifstream f(path);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.contains("tuner")) return;
+  const auto& t = j["tuner"];
+  if (t.contains("chosen") && t["chosen"].is_number() && t["chosen"].get<double>() > 0) r->chosen = t["chosen"];
+  if (t.contains("target_mbps")) r->target_mbps = t["target_mbps"];
+  if (t.contains("controlled_mean_mbps")) r->controlled_mbps = t["controlled_mean_mbps"];
+}
+
 pid_t nginx_master(const std::string& run) {
   std::ifstream f(run + "/nginx.pid");
   pid_t p = 0;
@@ -293,6 +304,8 @@ int main(int argc, char** argv) {
         r.server_j = model.energy_j(r.server_cpu_s, r.wall_s, cores);
         r.j_per_gb = r.bytes ? r.client_j / (double(r.bytes) / 1e9) : 0;
         r.energy_source = xfer::CpuPowerModel::kSource;
+        r.goal = c.goal;
+        if (c.kind == "xferctl") read_tuning(log + ".out", &r);
         csv_out << bench::csv_line(r) << "\n" << std::flush;
         rows.push_back(r);
         fmt::print(stderr, "[{}/{}] {} {} #{}: {:.1f} Mbit/s, {:.2f} s, CPU {:.2f} s, {:.1f} J/GB (model), {}\n", ++done,
@@ -308,6 +321,9 @@ int main(int argc, char** argv) {
 
   auto summary = bench::summarize(rows);
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary, xfer::CpuPowerModel::kSource);
+  bool any_goal = false;
+  for (const auto& c : clients) any_goal |= !c.goal.empty();
+  if (any_goal) md += bench::goals_markdown(rows, sc.link.rate_mbps);
   std::ofstream(out + "/summary.md") << md;
   for (const auto& d : datasets) {
     std::vector<bench::Summary> part;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct RunRow {
   double client_cpu_s = 0, server_cpu_s = 0;
   double client_j = 0, server_j = 0, j_per_gb = 0;
   std::string energy_source;
+  std::string goal;   // from the scenario (SLA report)
+  // What xferctl's --json said of its tuning: chosen level (energy-efficient),
+  // target / controlled mean / deviation (throughput-target); NaN: not given.
+  double chosen = NAN, target_mbps = NAN, controlled_mbps = NAN;
 };
 
 // Runs argv to completion (stdout, stderr to log files); wall time and the

@@ -61,14 +61,16 @@ std::string xml(const std::string& s) {
 
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"
-         "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source";
+         "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps";
 }
 
 std::string csv_line(const RunRow& r) {
-  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{}", quote(r.scenario),
-                     quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code, r.wall_s, r.bytes, r.files,
-                     r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s, r.server_cpu_s, r.client_j,
-                     r.server_j, r.j_per_gb, quote(r.energy_source));
+  auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.2f}", x); };
+  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{}",
+                     quote(r.scenario), quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code,
+                     r.wall_s, r.bytes, r.files, r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s,
+                     r.server_cpu_s, r.client_j, r.server_j, r.j_per_gb, quote(r.energy_source), r.goal, num(r.chosen),
+                     num(r.target_mbps), num(r.controlled_mbps));
 }
 
 std::vector<RunRow> read_csv(const std::string& path) {
@@ -87,6 +89,10 @@ std::vector<RunRow> read_csv(const std::string& path) {
     r.client_cpu_s = std::stod(v[12]), r.server_cpu_s = std::stod(v[13]);
     r.client_j = std::stod(v[14]), r.server_j = std::stod(v[15]), r.j_per_gb = std::stod(v[16]);
     r.energy_source = v[17];
+    if (v.size() >= 22) {
+      auto num = [](const std::string& x) { return x.empty() ? NAN : std::stod(x); };
+      r.goal = v[18], r.chosen = num(v[19]), r.target_mbps = num(v[20]), r.controlled_mbps = num(v[21]);
+    }
     rows.push_back(r);
   }
   return rows;
@@ -196,6 +202,103 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
   }
   o << "</svg>\n";
   return o.str();
+}
+
+}  // namespace bench
+
+namespace bench {
+
+std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
+  std::ostringstream md;
+  md << "\n## SLA goals (issue 6)\n\nMedians over verified runs; energy as above (model, client CPU). "
+        "CPU/GB: client CPU seconds per GB.\n";
+  std::vector<std::string> datasets;
+  for (const auto& r : rows)
+    if (std::find(datasets.begin(), datasets.end(), r.dataset) == datasets.end()) datasets.push_back(r.dataset);
+  auto yes = [](bool ok) { return ok ? "**met**" : "**missed**"; };
+  for (const auto& d : datasets) {
+    // Per client: medians of throughput, J/GB, CPU/GB.
+    struct Med {
+      std::string kind, goal;
+      std::vector<double> thr, jpg, cpg, chosen, target, ctl;
+    };
+    std::map<std::string, Med> by;
+    std::vector<std::string> order;
+    for (const auto& r : rows) {
+      if (r.dataset != d || !r.verified || r.bytes == 0) continue;
+      if (!by.count(r.client)) order.push_back(r.client);
+      Med& m = by[r.client];
+      m.kind = r.kind, m.goal = r.goal;
+      m.thr.push_back(r.throughput_mbps), m.jpg.push_back(r.j_per_gb);
+      m.cpg.push_back(r.client_cpu_s / (double(r.bytes) / 1e9));
+      if (!std::isnan(r.chosen)) m.chosen.push_back(r.chosen);
+      if (!std::isnan(r.target_mbps)) m.target.push_back(r.target_mbps);
+      if (!std::isnan(r.controlled_mbps)) m.ctl.push_back(r.controlled_mbps);
+    }
+    double best_thr = 0, min_jpg = 0, min_cpg = 0;
+    std::string best_peer, jpg_peer, cpg_peer;
+    for (auto& [name, m] : by) {
+      if (m.kind == "xferctl") continue;
+      double t = median(m.thr), j = median(m.jpg), c = median(m.cpg);
+      if (t > best_thr) best_thr = t, best_peer = name;
+      if (min_jpg == 0 || j < min_jpg) min_jpg = j, jpg_peer = name;
+      if (min_cpg == 0 || c < min_cpg) min_cpg = c, cpg_peer = name;
+    }
+    md << "\n### " << d << "\n\n";
+    if (best_peer.empty()) {
+      md << "No peer ran on this dataset.\n";
+      continue;
+    }
+    md << fmt::format("Best peer throughput: {} {:.1f} Mbit/s. Least energy among peers: {} {:.1f} J/GB; least CPU: {} "
+                      "{:.2f} s/GB.\n\n| goal | client | figure | target | result |\n|---|---|---|---|---|\n",
+                      best_peer, best_thr, jpg_peer, min_jpg, cpg_peer, min_cpg);
+    // Brute-force sweep: the level with the most throughput per joule (least J/GB).
+    double sweep_best = NAN, sweep_jpg = 0, step = 0;
+    std::vector<double> sweep_levels;
+    for (auto& [name, m] : by) {
+      if (m.goal != "ee-sweep" || m.chosen.empty()) continue;
+      double lvl = median(m.chosen), j = median(m.jpg);
+      sweep_levels.push_back(lvl);
+      if (std::isnan(sweep_best) || j < sweep_jpg) sweep_best = lvl, sweep_jpg = j;
+    }
+    std::sort(sweep_levels.begin(), sweep_levels.end());
+    for (size_t i = 1; i < sweep_levels.size(); ++i)
+      step = step == 0 ? sweep_levels[i] - sweep_levels[i - 1] : std::min(step, sweep_levels[i] - sweep_levels[i - 1]);
+    for (const auto& name : order) {
+      Med& m = by[name];
+      double t = median(m.thr), j = median(m.jpg), c = median(m.cpg);
+      if (m.goal == "max-throughput") {
+        bool ok = t >= 0.9 * link_mbps && t > best_thr;
+        md << fmt::format("| max-throughput | {} | {:.1f} Mbit/s = {:.0f}% of link, {:.2f}x best peer | >= 90% of {:.0f} "
+                          "and > {:.1f} | {} |\n",
+                          name, t, t / link_mbps * 100, t / best_thr, link_mbps, best_thr, yes(ok));
+      } else if (m.goal == "min-energy") {
+        bool ok = j < min_jpg && c < min_cpg;
+        md << fmt::format("| min-energy | {} | {:.1f} J/GB ({:.2f}x), {:.2f} CPU s/GB ({:.2f}x) | < {:.1f} J/GB and < "
+                          "{:.2f} s/GB | {} |\n",
+                          name, j, j / min_jpg, c, c / min_cpg, min_jpg, min_cpg, yes(ok));
+      } else if (m.goal == "energy-efficient") {
+        std::string runs;
+        for (double x : m.chosen) runs += (runs.empty() ? "" : ", ") + fmt::format("{:g}", x);
+        double ch = median(m.chosen);
+        bool ok = !std::isnan(sweep_best) && !m.chosen.empty() && std::fabs(ch - sweep_best) <= step + 1e-9;
+        md << fmt::format("| energy-efficient | {} | chose level {} (runs: {}); {:.1f} Mbit/s, {:.1f} J/GB | within one "
+                          "step ({:g}) of the sweep's best, level {:g} ({:.1f} J/GB) | {} |\n",
+                          name, m.chosen.empty() ? std::string("?") : fmt::format("{:g}", ch), runs, t, j, step,
+                          sweep_best, sweep_jpg, yes(ok));
+      } else if (m.goal == "ee-sweep") {
+        md << fmt::format("| sweep | {} | level {:g}: {:.1f} Mbit/s, {:.1f} J/GB | | |\n", name,
+                          m.chosen.empty() ? NAN : median(m.chosen), t, j);
+      } else if (m.goal == "target") {
+        double tg = median(m.target), ctl = median(m.ctl);
+        bool ok = tg > 0 && std::fabs(ctl / tg - 1) <= 0.10;
+        md << fmt::format("| throughput-target | {} | controlled {:.1f} Mbit/s ({:+.1f}%); whole run {:.1f} ({:+.1f}%), "
+                          "{:.1f} J/GB | {:.1f} Mbit/s +-10% | {} |\n",
+                          name, ctl, (ctl / tg - 1) * 100, t, (t / tg - 1) * 100, j, tg, yes(ok));
+      }
+    }
+  }
+  return md.str();
 }
 
 }  // namespace bench

@@ -26,5 +26,7 @@ struct Summary {
 std::vector<Summary> summarize(const std::vector<RunRow>& rows);
 std::string markdown(const std::string& scenario, const std::vector<Summary>& s, const std::string& energy_source);
 std::string svg_plot(const std::string& title, const std::vector<Summary>& s);
+// The SLA policies' goals (issue 6) checked per dataset, for clients with a goal.
+std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps);
 
 }  // namespace bench

@@ -78,6 +78,11 @@ Scenario load_scenario(const std::string& path) {
         throw std::runtime_error(where(path, n) + ": " + c.kind + " does not speak h2c");
       c.parallel = int(get<int64_t>(*t, "parallel", 16));
       c.split = int(get<int64_t>(*t, "split", 4));
+      c.goal = get<std::string>(*t, "goal", "");
+      if (!c.goal.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, n) + ": only xferctl clients have a goal");
+      if (!c.goal.empty() && c.goal != "max-throughput" && c.goal != "min-energy" && c.goal != "energy-efficient" &&
+          c.goal != "ee-sweep" && c.goal != "target")
+        throw std::runtime_error(where(path, n) + ": goal is max-throughput, min-energy, energy-efficient, ee-sweep or target");
       if (auto* a = (*t)["args"].as_array())
         for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
       s.clients.push_back(c);

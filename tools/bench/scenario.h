@@ -30,6 +30,10 @@ struct ClientSpec {
   std::string port = "h1"; // h1 | h2c (only xferctl and curl speak h2c)
   int parallel = 16, split = 4;
   std::vector<std::string> args;
+  // What the SLA report checks this client for: max-throughput, min-energy,
+  // energy-efficient, ee-sweep (one fixed level of the brute-force sweep),
+  // target (throughput-target); empty: nothing.
+  std::string goal;
   bool is_peer() const { return kind != "xferctl"; }
 };
 

@@ -47,12 +47,29 @@ bool wait_signal(int ms) {
 struct RunArgs {
   std::string manifest, dest, sla, http = "auto", log_level = "warn";
   int cc = 0, p = 0, pp = 0;
-  long interval_ms = 5000;
+  long interval_ms = 5000, sync_ms = 5000;
   double bandwidth_mbps = 1000, rtt_ms = 0;
   int max_channels = 32;
   bool json = false, no_progress = false;
   std::string flows = "ebpf";
+  double target_mbps = 0, target_pct = 0;
+  int search_step = 0;
+  std::vector<int> search_levels;
+  std::string kernel = "auto", kernel_state = xfer::KernelJournal::kDefaultPath;
+  int min_cores = 1, cores = 0;
+  long freq_khz = 0;
+  std::string energy_scope = "machine", model;
 };
+
+// --kernel auto: hotplug where this process may write cpuN/online, else
+// affinity (only this process's threads), and says which.
+xfer::CoreControl::Mode kernel_mode(const std::string& k) {
+  if (k == "hotplug") return xfer::CoreControl::Mode::Hotplug;
+  if (k == "affinity") return xfer::CoreControl::Mode::Affinity;
+  bool can = access("/sys/devices/system/cpu/cpu1/online", W_OK) == 0;
+  if (!can) xfer::log::info("kernel layer: cpu hotplug not writable here; cores by affinity (this process only)");
+  return can ? xfer::CoreControl::Mode::Hotplug : xfer::CoreControl::Mode::Affinity;
+}
 
 void raise_fd_limit() {
   rlimit rl{};
@@ -60,6 +77,11 @@ void raise_fd_limit() {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+xfer::PowerCoefficients coefficients(const std::string& path) {
+  if (path.empty()) return {};
+  return xfer::PowerCoefficients::load(path);
 }
 
 int run(const RunArgs& a) {
@@ -79,8 +101,27 @@ int run(const RunArgs& a) {
     fmt::print(stderr, "xferctl: --cc/--p/--pp fix the params; they go with --sla static, not --sla {}\n", policy);
     return kUsage;
   }
+  if ((a.target_mbps > 0 || a.target_pct > 0) && policy != "throughput-target") {
+    fmt::print(stderr, "xferctl: --target-mbps/--target-pct go with --sla throughput-target\n");
+    return kUsage;
+  }
+  if (a.target_mbps > 0 && a.target_pct > 0) {
+    fmt::print(stderr, "xferctl: give --target-mbps or --target-pct, not both\n");
+    return kUsage;
+  }
+  if ((a.cores > 0 || a.freq_khz > 0) && policy != "static") {
+    fmt::print(stderr, "xferctl: --cores/--freq-khz fix the kernel layer; they go with --sla static\n");
+    return kUsage;
+  }
   xfer::TunerOptions topts;
   topts.fixed = xfer::ChunkParams{std::max(1, a.cc), std::max(1, a.p), std::max(1, a.pp)};
+  topts.fixed_cores = a.cores;
+  topts.fixed_freq_khz = a.freq_khz;
+  topts.target_mbps = a.target_mbps;
+  topts.target_pct = a.target_pct;
+  topts.search_step = a.search_step;
+  topts.search_levels = a.search_levels;
+  topts.kernel = a.kernel != "off";
   std::unique_ptr<xfer::Tuner> tuner;
   try {
     tuner = xfer::make_tuner(policy, topts);
@@ -96,6 +137,7 @@ int run(const RunArgs& a) {
   xfer::EngineOptions opts;
   opts.http = a.http;
   opts.interval_ms = a.interval_ms;
+  opts.sync_ms = a.sync_ms;
   opts.bandwidth_mbps = a.bandwidth_mbps;
   opts.rtt_ms = a.rtt_ms;
   opts.max_channels = a.max_channels;
@@ -103,6 +145,23 @@ int run(const RunArgs& a) {
   int rc = kOk;
   std::unique_ptr<xfer::FlowMonitor> monitor;
   if (a.flows != "off") monitor = xfer::make_flow_monitor(a.flows == "ebpf");
+  std::unique_ptr<xfer::EnergyMeter> meter;
+  std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
+  try {
+    meter = xfer::make_energy_meter(
+        coefficients(a.model), a.energy_scope == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
+    if (a.kernel != "off") {
+      xfer::KernelLayer::Config kc;
+      kc.mode = kernel_mode(a.kernel);
+      kc.min_cores = a.min_cores;
+      kc.state_file = a.kernel_state;
+      kernel = std::make_unique<xfer::KernelLayer>(kc);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xferctl: {}\n", e.what());
+    sd_event_unref(loop);
+    return kUsage;
+  }
   {
     xfer::Engine engine(loop);
     std::unique_ptr<xfer::Job> job;
@@ -114,6 +173,8 @@ int run(const RunArgs& a) {
       return kFatal;
     }
     if (monitor) job->set_flow_monitor(monitor.get(), 1);
+    job->set_energy_meter(meter.get());
+    if (kernel) job->set_kernel_layer(kernel.get());
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
     auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
@@ -170,10 +231,6 @@ int run(const RunArgs& a) {
   return rc;
 }
 
-xfer::PowerCoefficients coefficients(const std::string& path) {
-  if (path.empty()) return {};
-  return xfer::PowerCoefficients::load(path);
-}
 
 // xferctl energy: the source and a reading every second until interrupted.
 int energy(const std::string& model_path, int count) {
@@ -253,15 +310,36 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "run a transfer job in this process, without the daemon");
   run_cmd->add_option("--manifest", ra.manifest, "manifest: one 'URL [SIZE] [sha256:HEX]' a line")->required();
   run_cmd->add_option("--dest", ra.dest, "destination directory")->required();
-  run_cmd->add_option("--sla", ra.sla, "SLA policy (static, min-energy); default min-energy, or static with --cc/--p/--pp");
+  std::string policies;
+  for (const auto& e : xfer::tuner_registry()) policies += (policies.empty() ? "" : ", ") + e.name;
+  run_cmd->add_option("--sla", ra.sla, "SLA policy (" + policies + "); default min-energy, or static with --cc/--p/--pp");
+  run_cmd->add_option("--target-mbps", ra.target_mbps, "throughput-target: the target in Mbit/s")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--target-pct", ra.target_pct, "throughput-target: percent of the maximum, measured first")
+      ->check(CLI::Range(1.0, 100.0));
+  run_cmd->add_option("--search-step", ra.search_step, "energy-efficient: cc step of the search (2 HTEE, 4 EE)")
+      ->check(CLI::Range(1, 1024));
+  run_cmd->add_option("--search-levels", ra.search_levels, "energy-efficient: the levels to try (e.g. 1,5,9; one level: no search)")
+      ->delimiter(',')->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--kernel", ra.kernel, "kernel layer: auto (hotplug if writable, else affinity), hotplug, affinity, off")
+      ->check(CLI::IsMember({"auto", "hotplug", "affinity", "off"}));
+  run_cmd->add_option("--min-cores", ra.min_cores, "kernel layer: never fewer cores than this")->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--kernel-state", ra.kernel_state, "kernel layer: journal of original values");
+  run_cmd->add_option("--cores", ra.cores, "static: online cores")->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--freq-khz", ra.freq_khz, "static: CPU frequency")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--energy-scope", ra.energy_scope,
+                      "power model input: machine (all CPUs) or process (this process's CPU time; for test beds)")
+      ->check(CLI::IsMember({"machine", "process"}));
+  run_cmd->add_option("--model", ra.model, "power model coefficients (TOML), e.g. from xferctl calibrate");
   run_cmd->add_option("--cc", ra.cc, "concurrency: files in flight per chunk")->check(CLI::Range(1, 1024));
   run_cmd->add_option("--p", ra.p, "parallelism: range streams (TCP connections) per file")->check(CLI::Range(1, 64));
   run_cmd->add_option("--pp", ra.pp, "pipelining: requests outstanding per connection")->check(CLI::Range(1, 128));
   run_cmd->add_option("--interval-ms", ra.interval_ms, "control interval")->check(CLI::Range(100, 600000));
+  run_cmd->add_option("--sync-ms", ra.sync_ms, "received data is fdatasync'd (and so survives a power loss) this often")
+      ->check(CLI::Range(200, 3600000));
   run_cmd->add_option("--http", ra.http, "http:// origins: auto (try h2c), 1.1, h2c")->check(CLI::IsMember({"auto", "1.1", "h2c"}));
   run_cmd->add_option("--bandwidth-mbps", ra.bandwidth_mbps, "link rate used for the BDP")->check(CLI::PositiveNumber);
   run_cmd->add_option("--rtt-ms", ra.rtt_ms, "RTT used for the BDP (default: measured)")->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--max-channels", ra.max_channels, "cap on connections over all chunks")->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--max-channels", ra.max_channels, "cap on channels (files in flight) over all chunks")->check(CLI::Range(1, 4096));
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
   run_cmd->add_option("--flows", ra.flows, "per-flow metrics: ebpf (falls back to tcp_info), tcp_info, off")
       ->check(CLI::IsMember({"ebpf", "tcp_info", "off"}));

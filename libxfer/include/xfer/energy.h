@@ -60,12 +60,21 @@ struct Utilisation {
   double cpu = 0, memory = 0, disk = 0, nic = 0;  // percent
   int cores = 1;                                   // online CPUs
 };
+// Machine: /proc/stat, every CPU. Process: this process's CPU time
+// (CLOCK_PROCESS_CPUTIME_ID) over the CPUs it may run on; for test beds where
+// the server and the link emulator share the machine with the client.
+enum class EnergyScope { Machine, Process };
+
 class UtilisationProbe {
  public:
-  explicit UtilisationProbe(std::string proc = "/proc", std::string sys = "/sys", double nic_capacity_mbps = 1000);
+  explicit UtilisationProbe(std::string proc = "/proc", std::string sys = "/sys", double nic_capacity_mbps = 1000,
+                            EnergyScope scope = EnergyScope::Machine);
   Utilisation sample();
+  EnergyScope scope() const { return scope_; }
 
  private:
+  EnergyScope scope_;
+  uint64_t proc_cpu_ns_ = 0;
   std::string proc_, sys_;
   double nic_mbps_;
   uint64_t busy_ = 0, total_ = 0, io_ms_ = 0, net_bytes_ = 0;
@@ -75,7 +84,7 @@ class UtilisationProbe {
 class ModelMeter : public EnergyMeter {
  public:
   ModelMeter(PowerCoefficients c, std::unique_ptr<UtilisationProbe> probe);
-  std::string source() const override { return coef_.fine_grained() ? "model:fine" : "model:cpu"; }
+  std::string source() const override;
   bool measured() const override { return false; }
   EnergySample sample() override;
 
@@ -108,8 +117,9 @@ class RaplMeter : public EnergyMeter {
   double total_ = 0, total_dyn_ = 0;
 };
 
-// RAPL when it works, else the model; logs which, and why.
-std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c);
+// RAPL when it works, else the model; logs which, and why. The scope applies
+// to the model (RAPL measures the package whatever the scope).
+std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c, EnergyScope scope = EnergyScope::Machine);
 
 // Calibration: least squares (Eigen) of measured power against
 //   P = (a n^2 + b n + c) u_cpu + m u_mem + d u_disk + k u_nic + idle

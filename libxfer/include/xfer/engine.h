@@ -13,7 +13,7 @@
 //            reused connection instead, and the job says so.
 //   Request  one easy handle: a byte range of one file.
 //
-// A file is fetched in pieces: byte ranges of at most max(8 MiB, 16 BDP),
+// A file is fetched in pieces: byte ranges of at most max(8 MiB, 64 BDP),
 // and at least p of them, so that p streams can work on one file and new
 // params reach a file in flight at the next piece boundary without cutting
 // anything. Live re-tuning (Job::apply) reconciles the tree with new params:
@@ -35,7 +35,9 @@
 #include <string>
 #include <vector>
 
+#include "xfer/energy.h"
 #include "xfer/flow_monitor.h"
+#include "xfer/kernel.h"
 #include "xfer/manifest.h"
 #include "xfer/params.h"
 #include "xfer/tuner.h"
@@ -103,7 +105,7 @@ struct EngineOptions {
   std::string http = "auto";  // auto | 1.1 | h2c : how http:// origins are spoken to
   uint64_t min_piece_bytes = 256 * 1024;      // no range is cut smaller than this
   uint64_t max_piece_bytes = 8 * 1024 * 1024;  // one request asks for at most this much,
-  double piece_bdp_multiple = 16;              // or this many BDPs when that is more
+  double piece_bdp_multiple = 64;              // or this many BDPs when that is more
   int max_retries = 6;                    // consecutive failures without progress, per file
   long connect_timeout_ms = 15000;
   long stall_timeout_s = 30;      // a request that moves no byte this long is retried
@@ -133,6 +135,8 @@ struct TimelineEntry {
   std::vector<double> chunk_throughput_bps;
   std::optional<FlowInterval> flow;  // from the FlowMonitor, when the job has one
   std::vector<FlowInterval> chunk_flow;  // the same per chunk
+  double joules = 0;  // over the interval, from the job's EnergyMeter (0 without one)
+  int cores = 0;      // online (or allowed) cores during the interval
 };
 
 struct JobProgress {
@@ -162,6 +166,11 @@ class Job {
   // Before start(): per-flow measurements for this job's sockets (job_id is
   // how the monitor tells this job's flows from others').
   void set_flow_monitor(FlowMonitor* m, uint32_t job_id);
+  // Before start(): energy per interval for the tuner and the timeline.
+  void set_energy_meter(EnergyMeter* m);
+  // Before start(): the kernel layer the tuner may turn (cores, frequency).
+  // Without one, Params.cores / freq_khz are ignored.
+  void set_kernel_layer(KernelLayer* k);
   void start();
   void apply(const Params& p);  // live: takes effect at once
   void pause();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/params.h"
 #include "xfer/sysfs.h"
 
 namespace xfer {
@@ -86,6 +87,37 @@ class FreqControl {
  private:
   KernelJournal& journal_;
   SysFs sys_;
+};
+
+// The kernel layer a job turns: journal, cores and frequency behind one
+// door. Built at the start of a run; a state file a crashed run left is
+// restored first. Everything changed is restored when it is destroyed.
+class KernelLayer {
+ public:
+  struct Config {
+    CoreControl::Mode mode = CoreControl::Mode::Hotplug;
+    int min_cores = 1;
+    std::vector<int> allowed;
+    bool freq = true;  // tune the frequency where there is a cpufreq driver
+    std::string state_file = KernelJournal::kDefaultPath;
+    std::string sysfs_root = "/sys/devices/system/cpu";
+  };
+  explicit KernelLayer(Config cfg);
+  ~KernelLayer();
+  KernelCaps caps() const;
+  // 0 leaves a knob alone. Returns "" or why it could not be done (logged).
+  std::string apply(int cores, long freq_khz);
+  int cores() const;
+  long freq_khz() const { return freq_set_; }
+  const std::string& mode_name() const { return mode_; }
+
+ private:
+  Config cfg_;
+  KernelJournal journal_;
+  CoreControl cores_;
+  FreqControl freq_;
+  std::string mode_;
+  long freq_set_ = 0;
 };
 
 }  // namespace xfer

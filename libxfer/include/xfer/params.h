@@ -21,10 +21,26 @@ struct Params {
   std::vector<ChunkParams> chunks;  // one per chunk of the job, same order
   int cores = 0;                    // 0: leave the kernel layer alone
   long freq_khz = 0;                // 0: leave the kernel layer alone
+  double rate_cap_bps = 0;          // 0: none; else the job's receive rate is held near this
   std::string reason;               // why the tuner chose these (logged, in the timeline)
   bool same_knobs(const Params& o) const {
-    return chunks == o.chunks && cores == o.cores && freq_khz == o.freq_khz;
+    return chunks == o.chunks && cores == o.cores && freq_khz == o.freq_khz && rate_cap_bps == o.rate_cap_bps;
   }
+  int total_channels() const {  // the papers' channels: sum of cc over chunks
+    int n = 0;
+    for (const ChunkParams& c : chunks) n += c.cc;
+    return n;
+  }
+};
+
+// The kernel layer as the job found it: what a tuner may turn.
+struct KernelCaps {
+  bool cores = false;  // the online core count can be changed (hotplug or affinity)
+  std::string cores_mode;  // "hotplug" | "affinity" | "" (not controlled)
+  int cores_present = 1, cores_online = 1, min_cores = 1;
+  bool freq = false;              // a cpufreq driver is there
+  std::vector<long> freqs_khz;    // what it offers, ascending (empty: no driver)
+  long freq_now_khz = 0;
 };
 
 std::string to_string(const ChunkParams& p);

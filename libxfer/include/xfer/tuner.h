@@ -22,7 +22,8 @@ struct JobInfo {
   double bandwidth_bps = 0;  // link rate (bits/s), configured or assumed
   double rtt_s = 0;          // measured at discovery (TCP handshake) or configured
   uint64_t tcp_buf_bytes = 0;  // largest TCP receive buffer (net.ipv4.tcp_rmem max)
-  int max_channels = 32;       // cap on total connections cc * p over all chunks
+  int max_channels = 32;       // cap on channels (sum of cc over chunks); each opens p connections
+  KernelCaps kernel;
 };
 
 struct ChunkObservation {
@@ -40,11 +41,26 @@ struct Observation {
   double interval_s = 0;
   double throughput_bps = 0;  // bits/s, whole job, last interval
   uint64_t bytes_done = 0, bytes_total = 0;
+  uint64_t bytes_interval = 0;  // fetched in this interval
   std::vector<ChunkObservation> chunks;
+  // Energy over the interval (EnergyMeter): measured (RAPL) or modelled, as
+  // the source says; 0 joules when the job has no meter.
+  double joules = 0;
+  std::string energy_source;
+  int cores = 0;            // online (or allowed) cores during the interval
+  long freq_khz = 0;        // set frequency, 0 when not controlled
+  bool near_end = false;    // what is left would take under two intervals at this rate
 };
 
 struct TunerOptions {
   std::optional<ChunkParams> fixed;  // static: the caller's cc / p / pp
+  int fixed_cores = 0;               // static: the caller's cores (0: leave alone)
+  long fixed_freq_khz = 0;           // static: the caller's frequency (0: leave alone)
+  double target_mbps = 0;            // throughput-target: absolute target
+  double target_pct = 0;             // throughput-target: percent of the measured maximum
+  int search_step = 0;               // energy-efficient: cc step (0: the policy's default)
+  std::vector<int> search_levels;    // energy-efficient: explicit levels (overrides the step)
+  bool kernel = true;                // tune cores / frequency when the job can
 };
 
 class Tuner {

@@ -1,0 +1,75 @@
+// KernelLayer: the journal, CoreControl and FreqControl a job turns together.
+#include <algorithm>
+
+#include "xfer/kernel.h"
+#include "xfer/log.h"
+
+namespace xfer {
+namespace {
+CoreControl::Config core_config(const KernelLayer::Config& c) {
+  CoreControl::Config cc;
+  cc.mode = c.mode;
+  cc.min_cores = c.min_cores;
+  cc.allowed = c.allowed;
+  cc.sysfs_root = c.sysfs_root;
+  return cc;
+}
+}  // namespace
+
+KernelLayer::KernelLayer(Config cfg)
+    : cfg_(cfg),
+      journal_(cfg.state_file),
+      cores_(core_config(cfg), journal_),
+      freq_(journal_, cfg.sysfs_root),
+      mode_(cfg.mode == CoreControl::Mode::Hotplug ? "hotplug" : "affinity") {
+  if (cfg_.freq && !freq_.available())
+    log::info("kernel layer: no cpufreq driver here; the frequency is not tuned");
+}
+
+KernelLayer::~KernelLayer() = default;  // ~KernelJournal restores
+
+int KernelLayer::cores() const { return cores_.online(); }
+
+KernelCaps KernelLayer::caps() const {
+  KernelCaps k;
+  k.cores = true;
+  k.cores_mode = mode_;
+  k.cores_present = cores_.present();
+  k.cores_online = cores_.online();
+  k.min_cores = std::max(1, cfg_.min_cores);
+  if (cfg_.mode == CoreControl::Mode::Hotplug && !cfg_.allowed.empty())
+    k.cores_present = std::min(k.cores_present, int(cfg_.allowed.size()) + 1);
+  k.freq = cfg_.freq && freq_.available();
+  if (k.freq) {
+    std::vector<unsigned long> f = freq_.frequencies(0);
+    unsigned long lo = 0, hi = 0;
+    if (f.empty() && freq_.limits(0, &lo, &hi) && hi > lo)  // no table (intel_pstate): five even steps
+      for (int i = 0; i <= 4; ++i) f.push_back(lo + (hi - lo) * unsigned(i) / 4);
+    std::sort(f.begin(), f.end());
+    for (unsigned long x : f) k.freqs_khz.push_back(long(x));
+    k.freq = !k.freqs_khz.empty();
+    k.freq_now_khz = k.freq ? k.freqs_khz.back() : 0;
+  }
+  return k;
+}
+
+std::string KernelLayer::apply(int cores, long freq_khz) {
+  std::string err;
+  try {
+    if (cores > 0 && cores != cores_.online()) cores_.set_online(cores);
+  } catch (const std::exception& e) {
+    err = std::string("cores: ") + e.what();
+  }
+  try {
+    if (freq_khz > 0 && freq_khz != freq_set_ && freq_.available()) {
+      freq_.set_khz((unsigned long)freq_khz);
+      freq_set_ = freq_khz;
+    }
+  } catch (const std::exception& e) {
+    err += (err.empty() ? "" : "; ") + std::string("frequency: ") + e.what();
+  }
+  if (!err.empty()) log::warn("kernel layer: {}", err);
+  return err;
+}
+
+}  // namespace xfer

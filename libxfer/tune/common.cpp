@@ -1,0 +1,101 @@
+#include "common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace xfer::tune {
+namespace {
+constexpr int kMaxPipelining = 64;  // HTTP/2 servers commonly allow 100-128 streams
+}
+
+int ceil_div(double a, double b) { return b <= 0 ? 1 : static_cast<int>(std::ceil(a / b)); }
+
+int pipelining(uint64_t bdp, double avg) { return std::clamp(ceil_div(double(bdp), avg), 1, kMaxPipelining); }
+
+int parallelism(uint64_t bdp, double avg, uint64_t buf) {
+  return std::max(std::min(ceil_div(double(bdp), double(buf)), ceil_div(avg, double(buf))), 1);
+}
+
+std::vector<ChunkParams> base_chunks(const JobInfo& info) {
+  std::vector<ChunkParams> out;
+  for (const ChunkPlan& c : info.chunks) {
+    double avg = std::max(1.0, c.avg_size());
+    out.push_back({1, parallelism(info.bdp_bytes, avg, info.tcp_buf_bytes), pipelining(info.bdp_bytes, avg)});
+  }
+  return out;
+}
+
+std::vector<double> chunk_weights(const std::vector<ChunkPlan>& chunks) {
+  std::vector<double> w;
+  for (const ChunkPlan& c : chunks)
+    w.push_back(std::log(std::max<double>(2, double(c.bytes))) * std::log(std::max<double>(2, double(c.files.size()))));
+  double total = std::accumulate(w.begin(), w.end(), 0.0);
+  for (double& x : w) x = total > 0 ? x / total : 1.0 / double(w.size());
+  return w;
+}
+
+std::vector<int> split_by_weight(int total, const std::vector<ChunkPlan>& chunks, const std::vector<double>& w,
+                                 const std::vector<bool>& active, int large_cap) {
+  size_t n = chunks.size();
+  std::vector<int> cc(n, 0);
+  double wsum = 0;
+  int nactive = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (active[i]) wsum += w[i], ++nactive;
+  if (nactive == 0) return cc;
+  total = std::max(total, nactive);
+  std::vector<double> rem(n, -1);
+  int given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!active[i]) continue;
+    double share = wsum > 0 ? double(total) * w[i] / wsum : double(total) / nactive;
+    cc[i] = std::max(1, int(std::floor(share)));
+    rem[i] = share - std::floor(share);
+    given += cc[i];
+  }
+  auto capped = [&](size_t i) { return large_cap > 0 && chunks[i].kind == ChunkKind::Large && cc[i] >= large_cap; };
+  // Large over its cap gives its surplus back.
+  for (size_t i = 0; i < n; ++i)
+    if (active[i] && large_cap > 0 && chunks[i].kind == ChunkKind::Large && cc[i] > large_cap)
+      given -= cc[i] - large_cap, cc[i] = large_cap;
+  while (given < total) {  // largest remainder first, Small before Large on ties
+    size_t best = n;
+    for (size_t i = 0; i < n; ++i)
+      if (active[i] && !capped(i) && (best == n || rem[i] > rem[best])) best = i;
+    if (best == n) break;  // only a capped Large is left
+    ++cc[best], ++given;
+    rem[best] -= 1;
+  }
+  while (given > total) {  // the floor of one each overshot: take from the largest
+    size_t big = size_t(std::max_element(cc.begin(), cc.end()) - cc.begin());
+    if (cc[big] <= 1) break;
+    --cc[big], --given;
+  }
+  return cc;
+}
+
+std::vector<int> deal_round_robin(int total, const std::vector<ChunkPlan>& chunks, const std::vector<bool>& active) {
+  std::vector<int> cc(chunks.size(), 0);
+  const ChunkKind order[] = {ChunkKind::Large, ChunkKind::Medium, ChunkKind::Small};
+  std::vector<size_t> ring;
+  for (ChunkKind k : order)
+    for (size_t i = 0; i < chunks.size(); ++i)
+      if (active[i] && chunks[i].kind == k) ring.push_back(i);
+  if (ring.empty()) return cc;
+  for (int ch = 0; ch < std::max<int>(total, int(ring.size())); ++ch) ++cc[ring[size_t(ch) % ring.size()]];
+  return cc;
+}
+
+std::vector<bool> active_chunks(const Observation* obs, size_t n) {
+  std::vector<bool> a(n, true);
+  if (obs)
+    for (size_t i = 0; i < n && i < obs->chunks.size(); ++i) a[i] = !obs->chunks[i].finished;
+  return a;
+}
+
+void set_cc(Params& p, const std::vector<int>& cc) {
+  for (size_t i = 0; i < p.chunks.size() && i < cc.size(); ++i) p.chunks[i].cc = std::max(1, cc[i]);
+}
+
+}  // namespace xfer::tune

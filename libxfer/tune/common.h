@@ -1,0 +1,42 @@
+// What the SLA policies share: MinE's per-chunk pipelining and parallelism
+// (every algorithm of both papers starts from them: "calculateParameters()"),
+// HTEE's chunk weights, and the two ways channels are dealt to chunks.
+#pragma once
+
+#include <vector>
+
+#include "xfer/tuner.h"
+
+namespace xfer::tune {
+
+int ceil_div(double a, double b);
+
+// energy-aware Alg. 1 lines 8-9 (http-sla Alg. 1):
+//   pp = ceil(BDP / avg),  p = max(min(ceil(BDP / buf), ceil(avg / buf)), 1)
+int pipelining(uint64_t bdp, double avg);
+int parallelism(uint64_t bdp, double avg, uint64_t buf);
+// Every chunk with those pp and p, and cc = 1.
+std::vector<ChunkParams> base_chunks(const JobInfo& info);
+
+// energy-aware Alg. 2 lines 6-12: w_i = log(size_i) * log(count_i), normalised.
+// A chunk of one file has log(1) = 0; it still gets a floor weight so that it
+// is not starved (the paper's floor(maxChannel * w) would give it none).
+std::vector<double> chunk_weights(const std::vector<ChunkPlan>& chunks);
+
+// Channels for the chunks still running (active[i]): floor(total * w_i),
+// the rest by largest remainder; every active chunk gets at least one,
+// finished ones none. `large_cap` > 0 holds Large to that many (MinE, SLAEE).
+std::vector<int> split_by_weight(int total, const std::vector<ChunkPlan>& chunks, const std::vector<double>& w,
+                                 const std::vector<bool>& active, int large_cap = 0);
+
+// http-sla Alg. 2: channel i goes to Large, Medium, Small in turn (kinds
+// missing or finished are skipped).
+std::vector<int> deal_round_robin(int total, const std::vector<ChunkPlan>& chunks, const std::vector<bool>& active);
+
+// Chunks not finished in an observation (all of them before the first one).
+std::vector<bool> active_chunks(const Observation* obs, size_t n);
+
+// Puts per-chunk cc into params (p and pp kept).
+void set_cc(Params& p, const std::vector<int>& cc);
+
+}  // namespace xfer::tune

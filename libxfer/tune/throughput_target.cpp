@@ -1,0 +1,165 @@
+// SLAEE, SLA-based Energy-Efficient (energy-aware-transfer-algorithms.txt
+// §2.5, Algorithm 3) and FlexibleThr (http-sla-transfer-algorithms.txt §4.4,
+// Algorithm 4). pp and p per chunk as in MinE. Target: --target-mbps, or
+// --target-pct of the maximum, measured first (l. 6: targetThroughput =
+// maxThroughput * SLALevel) over kProbeIntervals intervals with MaxThr's
+// full deal of channels. Then:
+//
+//   concurrency = 1; transfer                                    (l. 7-9)
+//   if actual <= target: concurrency = concurrency * target / actual   (l. 10-12)
+//   while actual <= target:                                     (l. 14-22)
+//     if concurrency < maxChannel: concurrency++
+//     else reArrangeChannels()     -- Large, held to one channel so far, gets more
+//
+// Channels go to the chunks by the HTEE weights with Large held to one
+// channel (small chunks first, for energy) until the limit is reached; then
+// they are dealt round-robin from Large (MaxThr's order).
+//
+// Beyond the paper, for a target that is also a ceiling (±kBand): when a
+// level overshoots by more than kBand, one channel fewer is tried unless that
+// level was already seen below the target; then the kernel layer steps down
+// (frequency, cores) while the target holds; and when even the lowest
+// setting overshoots (one fast flow can exceed a low target), the job's
+// receive rate is capped just above the target (libcurl's per-request
+// CURLOPT_MAX_RECV_SPEED_LARGE, taking effect at the next request). Every
+// interval in band, the kernel layer tries one step down (KernelPlan::Lower).
+// The summary reports the mean throughput from the first interval at target
+// to the tail, and its deviation from the target.
+#include "throughput_target.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "common.h"
+
+namespace xfer {
+
+ThroughputTargetTuner::ThroughputTargetTuner(const TunerOptions& o) : opts_(o) {
+  if (o.target_mbps <= 0 && (o.target_pct <= 0 || o.target_pct > 100))
+    throw std::invalid_argument("throughput-target needs --target-mbps N (> 0) or --target-pct N (0 < N <= 100)");
+}
+
+int ThroughputTargetTuner::jump(int cc, double target_bps, double actual_bps, int max_channels) {
+  if (actual_bps <= 0) return std::max(1, std::min(max_channels, cc * 2));
+  int want = int(std::ceil(double(cc) * target_bps / actual_bps));
+  return std::clamp(want, cc + 1, std::max(cc + 1, max_channels));
+}
+
+void ThroughputTargetTuner::allocate(const Observation* obs) {
+  std::vector<bool> active = tune::active_chunks(obs, info_.chunks.size());
+  if (phase_ == Phase::Probe || rearranged_)
+    tune::set_cc(current_, tune::deal_round_robin(phase_ == Phase::Probe ? info_.max_channels : total_, info_.chunks,
+                                                  active));
+  else
+    tune::set_cc(current_, tune::split_by_weight(total_, info_.chunks, weights_, active, 1));
+}
+
+Params ThroughputTargetTuner::init(const JobInfo& info) {
+  info_ = info;
+  weights_ = tune::chunk_weights(info.chunks);
+  current_.chunks = tune::base_chunks(info);
+  if (opts_.target_mbps > 0) {
+    target_bps_ = opts_.target_mbps * 1e6;
+    phase_ = Phase::Control;
+    current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; start at one channel", opts_.target_mbps);
+  } else {
+    phase_ = Phase::Probe;
+    current_.reason = fmt::format("throughput-target: {:g}% of the maximum; measuring it with {} channels",
+                                  opts_.target_pct, info.max_channels);
+  }
+  allocate(nullptr);
+  std::string k = kernel_.init(info.kernel, opts_.kernel, tune::KernelPlan::Goal::Lower,
+                               phase_ == Phase::Probe ? info.max_channels : 1, current_);
+  if (!k.empty()) current_.reason += "; " + k;
+  return current_;
+}
+
+std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
+  double thr = obs.interval_s > 0 ? double(obs.bytes_interval) * 8 / obs.interval_s : 0;
+  double cost = obs.joules > 0 && obs.bytes_interval ? obs.joules / double(obs.bytes_interval) : 0;
+  if (phase_ == Phase::Probe) {
+    max_bps_ = std::max(max_bps_, thr);
+    if (++probe_n_ < kProbeIntervals && !obs.near_end) return std::nullopt;
+    target_bps_ = max_bps_ * opts_.target_pct / 100;
+    phase_ = Phase::Control;
+    total_ = 1;
+    allocate(&obs);
+    current_.reason = fmt::format("throughput-target: maximum {:.1f} Mbit/s measured, target {:.1f} Mbit/s; one channel",
+                                  max_bps_ / 1e6, target_bps_ / 1e6);
+    return current_;
+  }
+  if (obs.near_end) return std::nullopt;  // the tail: channels drain, nothing to learn
+  const double lo = target_bps_, hi = target_bps_ * (1 + kBand);
+  seen_[total_] = thr;
+  if (thr >= lo) reached_ = true;
+  if (reached_) {
+    ctl_bytes_ += double(obs.bytes_interval), ctl_s_ += obs.interval_s, ++ctl_intervals_;
+    if (thr >= lo * (1 - kBand) && thr <= hi) ++in_band_;
+  }
+  std::string why;
+  if (kernel_.probing()) {
+    why = kernel_.step(thr >= lo, cost, current_.total_channels(), current_);
+  } else if (thr < lo) {
+    if (current_.rate_cap_bps > 0) {
+      current_.rate_cap_bps = current_.rate_cap_bps * 1.1 > target_bps_ * 1.5 ? 0 : current_.rate_cap_bps * 1.1;
+      why = current_.rate_cap_bps > 0 ? fmt::format("below target: rate cap raised to {:.1f} Mbit/s",
+                                                    current_.rate_cap_bps / 1e6)
+                                      : "below target: rate cap lifted";
+    } else if (!kernel_.at_top() && !(why = kernel_.step(false, cost, current_.total_channels(), current_)).empty()) {
+    } else if (!jumped_) {
+      int next = jump(total_, target_bps_, thr, info_.max_channels);
+      why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: jump to {} (cc * target / actual)", thr / 1e6,
+                        target_bps_ / 1e6, total_, next);
+      total_ = next, jumped_ = true;
+    } else if (total_ < info_.max_channels) {
+      ++total_;
+      why = fmt::format("{:.1f} of {:.1f} Mbit/s: additive increase to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+    } else if (!rearranged_) {
+      rearranged_ = true;
+      why = "at the channel limit below target: channels re-arranged, Large gets its share";
+    } else if (!out_of_reach_) {
+      out_of_reach_ = true;
+      why = fmt::format("target {:.1f} Mbit/s out of reach at {} channels ({:.1f} Mbit/s)", target_bps_ / 1e6, total_,
+                        thr / 1e6);
+    }
+  } else if (thr > hi) {
+    auto below = seen_.find(total_ - 1);
+    int floor_cc = 0;
+    for (bool a : tune::active_chunks(&obs, info_.chunks.size())) floor_cc += a;
+    if (total_ > std::max(1, floor_cc) && (below == seen_.end() || below->second >= lo)) {
+      --total_;
+      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f}: down to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+    } else if (!(why = kernel_.step(true, cost, current_.total_channels(), current_)).empty()) {
+    } else {
+      double cap = current_.rate_cap_bps > 0 ? current_.rate_cap_bps * target_bps_ / thr : target_bps_ * 1.03;
+      current_.rate_cap_bps = std::max(cap, target_bps_ * 0.9);
+      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f} at the lowest setting: receive rate capped at {:.1f}",
+                        thr / 1e6, target_bps_ / 1e6, current_.rate_cap_bps / 1e6);
+    }
+  } else {
+    why = kernel_.step(true, cost, current_.total_channels(), current_);
+  }
+  if (why.empty()) return std::nullopt;
+  allocate(&obs);
+  current_.reason = "throughput-target: " + why;
+  return current_;
+}
+
+nlohmann::json ThroughputTargetTuner::summary() const {
+  double mean = ctl_s_ > 0 ? ctl_bytes_ * 8 / ctl_s_ : 0;
+  nlohmann::json j = {{"target_mbps", target_bps_ / 1e6},
+                      {"channels", total_},
+                      {"rearranged", rearranged_},
+                      {"out_of_reach", out_of_reach_},
+                      {"rate_cap_mbps", current_.rate_cap_bps / 1e6},
+                      {"controlled_mean_mbps", mean / 1e6},
+                      {"deviation_pct", target_bps_ > 0 && ctl_s_ > 0 ? (mean / target_bps_ - 1) * 100 : 0.0},
+                      {"intervals_in_band", in_band_},
+                      {"intervals_controlled", ctl_intervals_},
+                      {"kernel", kernel_.summary()}};
+  if (opts_.target_pct > 0) j["measured_max_mbps"] = max_bps_ / 1e6, j["target_pct"] = opts_.target_pct;
+  return j;
+}
+
+}  // namespace xfer

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <map>
+
+#include "kernel_plan.h"
+#include "xfer/tuner.h"
+
+namespace xfer {
+
+// SLAEE / FlexibleThr: energy-aware-transfer-algorithms.txt Algorithm 3; http-sla Algorithm 4.
+class ThroughputTargetTuner : public Tuner {
+ public:
+  static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
+  static constexpr int kProbeIntervals = 2;  // --target-pct: intervals at full channels to measure the maximum
+  explicit ThroughputTargetTuner(const TunerOptions& o);
+  std::string name() const override { return "throughput-target"; }
+  Params init(const JobInfo& info) override;
+  std::optional<Params> decide(const Observation& obs) override;
+  nlohmann::json summary() const override;
+
+  // Alg. 3 line 11: the concurrency the target asks for, from what `cc` gave.
+  static int jump(int cc, double target_bps, double actual_bps, int max_channels);
+  double target_bps() const { return target_bps_; }
+
+ private:
+  void allocate(const Observation* obs);
+  TunerOptions opts_;
+  JobInfo info_;
+  std::vector<double> weights_;
+  enum class Phase { Probe, Control } phase_ = Phase::Control;
+  int probe_n_ = 0;
+  double max_bps_ = 0, target_bps_ = 0;
+  int total_ = 1;
+  bool jumped_ = false, rearranged_ = false, out_of_reach_ = false;
+  std::map<int, double> seen_;  // channels -> last throughput measured with them
+  tune::KernelPlan kernel_;
+  Params current_;
+  // Deviation: from the first interval at or above the target to the tail.
+  bool reached_ = false;
+  double ctl_bytes_ = 0, ctl_s_ = 0;
+  int in_band_ = 0, ctl_intervals_ = 0;
+};
+
+}  // namespace xfer
