@@ -28,33 +28,6 @@ std::string netns_list() {
   return out;
 }
 
-std::string capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  if (p) pclose(p);
-  return out;
-}
-
-// Starts `xfer-linkemu up ARGS` and waits for its ready line.
-pid_t start_link(const std::string& args, const std::string& out) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen(out.c_str(), "w", stdout);
-    execl("/bin/sh", "sh", "-c", ("exec " + bin("xfer-linkemu") + " up " + args).c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100; ++i) {
-    std::ifstream f(out);
-    std::string line;
-    if (std::getline(f, line) && line.find("\"ready\":true") != std::string::npos) return pid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ADD_FAILURE() << "linkemu did not report ready";
-  return pid;
-}
-
 }  // namespace
 
 // RTT and rate as configured, seen by TCP through curl; clean stop on SIGTERM.

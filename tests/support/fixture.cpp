@@ -16,6 +16,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "xfer/sha256.h"
 #include "xfer/tuner.h"
@@ -207,6 +208,32 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
   }
   sd_event_unref(loop);
   return res;
+}
+
+std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  if (p) pclose(p);
+  return out;
+}
+
+pid_t start_link(const std::string& args, const std::string& out) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(out.c_str(), "w", stdout)) _exit(126);
+    execl("/bin/sh", "sh", "-c", ("exec " + bin("xfer-linkemu") + " up " + args).c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100; ++i) {
+    std::ifstream f(out);
+    std::string line;
+    if (std::getline(f, line) && line.find("\"ready\":true") != std::string::npos) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "linkemu did not report ready";
+  return pid;
 }
 
 void expect_identical(const Dataset& d, const std::string& dest, const std::vector<std::string>& only) {

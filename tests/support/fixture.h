@@ -3,6 +3,8 @@
 // datasets, an in-process job runner and checks.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,9 @@ void set_link_rate(int mbit);
 int free_port();
 // Runs a shell command; returns its exit status.
 int sh(const std::string& cmd);
+std::string capture(const std::string& cmd);  // its stdout
+// Starts `xfer-linkemu up ARGS` (stdout to `out`) and waits for its ready line.
+pid_t start_link(const std::string& args, const std::string& out);
 std::string bin(const std::string& name);  // build/bin/NAME
 
 struct LogLine {

@@ -1,0 +1,120 @@
+// Every SLA policy over xfer-linkemu (issue 6): xferctl run --sla POLICY in
+// the link's client namespace completes a mixed dataset byte-identical, and
+// says in its timeline why it chose what it chose, kernel layer included.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fixture.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+namespace {
+
+struct Link {
+  std::string work, nginx_run;
+  pid_t pid = -1;
+  Link(const Dataset& d) : work(make_temp_dir("policies")), nginx_run(work + "/nginx") {
+    pid = start_link("--name pt1 --index 236 --rate-mbps 100 --rtt-ms 20", work + "/link.out");
+    if (sh("ip netns exec xfer-pt1-s bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh start " +
+           nginx_run + " " + d.dir + " 8080 8081 2m 10.201.236.2") != 0)
+      ADD_FAILURE() << "nginx did not start";
+  }
+  ~Link() {
+    sh("bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh stop " + nginx_run + " > /dev/null 2>&1");
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+    fs::remove_all(work);
+  }
+};
+
+}  // namespace
+
+TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
+  Dataset d = dataset(40, 4, 1, 0.1);  // 40 html, 4 images, one 22 MB video
+  Link link(d);
+  std::string online_before = capture("cat /sys/devices/system/cpu/online");
+  std::ofstream(link.work + "/manifest") << d.manifest("http://10.201.236.2:8081/");
+  struct Case {
+    std::string name, args;
+  };
+  const std::vector<Case> cases = {
+      {"static", "--sla static --cc 4 --pp 4"},
+      {"min-energy", "--sla min-energy"},
+      {"max-throughput", "--sla max-throughput --max-channels 12"},
+      {"energy-efficient", "--sla energy-efficient --search-step 4 --max-channels 12"},
+      {"throughput-target", "--sla throughput-target --target-mbps 40"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string dest = link.work + "/dest-" + c.name;
+    fs::create_directories(dest);
+    std::string out = capture("ip netns exec xfer-pt1-c " + bin("xferctl") + " run --manifest " + link.work +
+                              "/manifest --dest " + dest + " --bandwidth-mbps 100 --interval-ms 500 --json --no-progress"
+                              " --kernel affinity --kernel-state " + link.work + "/kstate.json --energy-scope process " +
+                              c.args + " 2> " + link.work + "/" + c.name + ".err");
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    EXPECT_EQ(j["state"], "done");
+    EXPECT_EQ(j["policy"], c.name);
+    EXPECT_EQ(j["files_ok"].get<size_t>(), d.files.size());
+    expect_identical(d, dest);
+    expect_no_partials(dest);
+    // Every interval has its reason, its energy and its cores; the energy is
+    // the model and says so.
+    ASSERT_FALSE(j["timeline"].empty());
+    for (const auto& e : j["timeline"]) {
+      EXPECT_FALSE(e["reason"].get<std::string>().empty());
+      EXPECT_TRUE(e.contains("joules"));
+      EXPECT_GE(e["cores"].get<int>(), 1);
+    }
+    EXPECT_EQ(j["energy"]["source"], "model:cpu:process");
+    EXPECT_FALSE(j["energy"]["measured"].get<bool>());
+    EXPECT_GT(j["energy"]["joules"].get<double>(), 0);
+    EXPECT_EQ(j["kernel"]["mode"], "affinity");
+    EXPECT_FALSE(j["kernel"].contains("error")) << j["kernel"].dump();
+    const auto& t = j["tuner"];
+    if (c.name == "max-throughput") {
+      EXPECT_EQ(t["kernel"]["cores"].get<int>(), j["kernel"]["cores"].get<int>());  // all of them
+    } else if (c.name == "energy-efficient") {
+      EXPECT_GE(t["chosen"].get<int>(), 1);
+      EXPECT_FALSE(t["scores"].empty());
+    } else if (c.name == "throughput-target") {
+      EXPECT_DOUBLE_EQ(t["target_mbps"].get<double>(), 40);
+      EXPECT_TRUE(t.contains("deviation_pct"));
+    }
+  }
+  // affinity touches only the process; the machine's CPUs are as they were,
+  // and the journal is gone (restored on exit).
+  EXPECT_EQ(capture("cat /sys/devices/system/cpu/online"), online_before);
+  EXPECT_FALSE(fs::exists(link.work + "/kstate.json"));
+}
+
+// Bad policy arguments: a clear error, exit 2, nothing fetched.
+TEST(Policies, BadArgumentsAreRefused) {
+  std::string work = make_temp_dir("policies-args");
+  std::ofstream(work + "/m") << "http://127.0.0.1:9/x 10\n";
+  auto run = [&](const std::string& args) {
+    return sh(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + " --kernel off " + args + " 2> " +
+              work + "/err > /dev/null");
+  };
+  auto err = [&] { return capture("cat " + work + "/err"); };
+  EXPECT_EQ(run("--sla throughput-target"), 2);
+  EXPECT_NE(err().find("--target-mbps"), std::string::npos) << err();
+  EXPECT_EQ(run("--sla min-energy --target-mbps 10"), 2);
+  EXPECT_EQ(run("--sla throughput-target --target-mbps 10 --target-pct 50"), 2);
+  EXPECT_EQ(run("--sla max-throughput --cores 1"), 2);
+  EXPECT_EQ(run("--sla warp"), 2);
+  EXPECT_NE(err().find("known: static, min-energy, max-throughput, energy-efficient, throughput-target"),
+            std::string::npos)
+      << err();
+  EXPECT_FALSE(fs::exists(work + "/x"));
+  fs::remove_all(work);
+}
