@@ -291,6 +291,12 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
                           m.chosen.empty() ? NAN : median(m.chosen), t, j);
       } else if (m.goal == "target") {
         double tg = median(m.target), ctl = median(m.ctl);
+        if (!(ctl > 0)) {
+          md << fmt::format("| throughput-target | {} | no interval under control (the run ended while measuring the "
+                            "maximum); whole run {:.1f} Mbit/s | {:.1f} Mbit/s +-10% | **missed** |\n",
+                            name, t, tg);
+          continue;
+        }
         bool ok = tg > 0 && std::fabs(ctl / tg - 1) <= 0.10;
         md << fmt::format("| throughput-target | {} | controlled {:.1f} Mbit/s ({:+.1f}%); whole run {:.1f} ({:+.1f}%), "
                           "{:.1f} J/GB | {:.1f} Mbit/s +-10% | {} |\n",
