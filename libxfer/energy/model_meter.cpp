@@ -4,7 +4,6 @@
 //   P_t = C_cpu,n u_cpu TDP_SR / TDP_SL                                      (eq. 3)
 // Utilisations in percent. The model predicts the power of the load (no
 // constant term); idle_watts, when known, is added for the total.
-#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -123,10 +122,10 @@ Utilisation UtilisationProbe::sample() {
     timespec ts{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     uint64_t ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0) u.cores = std::max(1, CPU_COUNT(&set));
-    u.cpu = dt > 0 && proc_cpu_ns_ ? 100.0 * double(ns - proc_cpu_ns_) / 1e9 / (dt * u.cores) : 0;
+    // Over the machine's online CPUs, as for the whole machine: the model's
+    // n is the cores that draw power, and confining this process to fewer
+    // (affinity) leaves the others powered.
+    u.cpu = dt > 0 && proc_cpu_ns_ ? 100.0 * double(ns - proc_cpu_ns_) / 1e9 / (dt * std::max(1, u.cores)) : 0;
     proc_cpu_ns_ = ns;
   }
   return u;

@@ -61,8 +61,8 @@ struct Utilisation {
   int cores = 1;                                   // online CPUs
 };
 // Machine: /proc/stat, every CPU. Process: this process's CPU time
-// (CLOCK_PROCESS_CPUTIME_ID) over the CPUs it may run on; for test beds where
-// the server and the link emulator share the machine with the client.
+// (CLOCK_PROCESS_CPUTIME_ID) over the online CPUs; for test beds where the
+// server and the link emulator share the machine with the client.
 enum class EnergyScope { Machine, Process };
 
 class UtilisationProbe {
