@@ -1,7 +1,9 @@
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -64,11 +66,49 @@ std::vector<std::string> write_back(const std::vector<std::pair<std::string, std
 
 }  // namespace
 
-KernelJournal::KernelJournal(std::string state_file) : file_(std::move(state_file)) {
-  restore_leftover(file_);
+// The lock that says a journal's owner is alive: flock on STATE_FILE.lock,
+// released by the kernel when the owner dies however it dies. -1 with
+// `holder` set when someone else has it.
+int take_lock(const std::string& state_file, std::string* holder) {
+  std::filesystem::create_directories(std::filesystem::path(state_file).parent_path());
+  std::string path = state_file + ".lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw IoError(errno, "open " + path);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    *holder = n > 0 ? std::string(buf, size_t(n)) : "?";
+    close(fd);
+    return -1;
+  }
+  std::string me = std::to_string(getpid());
+  if (ftruncate(fd, 0) == 0 && pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // the pid is only informative
+  }
+  return fd;
 }
 
-KernelJournal::~KernelJournal() { restore(); }
+KernelJournal::KernelJournal(std::string state_file) : file_(std::move(state_file)) {
+  std::string holder;
+  lock_fd_ = take_lock(file_, &holder);
+  if (lock_fd_ < 0)
+    throw KernelBusy("the kernel layer is in use by process " + holder + " (" + file_ + ".lock)");
+  auto entries = load(file_);
+  if (!entries.empty()) {
+    log::warn("{}: a previous run left the kernel changed (crash?); restoring {} values", file_, entries.size());
+    // What could not be written back stays journalled: tried again on exit.
+    std::vector<std::string> failed = write_back(entries);
+    for (const auto& e : entries)
+      if (std::find(failed.begin(), failed.end(), e.first) != failed.end()) entries_.push_back(e);
+  }
+  if (entries_.empty()) unlink(file_.c_str());
+  else save();
+}
+
+KernelJournal::~KernelJournal() {
+  restore();
+  if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
+}
 
 void KernelJournal::record(const std::string& abs_path) {
   for (const auto& e : entries_)
@@ -107,14 +147,9 @@ std::vector<std::string> KernelJournal::restore() {
 }
 
 bool KernelJournal::restore_leftover(const std::string& state_file) {
-  auto entries = load(state_file);
-  if (entries.empty()) {
-    unlink(state_file.c_str());
-    return false;
-  }
-  log::warn("{}: a previous run left the kernel changed (crash?); restoring {} values", state_file, entries.size());
-  if (write_back(entries).empty()) unlink(state_file.c_str());
-  return true;
+  bool had = !load(state_file).empty();
+  KernelJournal owner(state_file);  // takes the lock (or throws KernelBusy), restores, lets go
+  return had;
 }
 
 }  // namespace xfer

@@ -18,7 +18,9 @@
 // Beyond the paper, for a target that is also a ceiling (±kBand): when a
 // level overshoots by more than kBand, one channel fewer is tried unless that
 // level was already seen below the target; then the kernel layer steps down
-// (frequency, cores) while the target holds; and when even the lowest
+// (frequency, cores) while the target holds; before that, where one channel
+// of small files overshoots, pipelining is scaled by target / actual (HTTP/2
+// streams in flight set the rate of small files); and when even the lowest
 // setting overshoots (one fast flow can exceed a low target), the job's
 // receive rate is capped just above the target (libcurl's per-request
 // CURLOPT_MAX_RECV_SPEED_LARGE, taking effect at the next request). Every
@@ -55,10 +57,29 @@ void ThroughputTargetTuner::allocate(const Observation* obs) {
     tune::set_cc(current_, tune::split_by_weight(total_, info_.chunks, weights_, active, 1));
 }
 
+// Throughput of small files on one connection grows with the requests in
+// flight (pp x file size per round trip): scaling pp by `factor` moves it
+// toward the target where a channel is too coarse a step. Down to 1, up to
+// MinE's value; true when a pp changed.
+bool ThroughputTargetTuner::scale_pp(double factor, const Observation& obs) {
+  std::vector<bool> active = tune::active_chunks(&obs, info_.chunks.size());
+  bool changed = false;
+  for (size_t i = 0; i < current_.chunks.size(); ++i) {
+    if (!active[i]) continue;
+    int& pp = current_.chunks[i].pp;
+    int want = std::clamp(int(std::ceil(double(pp) * factor)), 1, base_[i].pp);
+    if (factor < 1) want = std::min(want, pp - 1);  // a real step down
+    want = std::clamp(want, 1, base_[i].pp);
+    if (want != pp) pp = want, changed = true;
+  }
+  return changed;
+}
+
 Params ThroughputTargetTuner::init(const JobInfo& info) {
   info_ = info;
   weights_ = tune::chunk_weights(info.chunks);
   current_.chunks = tune::base_chunks(info);
+  base_ = current_.chunks;
   if (opts_.target_mbps > 0) {
     target_bps_ = opts_.target_mbps * 1e6;
     phase_ = Phase::Control;
@@ -107,6 +128,8 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
                                                     current_.rate_cap_bps / 1e6)
                                       : "below target: rate cap lifted";
     } else if (!kernel_.at_top() && !(why = kernel_.step(false, cost, current_.total_channels(), current_)).empty()) {
+    } else if (scale_pp(lo / std::max(thr, 1.0), obs)) {
+      why = fmt::format("{:.1f} of {:.1f} Mbit/s: pipelining raised back toward MinE's", thr / 1e6, target_bps_ / 1e6);
     } else if (!jumped_) {
       int next = jump(total_, target_bps_, thr, info_.max_channels);
       why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: jump to {} (cc * target / actual)", thr / 1e6,
@@ -130,6 +153,9 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     if (total_ > std::max(1, floor_cc) && (below == seen_.end() || below->second >= lo)) {
       --total_;
       why = fmt::format("{:.1f} Mbit/s overshoots {:.1f}: down to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+    } else if (scale_pp(target_bps_ / thr, obs)) {
+      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f} at the fewest channels: pipelining lowered", thr / 1e6,
+                        target_bps_ / 1e6);
     } else if (!(why = kernel_.step(true, cost, current_.total_channels(), current_)).empty()) {
     } else {
       double cap = current_.rate_cap_bps > 0 ? current_.rate_cap_bps * target_bps_ / thr : target_bps_ * 1.03;

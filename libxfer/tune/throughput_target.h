@@ -24,9 +24,11 @@ class ThroughputTargetTuner : public Tuner {
 
  private:
   void allocate(const Observation* obs);
+  bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
   JobInfo info_;
   std::vector<double> weights_;
+  std::vector<ChunkParams> base_;  // MinE's p and pp per chunk
   enum class Phase { Probe, Control } phase_ = Phase::Control;
   int probe_n_ = 0;
   double max_bps_ = 0, target_bps_ = 0;

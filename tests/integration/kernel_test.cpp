@@ -13,6 +13,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
 #include "xfer/energy.h"
 #include "xfer/kernel.h"
@@ -102,6 +104,46 @@ TEST_F(HotplugTest, CrashRestoreAfterKillNine) {
   EXPECT_EQ(sh(bin("xferctl") + " kernel --restore --state-file " + state + " > /dev/null"), 0);
   EXPECT_EQ(slurp(kCpu1), "1");
   EXPECT_FALSE(fs::exists(state));
+}
+
+// A journal whose owner is alive is not a leftover: --restore and a second
+// owner refuse, and cpu1 stays as the owner set it until the owner lets go.
+TEST_F(HotplugTest, ALiveOwnerIsNotALeftover) {
+  pid_t pid = hold_one_core();
+  std::string err = make_temp_dir("kbusy") + "/err";
+  EXPECT_EQ(sh(bin("xferctl") + " kernel --restore --state-file " + state + " > /dev/null 2> " + err), 3);
+  EXPECT_NE(capture("cat " + err).find("in use by process " + std::to_string(pid)), std::string::npos)
+      << capture("cat " + err);
+  EXPECT_THROW(xfer::KernelJournal j(state), xfer::KernelBusy);
+  EXPECT_EQ(slurp(kCpu1), "0");
+  EXPECT_TRUE(fs::exists(state));
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(slurp(kCpu1), "1");
+}
+
+// The kernel layer inside a job: xferctl run --sla static --cores 1 with
+// hotplug takes cpu1 offline for the transfer, reports it in the timeline,
+// and brings it back when the job ends.
+TEST_F(HotplugTest, JobTurnsCoresThroughTheKernelLayerAndRestores) {
+  xtest::Dataset d = xtest::dataset(30, 2, 0);
+  xtest::Nginx nginx(d.dir);
+  std::string work = make_temp_dir("kjob");
+  std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
+  std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
+                            " --sla static --cc 2 --cores 1 --kernel hotplug --kernel-state " + state +
+                            " --interval-ms 200 --json --no-progress 2> " + work + "/err");
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out << capture("cat " + work + "/err");
+  EXPECT_EQ(j["state"], "done");
+  EXPECT_EQ(j["kernel"]["mode"], "hotplug");
+  EXPECT_EQ(j["kernel"]["cores"].get<int>(), 1);
+  ASSERT_FALSE(j["timeline"].empty());
+  EXPECT_EQ(j["timeline"].back()["cores"].get<int>(), 1);
+  EXPECT_EQ(slurp(kCpu1), "1");  // restored at exit
+  EXPECT_FALSE(fs::exists(state));
+  xtest::expect_identical(d, work);
+  fs::remove_all(work);
 }
 
 TEST_F(HotplugTest, SigtermRestores) {

@@ -318,3 +318,19 @@ TEST(StaticTuner, PassesCoresAndFrequencyThrough) {
   EXPECT_EQ(p.freq_khz, 0);  // no cpufreq driver in the caps
   EXPECT_NE(p.reason.find("no cpufreq driver"), std::string::npos);
 }
+
+// Small files on one HTTP/2 connection: throughput 20 Mbit/s per request in
+// flight, so MinE's pp = 25 gives 500 against a 200 target even at one
+// channel. pp is scaled by target / actual: ceil(25 * 200 / 500) = 10 -> 200.
+TEST(ThroughputTarget, ScalesPipeliningWhenOneChannelOfSmallFilesOvershoots) {
+  TunerOptions o;
+  o.target_mbps = 200;
+  ThroughputTargetTuner t(o);
+  SimEngine sim{[](const Params& p) { return 20.0 * p.chunks[0].pp * p.chunks[0].cc; }, [](const Params&) { return 10.0; }};
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  Params end = sim.run(t, info, 10);
+  EXPECT_EQ(sim.applied[0].chunks[0].pp, 25);  // ceil(2.5e6 / 1e5)
+  EXPECT_EQ(end.chunks[0].cc, 1);
+  EXPECT_EQ(end.chunks[0].pp, 10);
+  EXPECT_EQ(end.rate_cap_bps, 0);
+}

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cross.h"
@@ -187,6 +188,13 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
   if (t.contains("chosen") && t["chosen"].is_number() && t["chosen"].get<double>() > 0) r->chosen = t["chosen"];
   if (t.contains("target_mbps")) r->target_mbps = t["target_mbps"];
   if (t.contains("controlled_mean_mbps")) r->controlled_mbps = t["controlled_mean_mbps"];
+  std::vector<double> v;
+  const auto& tl = j["timeline"];
+  for (size_t i = 1; i + 1 < tl.size(); ++i) v.push_back(tl[i].value("throughput_mbps", 0.0));
+  if (!v.empty()) {
+    std::sort(v.begin(), v.end());
+    r->steady_mbps = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
 }
 
 pid_t nginx_master(const std::string& run) {

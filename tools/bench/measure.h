@@ -27,6 +27,9 @@ struct RunRow {
   // What xferctl's --json said of its tuning: chosen level (energy-efficient),
   // target / controlled mean / deviation (throughput-target); NaN: not given.
   double chosen = NAN, target_mbps = NAN, controlled_mbps = NAN;
+  // Median of xferctl's interval throughputs without the first and the last
+  // (set-up and tail): the rate it sustains. NaN for other clients.
+  double steady_mbps = NAN;
 };
 
 // Runs argv to completion (stdout, stderr to log files); wall time and the

@@ -61,16 +61,17 @@ std::string xml(const std::string& s) {
 
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"
-         "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps";
+         "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps,"
+         "steady_mbps";
 }
 
 std::string csv_line(const RunRow& r) {
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.2f}", x); };
-  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{}",
+  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{}",
                      quote(r.scenario), quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code,
                      r.wall_s, r.bytes, r.files, r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s,
                      r.server_cpu_s, r.client_j, r.server_j, r.j_per_gb, quote(r.energy_source), r.goal, num(r.chosen),
-                     num(r.target_mbps), num(r.controlled_mbps));
+                     num(r.target_mbps), num(r.controlled_mbps), num(r.steady_mbps));
 }
 
 std::vector<RunRow> read_csv(const std::string& path) {
@@ -93,6 +94,7 @@ std::vector<RunRow> read_csv(const std::string& path) {
       auto num = [](const std::string& x) { return x.empty() ? NAN : std::stod(x); };
       r.goal = v[18], r.chosen = num(v[19]), r.target_mbps = num(v[20]), r.controlled_mbps = num(v[21]);
     }
+    if (v.size() >= 23) r.steady_mbps = v[22].empty() ? NAN : std::stod(v[22]);
     rows.push_back(r);
   }
   return rows;
@@ -220,7 +222,7 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
     // Per client: medians of throughput, J/GB, CPU/GB.
     struct Med {
       std::string kind, goal;
-      std::vector<double> thr, jpg, cpg, chosen, target, ctl;
+      std::vector<double> thr, jpg, cpg, chosen, target, ctl, steady;
     };
     std::map<std::string, Med> by;
     std::vector<std::string> order;
@@ -234,6 +236,7 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
       if (!std::isnan(r.chosen)) m.chosen.push_back(r.chosen);
       if (!std::isnan(r.target_mbps)) m.target.push_back(r.target_mbps);
       if (!std::isnan(r.controlled_mbps)) m.ctl.push_back(r.controlled_mbps);
+      if (!std::isnan(r.steady_mbps)) m.steady.push_back(r.steady_mbps);
     }
     double best_thr = 0, min_jpg = 0, min_cpg = 0;
     std::string best_peer, jpg_peer, cpg_peer;
@@ -268,10 +271,16 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
       Med& m = by[name];
       double t = median(m.thr), j = median(m.jpg), c = median(m.cpg);
       if (m.goal == "max-throughput") {
-        bool ok = t >= 0.9 * link_mbps && t > best_thr;
-        md << fmt::format("| max-throughput | {} | {:.1f} Mbit/s = {:.0f}% of link, {:.2f}x best peer | >= 90% of {:.0f} "
-                          "and > {:.1f} | {} |\n",
-                          name, t, t / link_mbps * 100, t / best_thr, link_mbps, best_thr, yes(ok));
+        // Whole run (bytes over wall time, start-up included) and sustained
+        // (median interval); the link goal is judged on both, the peer goal
+        // on the whole run, as the peers are measured.
+        double st = median(m.steady);
+        bool whole = t >= 0.9 * link_mbps, sustained = st >= 0.9 * link_mbps, beats = t > best_thr;
+        md << fmt::format("| max-throughput | {} | whole run {:.1f} Mbit/s = {:.0f}% of link; sustained {:.1f} = {:.0f}%; "
+                          "{:.2f}x best peer | >= 90% of {:.0f}; > {:.1f} | link: whole run {}, sustained {}; peers: "
+                          "{} |\n",
+                          name, t, t / link_mbps * 100, st, st / link_mbps * 100, t / best_thr, link_mbps, best_thr,
+                          yes(whole), yes(sustained), yes(beats));
       } else if (m.goal == "min-energy") {
         bool ok = j < min_jpg && c < min_cpg;
         md << fmt::format("| min-energy | {} | {:.1f} J/GB ({:.2f}x), {:.2f} CPU s/GB ({:.2f}x) | < {:.1f} J/GB and < "

@@ -147,6 +147,7 @@ int run(const RunArgs& a) {
   if (a.flows != "off") monitor = xfer::make_flow_monitor(a.flows == "ebpf");
   std::unique_ptr<xfer::EnergyMeter> meter;
   std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
+  std::string kernel_note = a.kernel == "off" ? "--kernel off" : "";
   try {
     meter = xfer::make_energy_meter(
         coefficients(a.model), a.energy_scope == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
@@ -155,7 +156,12 @@ int run(const RunArgs& a) {
       kc.mode = kernel_mode(a.kernel);
       kc.min_cores = a.min_cores;
       kc.state_file = a.kernel_state;
-      kernel = std::make_unique<xfer::KernelLayer>(kc);
+      try {
+        kernel = std::make_unique<xfer::KernelLayer>(kc);
+      } catch (const xfer::KernelBusy& e) {  // the transfer goes on; the kernel layer is someone else's
+        kernel_note = e.what();
+        xfer::log::warn("kernel layer off for this job: {}", kernel_note);
+      }
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "xferctl: {}\n", e.what());
@@ -215,6 +221,7 @@ int run(const RunArgs& a) {
     if (show_bar) xferctl::finish_bar();
 
     nlohmann::json s = job->summary();
+    if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
     if (a.json) std::cout << s.dump(2) << std::endl;
     else xferctl::print_result(s);
     if (interrupted) {
@@ -271,12 +278,19 @@ int calibrate(const std::string& out) {
 // xferctl kernel: set cores / frequency (journalled), hold until a signal, restore.
 int kernel(int cores, unsigned long freq, bool hold, bool restore_only, const std::string& state, const std::string& mode) {
   block_stop_signals();
-  if (restore_only) {
-    bool had = xfer::KernelJournal::restore_leftover(state);
-    fmt::print("{}\n", had ? "restored the kernel state a previous run left" : "nothing to restore");
-    return kOk;
+  std::unique_ptr<xfer::KernelJournal> owned;
+  try {
+    if (restore_only) {
+      bool had = xfer::KernelJournal::restore_leftover(state);
+      fmt::print("{}\n", had ? "restored the kernel state a previous run left" : "nothing to restore");
+      return kOk;
+    }
+    owned = std::make_unique<xfer::KernelJournal>(state);  // restores a leftover first
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xferctl kernel: {}\n", e.what());
+    return kFatal;
   }
-  xfer::KernelJournal journal(state);  // restores a leftover first
+  xfer::KernelJournal& journal = *owned;
   try {
     if (cores > 0) {
       xfer::CoreControl::Config cfg;

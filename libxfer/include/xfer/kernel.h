@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,22 +21,34 @@ namespace xfer {
 class KernelJournal {
  public:
   static constexpr const char* kDefaultPath = "/run/xferd/kernel-state.json";
+  // Takes the journal's lock (STATE_FILE.lock, flock): one process owns the
+  // kernel layer at a time. Throws KernelBusy when a live process holds it;
+  // otherwise restores what a dead owner left, then starts empty.
   explicit KernelJournal(std::string state_file = kDefaultPath);
-  ~KernelJournal();  // restores
+  ~KernelJournal();  // restores, releases the lock
+  KernelJournal(const KernelJournal&) = delete;
+  KernelJournal& operator=(const KernelJournal&) = delete;
   // Before writing `abs_path` the first time: remember what it holds now.
   void record(const std::string& abs_path);
   // Write every original back (two passes: some values depend on others,
   // e.g. scaling_min_freq on scaling_max_freq); remove the state file.
   // Returns the paths that could not be restored (and logs them).
   std::vector<std::string> restore();
-  // A state file left by a process that died: restore it. True if there was one.
+  // A state file left by a process that died: restore it. True if there was
+  // one. Throws KernelBusy when its owner is alive (it is not a leftover).
   static bool restore_leftover(const std::string& state_file = kDefaultPath);
   const std::string& state_file() const { return file_; }
 
  private:
   void save();
   std::string file_;
+  int lock_fd_ = -1;
   std::vector<std::pair<std::string, std::string>> entries_;  // path, original value
+};
+
+// Another live process owns the kernel layer (its journal's lock).
+struct KernelBusy : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // How many CPUs are online. hotplug: writes cpuN/online (never cpu0, never
