@@ -96,6 +96,9 @@ struct EventSource {
   }
 };
 
+// A request with more than this left is re-issued when the rate cap changes.
+constexpr uint64_t kRecapBytes = 4 * 1024 * 1024;
+
 struct Job::Impl : RequestOwner {
   Impl(Job* self, Engine& e, Spec spec, std::unique_ptr<Tuner> tuner);
   ~Impl() override;

@@ -186,8 +186,14 @@ uint64_t Job::Impl::piece_bytes() const {
   // piece 438 (curl 437). 64 BDPs keep it to a few restarts per large file
   // while a changed p still reaches a file within seconds; 8 MiB keeps fast
   // LANs at few requests.
-  return std::max<uint64_t>(spec.opts.max_piece_bytes,
-                            static_cast<uint64_t>(spec.opts.piece_bdp_multiple * double(info.bdp_bytes)));
+  uint64_t piece = std::max<uint64_t>(spec.opts.max_piece_bytes,
+                                      static_cast<uint64_t>(spec.opts.piece_bdp_multiple * double(info.bdp_bytes)));
+  // Under a rate cap the flow is paced (no restart bursts) and each request
+  // takes its share of the cap when it starts: pieces of about two seconds
+  // let a changed cap reach every file within that.
+  if (current.rate_cap_bps > 0)
+    piece = std::min(piece, std::max<uint64_t>(spec.opts.max_piece_bytes, uint64_t(current.rate_cap_bps / 8 * 2)));
+  return piece;
 }
 
 std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {

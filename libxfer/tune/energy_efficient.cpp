@@ -10,9 +10,10 @@
 // its throughput / energy recorded (l. 16-22); the level with the highest
 // ratio runs the rest of the transfer (l. 23-24). The channels of a level
 // are split over the chunks by the weights; unlike MinE, Large is not held
-// to one channel. Departure from the paper: the job's first interval (TCP
-// and TLS set-up, slow start) is a warm-up at level 1 and is not scored, so
-// level 1 is not penalised for the set-up every level would otherwise share.
+// to one channel. Departure from the paper: the interval after each change
+// of level (and the job's first, with its set-up and slow start) is not
+// scored, the next one is: with intervals shorter than the paper's 5 s the
+// change itself (connections opening or draining) would otherwise dominate.
 //
 // Kernel layer (KernelPlan::Scale): cores follow the channels of the level.
 #include "energy_efficient.h"
@@ -75,8 +76,9 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
     current_.reason = fmt::format("energy-efficient: level {} re-split over the chunks still running", chosen_) + k;
     return current_;
   }
-  if (!warmed_) {
-    warmed_ = true;
+  if (settle_) {  // the interval held a change of level (or the job's set-up): not scored
+    settle_ = false;
+    if (!obs.near_end) return std::nullopt;
   } else {
     Score s;
     s.mbps = obs.interval_s > 0 ? double(obs.bytes_interval) * 8 / obs.interval_s / 1e6 : 0;
@@ -93,6 +95,7 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
   bool done = next_ >= levels_.size() || obs.near_end;
   if (!done) {
     std::string k = at_level(levels_[next_], &obs);
+    settle_ = true;
     current_.reason = fmt::format("energy-efficient: searching, level {}", levels_[next_]) + k;
     return current_;
   }

@@ -15,16 +15,19 @@
 // channel (small chunks first, for energy) until the limit is reached; then
 // they are dealt round-robin from Large (MaxThr's order).
 //
-// Beyond the paper, for a target that is also a ceiling (±kBand): when a
-// level overshoots by more than kBand, one channel fewer is tried unless that
-// level was already seen below the target; then the kernel layer steps down
-// (frequency, cores) while the target holds; before that, where one channel
-// of small files overshoots, pipelining is scaled by target / actual (HTTP/2
-// streams in flight set the rate of small files); and when even the lowest
-// setting overshoots (one fast flow can exceed a low target), the job's
-// receive rate is capped just above the target (libcurl's per-request
-// CURLOPT_MAX_RECV_SPEED_LARGE, taking effect at the next request). Every
-// interval in band, the kernel layer tries one step down (KernelPlan::Lower).
+// Beyond the paper, for a target that is also a ceiling (within kBand):
+//   - the interval after a change of channels or pipelining is not used to
+//     decide (it holds the change itself: connections opening, slow start);
+//   - above the target by more than kBand, the receive rate is held at
+//     target * (1 + kCapMargin) (libcurl's CURLOPT_MAX_RECV_SPEED_LARGE per
+//     request, shared by the requests in flight; long requests are re-issued
+//     so that the cap reaches them at once). Channels and pipelining are
+//     coarse and slow steps, the cap is neither. Where the cap does not bite
+//     (many small responses), pipelining is scaled by target / actual;
+//   - below the target, a cap is lifted first, then the kernel layer raised,
+//     then pipelining restored, then the paper's jump and additive increase;
+//   - in band, the kernel layer steps down (frequency, cores) while the
+//     target holds (KernelPlan::Lower).
 // The summary reports the mean throughput from the first interval at target
 // to the tail, and its deviation from the target.
 #include "throughput_target.h"
@@ -50,6 +53,14 @@ int ThroughputTargetTuner::jump(int cc, double target_bps, double actual_bps, in
 
 void ThroughputTargetTuner::allocate(const Observation* obs) {
   std::vector<bool> active = tune::active_chunks(obs, info_.chunks.size());
+  if (phase_ == Phase::Control && !rearranged_) {
+    // Large held to one channel can leave channels nobody takes (a job of
+    // large files only): then re-arrange now rather than at maxChannel.
+    std::vector<int> cc = tune::split_by_weight(total_, info_.chunks, weights_, active, 1);
+    int dealt = 0;
+    for (int c : cc) dealt += c;
+    if (dealt < total_) rearranged_ = true;
+  }
   if (phase_ == Phase::Probe || rearranged_)
     tune::set_cc(current_, tune::deal_round_robin(phase_ == Phase::Probe ? info_.max_channels : total_, info_.chunks,
                                                   active));
@@ -84,6 +95,7 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
     target_bps_ = opts_.target_mbps * 1e6;
     phase_ = Phase::Control;
     current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; start at one channel", opts_.target_mbps);
+    settle_ = true;  // the first interval is set-up and slow start
   } else {
     phase_ = Phase::Probe;
     current_.reason = fmt::format("throughput-target: {:g}% of the maximum; measuring it with {} channels",
@@ -105,6 +117,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     target_bps_ = max_bps_ * opts_.target_pct / 100;
     phase_ = Phase::Control;
     total_ = 1;
+    settle_ = true;
     allocate(&obs);
     current_.reason = fmt::format("throughput-target: maximum {:.1f} Mbit/s measured, target {:.1f} Mbit/s; one channel",
                                   max_bps_ / 1e6, target_bps_ / 1e6);
@@ -112,34 +125,42 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   }
   if (obs.near_end) return std::nullopt;  // the tail: channels drain, nothing to learn
   const double lo = target_bps_, hi = target_bps_ * (1 + kBand);
-  seen_[total_] = thr;
   if (thr >= lo) reached_ = true;
   if (reached_) {
     ctl_bytes_ += double(obs.bytes_interval), ctl_s_ += obs.interval_s, ++ctl_intervals_;
     if (thr >= lo * (1 - kBand) && thr <= hi) ++in_band_;
   }
+  // The interval after a change of channels or pipelining holds the change
+  // itself (connections opening or draining, slow start): not a measurement.
+  if (settle_) {
+    settle_ = false;
+    return std::nullopt;
+  }
   std::string why;
+  bool app_change = false;
   if (kernel_.probing()) {
     why = kernel_.step(thr >= lo, cost, current_.total_channels(), current_);
   } else if (thr < lo) {
     if (current_.rate_cap_bps > 0) {
       current_.rate_cap_bps = current_.rate_cap_bps * 1.1 > target_bps_ * 1.5 ? 0 : current_.rate_cap_bps * 1.1;
-      why = current_.rate_cap_bps > 0 ? fmt::format("below target: rate cap raised to {:.1f} Mbit/s",
-                                                    current_.rate_cap_bps / 1e6)
+      why = current_.rate_cap_bps > 0 ? fmt::format("{:.1f} of {:.1f} Mbit/s: rate cap raised to {:.1f}", thr / 1e6,
+                                                    target_bps_ / 1e6, current_.rate_cap_bps / 1e6)
                                       : "below target: rate cap lifted";
     } else if (!kernel_.at_top() && !(why = kernel_.step(false, cost, current_.total_channels(), current_)).empty()) {
     } else if (scale_pp(lo / std::max(thr, 1.0), obs)) {
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: pipelining raised back toward MinE's", thr / 1e6, target_bps_ / 1e6);
+      app_change = true;
     } else if (!jumped_) {
       int next = jump(total_, target_bps_, thr, info_.max_channels);
       why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: jump to {} (cc * target / actual)", thr / 1e6,
                         target_bps_ / 1e6, total_, next);
-      total_ = next, jumped_ = true;
+      total_ = next, jumped_ = true, app_change = true;
     } else if (total_ < info_.max_channels) {
       ++total_;
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: additive increase to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+      app_change = true;
     } else if (!rearranged_) {
-      rearranged_ = true;
+      rearranged_ = true, app_change = true;
       why = "at the channel limit below target: channels re-arranged, Large gets its share";
     } else if (!out_of_reach_) {
       out_of_reach_ = true;
@@ -147,26 +168,23 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
                         thr / 1e6);
     }
   } else if (thr > hi) {
-    auto below = seen_.find(total_ - 1);
-    int floor_cc = 0;
-    for (bool a : tune::active_chunks(&obs, info_.chunks.size())) floor_cc += a;
-    if (total_ > std::max(1, floor_cc) && (below == seen_.end() || below->second >= lo)) {
-      --total_;
-      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f}: down to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+    if (current_.rate_cap_bps <= 0) {
+      current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);
+      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f}: receive rate held at {:.1f}", thr / 1e6, target_bps_ / 1e6,
+                        current_.rate_cap_bps / 1e6);
     } else if (scale_pp(target_bps_ / thr, obs)) {
-      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f} at the fewest channels: pipelining lowered", thr / 1e6,
-                        target_bps_ / 1e6);
-    } else if (!(why = kernel_.step(true, cost, current_.total_channels(), current_)).empty()) {
+      why = fmt::format("{:.1f} Mbit/s still over {:.1f} under the cap: pipelining lowered", thr / 1e6, target_bps_ / 1e6);
+      app_change = true;
     } else {
-      double cap = current_.rate_cap_bps > 0 ? current_.rate_cap_bps * target_bps_ / thr : target_bps_ * 1.03;
-      current_.rate_cap_bps = std::max(cap, target_bps_ * 0.9);
-      why = fmt::format("{:.1f} Mbit/s overshoots {:.1f} at the lowest setting: receive rate capped at {:.1f}",
-                        thr / 1e6, target_bps_ / 1e6, current_.rate_cap_bps / 1e6);
+      current_.rate_cap_bps = std::max(current_.rate_cap_bps * target_bps_ / thr, target_bps_ * 0.9);
+      why = fmt::format("{:.1f} Mbit/s over {:.1f}: rate cap lowered to {:.1f}", thr / 1e6, target_bps_ / 1e6,
+                        current_.rate_cap_bps / 1e6);
     }
   } else {
-    why = kernel_.step(true, cost, current_.total_channels(), current_);
+    why = kernel_.step(true, cost, current_.total_channels(), current_);  // in band: fewer resources if it holds
   }
   if (why.empty()) return std::nullopt;
+  settle_ = app_change;
   allocate(&obs);
   current_.reason = "throughput-target: " + why;
   return current_;

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <map>
 
 #include "kernel_plan.h"
 #include "xfer/tuner.h"
@@ -11,7 +10,8 @@ namespace xfer {
 class ThroughputTargetTuner : public Tuner {
  public:
   static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
-  static constexpr int kProbeIntervals = 2;  // --target-pct: intervals at full channels to measure the maximum
+  static constexpr int kProbeIntervals = 2;
+  static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target  // --target-pct: intervals at full channels to measure the maximum
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
   Params init(const JobInfo& info) override;
@@ -34,7 +34,7 @@ class ThroughputTargetTuner : public Tuner {
   double max_bps_ = 0, target_bps_ = 0;
   int total_ = 1;
   bool jumped_ = false, rearranged_ = false, out_of_reach_ = false;
-  std::map<int, double> seen_;  // channels -> last throughput measured with them
+  bool settle_ = false;  // the next interval holds a change: not a measurement
   tune::KernelPlan kernel_;
   Params current_;
   // Deviation: from the first interval at or above the target to the tail.
