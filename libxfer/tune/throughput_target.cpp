@@ -2,8 +2,8 @@
 // §2.5, Algorithm 3) and FlexibleThr (http-sla-transfer-algorithms.txt §4.4,
 // Algorithm 4). pp and p per chunk as in MinE. Target: --target-mbps, or
 // --target-pct of the maximum, measured first (l. 6: targetThroughput =
-// maxThroughput * SLALevel) over kProbeIntervals intervals with MaxThr's
-// full deal of channels. Then:
+// maxThroughput * SLALevel) with MaxThr's full deal of channels, until the
+// rate stops rising (kProbeIntervals to kMaxProbeIntervals intervals). Then:
 //
 //   concurrency = 1; transfer                                    (l. 7-9)
 //   if actual <= target: concurrency = concurrency * target / actual   (l. 10-12)
@@ -112,8 +112,13 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   double thr = obs.interval_s > 0 ? double(obs.bytes_interval) * 8 / obs.interval_s : 0;
   double cost = obs.joules > 0 && obs.bytes_interval ? obs.joules / double(obs.bytes_interval) : 0;
   if (phase_ == Phase::Probe) {
+    // Measure until the rate stops rising: at least kProbeIntervals, more
+    // while an interval beats the best so far by over 10% (connections and
+    // slow start take longer on long paths), at most kMaxProbeIntervals.
+    bool rising = thr > max_bps_ * 1.1;
     max_bps_ = std::max(max_bps_, thr);
-    if (++probe_n_ < kProbeIntervals && !obs.near_end) return std::nullopt;
+    ++probe_n_;
+    if (!obs.near_end && probe_n_ < kMaxProbeIntervals && (probe_n_ < kProbeIntervals || rising)) return std::nullopt;
     target_bps_ = max_bps_ * opts_.target_pct / 100;
     phase_ = Phase::Control;
     total_ = 1;

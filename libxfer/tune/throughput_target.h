@@ -10,7 +10,8 @@ namespace xfer {
 class ThroughputTargetTuner : public Tuner {
  public:
   static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
-  static constexpr int kProbeIntervals = 2;
+  static constexpr int kProbeIntervals = 2;     // --target-pct: at least this many intervals measure the maximum,
+  static constexpr int kMaxProbeIntervals = 8;  // more while the rate still rises, up to this
   static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target  // --target-pct: intervals at full channels to measure the maximum
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }

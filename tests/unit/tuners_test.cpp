@@ -342,3 +342,21 @@ TEST(ThroughputTarget, ScalesPipeliningWhereTheCapDoesNotBite) {
   EXPECT_EQ(end.chunks[0].cc, 1);
   EXPECT_EQ(end.chunks[0].pp, 10);
 }
+
+// A path where the rate takes several intervals to build: the probe goes on
+// while the rate rises by more than 10%, and takes the top.
+TEST(ThroughputTarget, ProbeWaitsForTheRateToStopRising) {
+  TunerOptions o;
+  o.target_pct = 50;
+  ThroughputTargetTuner t(o);
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  SimEngine sim{[](const Params&) { return 0.0; }, [](const Params&) { return 10.0; }};
+  Params p = t.init(info);
+  const double ramp[] = {0, 47, 140, 300, 440, 450};  // Mbit/s per interval
+  for (double r : ramp) {
+    sim.mbps = [r](const Params&) { return r; };
+    if (auto next = t.decide(sim.step(p, 1))) p = *next;
+  }
+  EXPECT_NEAR(t.target_bps(), 225e6, 1);  // 50% of 450, not of 47
+  EXPECT_EQ(p.total_channels(), 1);       // and control has begun
+}
