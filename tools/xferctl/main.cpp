@@ -158,7 +158,9 @@ int run(const RunArgs& a) {
       kc.state_file = a.kernel_state;
       try {
         kernel = std::make_unique<xfer::KernelLayer>(kc);
-      } catch (const xfer::KernelBusy& e) {  // the transfer goes on; the kernel layer is someone else's
+      } catch (const std::exception& e) {
+        // The transfer goes on without it: the kernel layer is someone
+        // else's (KernelBusy), or this user may not keep its journal.
         kernel_note = e.what();
         xfer::log::warn("kernel layer off for this job: {}", kernel_note);
       }
