@@ -53,8 +53,8 @@ std::string KernelPlan::step(bool goal_holds, double cost, int channels, Params&
     Probe was = probe_;
     probe_ = Probe::None;
     bool dearer = cost_before_ > 0 && cost > 0 && cost > cost_before_ * (1 + kTolerance);
-    std::string what = was == Probe::Freq ? "frequency" : "cores";
     if (!goal_holds || dearer) {
+      std::string what = was == Probe::Freq ? "frequency" : "cores";
       if (was == Probe::Freq) ++freq_i_, freq_settled_ = true;
       else ++cores_, cores_settled_ = true;
       put(p);
@@ -65,7 +65,6 @@ std::string KernelPlan::step(bool goal_holds, double cost, int channels, Params&
                                      : fmt::format("J/byte rose {:.0f}%", (cost / cost_before_ - 1) * 100));
     }
     // The step held: keep it and try the next one below.
-    (void)what;
   }
   if (goal_holds) {
     if (caps_.freq && !freq_settled_ && freq_i_ > 0) {

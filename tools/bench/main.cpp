@@ -191,10 +191,7 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
   std::vector<double> v;
   const auto& tl = j["timeline"];
   for (size_t i = 1; i + 1 < tl.size(); ++i) v.push_back(tl[i].value("throughput_mbps", 0.0));
-  if (!v.empty()) {
-    std::sort(v.begin(), v.end());
-    r->steady_mbps = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
+  if (!v.empty()) r->steady_mbps = bench::median(v);
 }
 
 pid_t nginx_master(const std::string& run) {

@@ -39,13 +39,6 @@ std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::string xml(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -58,6 +51,13 @@ std::string xml(const std::string& s) {
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"

@@ -10,6 +10,8 @@
 
 namespace bench {
 
+double median(std::vector<double> v);  // 0 for none
+
 std::string csv_header();
 std::string csv_line(const RunRow& r);
 std::vector<RunRow> read_csv(const std::string& path);

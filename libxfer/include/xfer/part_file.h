@@ -92,6 +92,7 @@ class PartFile {
   RangeSet durable_;   // synced to disk
   bool unrecorded_ = false;  // received_ grew since the record was written
   bool unsynced_ = false;    // received_ grew since the last fdatasync
+  bool unflushed_ = false;   // written since writeback was last started
   uint64_t resumed_bytes_ = 0;
 };
 
