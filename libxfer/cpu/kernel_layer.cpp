@@ -39,6 +39,7 @@ KernelCaps KernelLayer::caps() const {
   k.min_cores = std::max(1, cfg_.min_cores);
   if (cfg_.mode == CoreControl::Mode::Hotplug && !cfg_.allowed.empty())
     k.cores_present = std::min(k.cores_present, int(cfg_.allowed.size()) + 1);
+  if (cfg_.max_cores > 0) k.cores_present = std::max(k.min_cores, std::min(k.cores_present, cfg_.max_cores));
   k.freq = cfg_.freq && freq_.available();
   if (k.freq) {
     std::vector<unsigned long> f = freq_.frequencies(0);
@@ -46,7 +47,9 @@ KernelCaps KernelLayer::caps() const {
     if (f.empty() && freq_.limits(0, &lo, &hi) && hi > lo)  // no table (intel_pstate): five even steps
       for (int i = 0; i <= 4; ++i) f.push_back(lo + (hi - lo) * unsigned(i) / 4);
     std::sort(f.begin(), f.end());
-    for (unsigned long x : f) k.freqs_khz.push_back(long(x));
+    for (unsigned long x : f)
+      if ((cfg_.min_freq_khz <= 0 || long(x) >= cfg_.min_freq_khz) && (cfg_.max_freq_khz <= 0 || long(x) <= cfg_.max_freq_khz))
+        k.freqs_khz.push_back(long(x));
     k.freq = !k.freqs_khz.empty();
     k.freq_now_khz = k.freq ? k.freqs_khz.back() : 0;
   }
@@ -55,6 +58,10 @@ KernelCaps KernelLayer::caps() const {
 
 std::string KernelLayer::apply(int cores, long freq_khz) {
   std::string err;
+  // The policy's range bounds whatever a tuner asks for.
+  if (cores > 0 && cfg_.max_cores > 0) cores = std::min(cores, cfg_.max_cores);
+  if (freq_khz > 0 && cfg_.max_freq_khz > 0) freq_khz = std::min(freq_khz, cfg_.max_freq_khz);
+  if (freq_khz > 0 && cfg_.min_freq_khz > 0) freq_khz = std::max(freq_khz, cfg_.min_freq_khz);
   try {
     if (cores > 0 && cores != cores_.online()) cores_.set_online(cores);
   } catch (const std::exception& e) {

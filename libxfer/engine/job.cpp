@@ -47,7 +47,8 @@ std::string to_string(const ChunkParams& p) {
 
 Job::Impl::Impl(Job* s, Engine& e, Spec sp, std::unique_ptr<Tuner> t)
     : self(s), eng(e), spec(std::move(sp)), tuner(std::move(t)) {
-  dir_fd = open(spec.dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  dir_fd = spec.dest_dir_fd >= 0 ? fcntl(spec.dest_dir_fd, F_DUPFD_CLOEXEC, 3)
+                                 : open(spec.dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) throw IoError(errno, "destination " + spec.dest_dir);
   if (faccessat(dir_fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
     int err = errno;

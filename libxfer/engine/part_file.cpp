@@ -62,10 +62,20 @@ bool name_exists(int dir_fd, const std::string& name, uint64_t* size) {
 }
 
 PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
-                   std::string sha256)
-    : dir_fd_(dir_fd), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
+                   std::string sha256, FileOwner owner)
+    : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
   std::string part = name_ + kPartSuffix;
-  fd_ = openat(dir_fd_, part.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  fd_ = create(part, O_RDWR);
+  if (fd_ < 0 && errno == EEXIST) {
+    fd_ = openat(dir_fd_, part.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd_ >= 0 && owner_.set() &&
+        (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != owner_.uid || st.st_nlink != 1)) {
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError(EPERM, part + " exists and is not a regular file of the job's owner; not touched");
+    }
+  }
   if (fd_ < 0) throw IoError(errno, "open " + part);
   load_record();
   if (size_ && *size_ > 0) {
@@ -73,6 +83,18 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
     int rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
     if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) throw IoError(rc, "reserve " + std::to_string(*size_) + " bytes for " + part);
   }
+}
+
+int PartFile::create(const std::string& n, int flags) {
+  int fd = openat(dir_fd_, n.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0 && owner_.set() && fchown(fd, owner_.uid, owner_.gid) != 0) {
+    int err = errno;
+    ::close(fd);
+    unlinkat(dir_fd_, n.c_str(), 0);
+    errno = err;
+    return -1;
+  }
+  return fd;
 }
 
 PartFile::~PartFile() {
@@ -176,7 +198,8 @@ void PartFile::write_record(bool sync) {
       << "\nwritten " << received_.to_string() << "\n";
   std::string text = out.str();
   std::string tmp = name_ + kProgressSuffix + ".tmp";
-  int fd = openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  unlinkat(dir_fd_, tmp.c_str(), 0);  // a leftover (or a planted link) is replaced, never written through
+  int fd = create(tmp, O_WRONLY);
   if (fd < 0) throw IoError(errno, "open " + tmp);
   ssize_t n = ::write(fd, text.data(), text.size());
   int err = n == static_cast<ssize_t>(text.size()) ? 0 : (n < 0 ? errno : ENOSPC);

@@ -135,7 +135,8 @@ void Job::Impl::reconcile(Chunk& c) {
 
 bool Job::Impl::activate(FileTask* f) {
   try {
-    f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256);
+    f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256,
+                                         spec.owner);
   } catch (const IoError& e) {
     fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
     return false;

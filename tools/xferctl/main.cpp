@@ -1,5 +1,7 @@
-// xferctl: the command line of xferd. `run` carries out a job in-process,
-// without the daemon (scripts, benchmarks, and the README's main job).
+// xferctl: the command line of xferd. submit, status, list, cancel, pause,
+// resume, watch, policies and history talk to the daemon (client.cpp); `run`
+// carries out a job in-process, without the daemon (scripts, benchmarks), on
+// the same Job code the daemon runs.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "client.h"
 #include "progress.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
@@ -381,7 +384,9 @@ int main(int argc, char** argv) {
   kernel_cmd->add_flag("--hold", k_hold, "keep the setting until SIGINT/SIGTERM, then restore");
   kernel_cmd->add_flag("--restore", k_restore, "only restore what a crashed run left");
   kernel_cmd->add_option("--state-file", k_state, "journal of original values");
+  std::function<int()> client = xferctl::add_client_commands(app);
   CLI11_PARSE(app, argc, argv);
+  if (int rc = client(); rc >= 0) return rc;
   if (*run_cmd) return run(ra);
   if (*energy_cmd) return energy(model_path, energy_count);
   if (*calib_cmd) return calibrate(calib_out);

@@ -42,9 +42,9 @@ void finish_bar() {
   fflush(stderr);
 }
 
-void print_result(const nlohmann::json& s) {
+void print_result(const nlohmann::json& s, const std::string& title) {
   double secs = s["seconds"].get<double>();
-  fmt::print("xferctl run: {}{}\n", s["state"].get<std::string>(),
+  fmt::print("{}: {}{}\n", title, s["state"].get<std::string>(),
              s.contains("error") ? " — " + s["error"].get<std::string>() : "");
   fmt::print("  {:<11} {} ok, {} already there, {} failed (of {})\n", "files", s["files_ok"].get<size_t>(),
              s["files_skipped"].get<size_t>(), s["files_failed"].get<size_t>(), s["files"].get<size_t>());

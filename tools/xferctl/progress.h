@@ -13,6 +13,7 @@ std::string human_bytes(double bytes);
 // Redraws the bar in place (\r); call finish_bar() before printing anything else.
 void draw_bar(const xfer::JobProgress& p, const std::string& params);
 void finish_bar();
-void print_result(const nlohmann::json& summary);
+// title: what produced it ("xferctl run", "job 3").
+void print_result(const nlohmann::json& summary, const std::string& title = "xferctl run");
 
 }  // namespace xferctl

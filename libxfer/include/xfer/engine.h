@@ -40,6 +40,7 @@
 #include "xfer/kernel.h"
 #include "xfer/manifest.h"
 #include "xfer/params.h"
+#include "xfer/part_file.h"
 #include "xfer/tuner.h"
 
 typedef void CURLM;
@@ -156,6 +157,11 @@ class Job {
     Manifest manifest;
     std::string dest_dir;
     EngineOptions opts;
+    // The daemon's: the destination opened (and checked) for the caller, used
+    // instead of opening dest_dir again (dest_dir then only names it), and the
+    // caller who is to own every file the job creates.
+    int dest_dir_fd = -1;
+    FileOwner owner;
   };
   // Spec errors that need no network (destination unusable) throw here.
   Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner);

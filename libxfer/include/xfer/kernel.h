@@ -112,6 +112,9 @@ class KernelLayer {
     int min_cores = 1;
     std::vector<int> allowed;
     bool freq = true;  // tune the frequency where there is a cpufreq driver
+    int max_cores = 0;       // never more cores than this (0: all)
+    long min_freq_khz = 0;   // frequency range the tuner may use (0: the driver's)
+    long max_freq_khz = 0;
     std::string state_file = KernelJournal::kDefaultPath;
     std::string sysfs_root = "/sys/devices/system/cpu";
   };

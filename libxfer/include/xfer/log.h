@@ -15,5 +15,8 @@ using spdlog::warn;
 void set_level(const std::string& level);
 // Command-line tools: log lines go to stderr, never mixed into stdout.
 void to_stderr();
+// The daemon: to the journal when it runs under systemd (JOURNAL_STREAM or
+// INVOCATION_ID set), else stderr. Returns "journal" or "stderr".
+std::string to_journal_or_stderr();
 
 }  // namespace xfer::log

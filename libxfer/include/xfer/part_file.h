@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <sys/types.h>
+
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,6 +37,16 @@ class VerifyError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Who the engine's files belong to. The daemon runs as root and writes into
+// the caller's directory: every file it creates there is chowned to the caller,
+// and an existing .part is reused only when it is the caller's own regular file
+// with a single link (never a file someone planted to make root write elsewhere).
+struct FileOwner {
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+  bool set() const { return uid != static_cast<uid_t>(-1); }
+};
+
 class PartFile {
  public:
   static constexpr const char* kPartSuffix = ".part";
@@ -47,7 +59,7 @@ class PartFile {
   // matches url and size is loaded; one that does not is discarded with the
   // .part contents, and resumed_bytes() says 0.
   PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
-           std::string sha256);
+           std::string sha256, FileOwner owner = {});
   ~PartFile();
   PartFile(const PartFile&) = delete;
   PartFile& operator=(const PartFile&) = delete;
@@ -84,7 +96,10 @@ class PartFile {
   void write_record(bool sync);
   void unlink_quiet(const std::string& n);
 
+  int create(const std::string& n, int flags);  // a new file, owned by owner_
+
   int dir_fd_;
+  FileOwner owner_;
   int fd_ = -1;
   std::string name_, url_, sha256_;
   std::optional<uint64_t> size_;

@@ -1,0 +1,386 @@
+#include "bus.h"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+
+#include "job_options.h"
+#include "xfer/log.h"
+
+namespace xferd {
+
+namespace log = xfer::log;
+
+namespace {
+
+Service& svc(void* ud) { return *static_cast<Service*>(ud); }
+
+// A refusal (or anything thrown) becomes the caller's D-Bus error.
+template <class F>
+int guarded(sd_bus_message* m, sd_bus_error* e, F&& f) {
+  try {
+    return f();
+  } catch (const Refusal& r) {
+    log::info("refused {} from {}: {}: {}", sd_bus_message_get_member(m), sd_bus_message_get_sender(m) ?: "?", r.name,
+              r.what());
+    return sd_bus_error_set(e, r.name, r.what());
+  } catch (const std::exception& x) {
+    log::error("{}: {}", sd_bus_message_get_member(m), x.what());
+    return sd_bus_error_set(e, err::kInternal, x.what());
+  }
+}
+
+Caller need_caller(sd_bus_message* m) {
+  Caller c;
+  int r = caller_of(m, &c);
+  if (r < 0) throw Refusal(err::kInvalidArguments, std::string("the bus does not say who the caller is: ") + strerror(-r));
+  return c;
+}
+
+void check(int r, const char* what) {
+  if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
+}
+
+// a{sv} against the options table.
+nlohmann::json read_options(sd_bus_message* m) {
+  nlohmann::json out = nlohmann::json::object();
+  check(sd_bus_message_enter_container(m, 'a', "{sv}"), "options");
+  for (;;) {
+    int r = sd_bus_message_enter_container(m, 'e', "sv");
+    check(r, "options");
+    if (r == 0) break;
+    const char* key = nullptr;
+    check(sd_bus_message_read(m, "s", &key), "option name");
+    const JobOption* opt = nullptr;
+    for (const JobOption& o : kJobOptions)
+      if (std::strcmp(o.name, key) == 0) opt = &o;
+    if (!opt) {
+      std::string known;
+      for (const JobOption& o : kJobOptions) known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", o.name, o.type);
+      throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", key, known));
+    }
+    char type = 0;
+    const char* contents = nullptr;
+    check(sd_bus_message_peek_type(m, &type, &contents), "option value");
+    std::string vt = contents ? contents : "";
+    check(sd_bus_message_enter_container(m, 'v', contents), "option value");
+    if (opt->type == 's') {
+      if (vt != "s") throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a string (s), not '{}'", key, vt));
+      const char* v = nullptr;
+      check(sd_bus_message_read(m, "s", &v), key);
+      if (std::strlen(v) > 200) throw Refusal(err::kInvalidArguments, fmt::format("option {}: at most 200 bytes", key));
+      out[key] = v;
+    } else {
+      double v = 0;
+      if (vt == "d") check(sd_bus_message_read(m, "d", &v), key);
+      else if (vt == "u") { uint32_t x; check(sd_bus_message_read(m, "u", &x), key); v = x; }
+      else if (vt == "i") { int32_t x; check(sd_bus_message_read(m, "i", &x), key); v = x; }
+      else if (vt == "t") { uint64_t x; check(sd_bus_message_read(m, "t", &x), key); v = double(x); }
+      else throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a number (d, u, i or t), not '{}'", key, vt));
+      bool pct = std::strcmp(key, "target_pct") == 0;
+      if (!(v > 0) || (pct && v > 100) || v > 1e7)
+        throw Refusal(err::kInvalidArguments, fmt::format("option {}: {} is out of range", key, v));
+      if (opt->type == 'u') out[key] = int(v);
+      else out[key] = v;
+    }
+    check(sd_bus_message_exit_container(m), "option value");
+    check(sd_bus_message_exit_container(m), "options");
+  }
+  check(sd_bus_message_exit_container(m), "options");
+  return out;
+}
+
+int reply_job(sd_bus_message* m, Service& s, uint64_t id) {
+  return sd_bus_reply_method_return(m, "o", s.jobs.at(id)->path().c_str());
+}
+
+int method_submit(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    std::string text;
+    check(sd_bus_message_enter_container(m, 'a', "(sts)"), "entries");
+    int n = 0;
+    for (;;) {
+      const char *url = nullptr, *sha = nullptr;
+      uint64_t size = 0;
+      int r = sd_bus_message_read(m, "(sts)", &url, &size, &sha);
+      check(r, "entries");
+      if (r == 0) break;
+      ++n;
+      for (const char* p = url; *p; ++p)
+        if (static_cast<unsigned char>(*p) <= ' ' || *p == 0x7f)
+          throw Refusal(err::kUnsupportedUrl, fmt::format("entry {}: the URL contains a space or control byte", n));
+      for (const char* p = sha; *p; ++p)
+        if (!std::isxdigit(static_cast<unsigned char>(*p)))
+          throw Refusal(err::kInvalidManifest, fmt::format("entry {}: sha256 must be 64 hex digits or empty", n));
+      text += url;
+      if (size > 0) text += " " + std::to_string(size);  // 0: unknown, found by HEAD
+      if (*sha) text += std::string(" sha256:") + sha;
+      text += "\n";
+    }
+    check(sd_bus_message_exit_container(m), "entries");
+    const char *dest = nullptr, *policy = nullptr;
+    check(sd_bus_message_read(m, "ss", &dest, &policy), "destination, policy");
+    nlohmann::json opts = read_options(m);
+    if (n == 0) throw Refusal(err::kInvalidManifest, "no entries: nothing to fetch");
+    return reply_job(m, svc(ud), svc(ud).submit(c, text, dest, policy, opts));
+  });
+}
+
+int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    const char *text = nullptr, *dest = nullptr, *policy = nullptr;
+    check(sd_bus_message_read(m, "sss", &text, &dest, &policy), "manifest, destination, policy");
+    nlohmann::json opts = read_options(m);
+    return reply_job(m, svc(ud), svc(ud).submit(c, text, dest, policy, opts));
+  });
+}
+
+int method_list_jobs(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    sd_bus_message* reply = nullptr;
+    check(sd_bus_message_new_method_return(m, &reply), "reply");
+    std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)> hold(reply, sd_bus_message_unref);
+    check(sd_bus_message_open_container(reply, 'a', "(otussstt)"), "reply");
+    for (const auto& [id, j] : svc(ud).jobs) {
+      if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
+      xfer::JobProgress p = j->job ? j->job->progress() : j->progress;
+      check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
+                                  j->state.c_str(), j->row.policy.c_str(), j->label.c_str(), p.bytes_done, p.bytes_total),
+            "reply");
+    }
+    check(sd_bus_message_close_container(reply), "reply");
+    return sd_bus_send(nullptr, reply, nullptr);
+  });
+}
+
+int method_get_policies(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    Service& s = svc(ud);
+    sd_bus_message* reply = nullptr;
+    check(sd_bus_message_new_method_return(m, &reply), "reply");
+    std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)> hold(reply, sd_bus_message_unref);
+    check(sd_bus_message_open_container(reply, 'a', "(ssbbs)"), "reply");
+    for (const auto& [name, p] : s.cfg.policies) {
+      std::string d = p.description;
+      if (p.target_mbps > 0) d += fmt::format(" [target {} Mbit/s]", p.target_mbps);
+      if (p.target_pct > 0) d += fmt::format(" [target {}% of the maximum]", p.target_pct);
+      check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
+                                  int(may_use(s.cfg, p, c)), d.c_str()),
+            "reply");
+    }
+    check(sd_bus_message_close_container(reply), "reply");
+    return sd_bus_send(nullptr, reply, nullptr);
+  });
+}
+
+int method_reload(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    if (!c.root()) throw Refusal(err::kNotPrivileged, "only root may reload xferd's configuration");
+    std::string why = svc(ud).reload();
+    if (!why.empty()) throw Refusal(err::kConfig, why + "; the configuration in use is kept");
+    return sd_bus_reply_method_return(m, "");
+  });
+}
+
+int prop_version(sd_bus*, const char*, const char*, const char*, sd_bus_message* reply, void*, sd_bus_error*) {
+  return sd_bus_message_append(reply, "s", XFERD_VERSION);
+}
+
+// Job1 ------------------------------------------------------------------
+
+JobEntry& entry(void* ud) { return *static_cast<JobEntry*>(ud); }
+
+template <void (Service::*Op)(const Caller&, JobEntry&)>
+int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    JobEntry& j = entry(ud);
+    (j.service->*Op)(c, j);
+    return sd_bus_reply_method_return(m, "");
+  });
+}
+
+int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus_message* r, void* ud, sd_bus_error*) {
+  JobEntry& j = entry(ud);
+  xfer::JobProgress p = j.job ? j.job->progress() : j.progress;
+  std::string_view n = property;
+  if (n == "Id") return sd_bus_message_append(r, "t", j.row.id);
+  if (n == "Owner") return sd_bus_message_append(r, "u", uint32_t(j.row.uid));
+  if (n == "Destination") return sd_bus_message_append(r, "s", j.row.dest.c_str());
+  if (n == "Label") return sd_bus_message_append(r, "s", j.label.c_str());
+  if (n == "State") return sd_bus_message_append(r, "s", j.state.c_str());
+  if (n == "Policy") return sd_bus_message_append(r, "s", j.row.policy.c_str());
+  if (n == "BytesDone") return sd_bus_message_append(r, "t", p.bytes_done);
+  if (n == "BytesTotal") return sd_bus_message_append(r, "t", p.bytes_total);
+  if (n == "FilesDone") return sd_bus_message_append(r, "u", uint32_t(p.files_done + p.files_skipped));
+  if (n == "FilesTotal") return sd_bus_message_append(r, "u", uint32_t(p.files_total));
+  if (n == "FilesFailed") return sd_bus_message_append(r, "u", uint32_t(p.files_failed));
+  if (n == "ThroughputBps") return sd_bus_message_append(r, "d", p.throughput_bps);
+  if (n == "EnergyJoules") return sd_bus_message_append(r, "d", j.joules);
+  if (n == "EnergySource") return sd_bus_message_append(r, "s", j.energy_source.c_str());
+  if (n == "Cores") return sd_bus_message_append(r, "i", int32_t(j.params.cores));
+  if (n == "KernelNote") return sd_bus_message_append(r, "s", j.kernel_note.c_str());
+  if (n == "Error") return sd_bus_message_append(r, "s", j.error.c_str());
+  if (n == "Summary") return sd_bus_message_append(r, "s", j.summary.c_str());
+  if (n == "Params") {
+    int rc = sd_bus_message_open_container(r, 'a', "(siii)");
+    for (size_t i = 0; rc >= 0 && i < j.params.chunks.size(); ++i) {
+      const xfer::ChunkParams& c = j.params.chunks[i];
+      rc = sd_bus_message_append(r, "(siii)", i < j.kinds.size() ? j.kinds[i].c_str() : "?", c.cc, c.p, c.pp);
+    }
+    return rc < 0 ? rc : sd_bus_message_close_container(r);
+  }
+  return -ENOENT;
+}
+
+#define JOB_PROP(name, sig, flags) SD_BUS_PROPERTY(name, sig, job_property, 0, flags)
+constexpr uint64_t kChanges = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
+constexpr uint64_t kConst = SD_BUS_VTABLE_PROPERTY_CONST;
+
+const sd_bus_vtable manager_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_METHOD_WITH_NAMES("Submit", "a(sts)ssa{sv}",
+                             SD_BUS_PARAM(entries) SD_BUS_PARAM(destination) SD_BUS_PARAM(policy) SD_BUS_PARAM(options),
+                             "o", SD_BUS_PARAM(job), method_submit, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("SubmitManifest", "sssa{sv}",
+                             SD_BUS_PARAM(manifest) SD_BUS_PARAM(destination) SD_BUS_PARAM(policy) SD_BUS_PARAM(options),
+                             "o", SD_BUS_PARAM(job), method_submit_manifest, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("ListJobs", "", , "a(otussstt)", SD_BUS_PARAM(jobs), method_list_jobs,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("GetPolicies", "", , "a(ssbbs)", SD_BUS_PARAM(policies), method_get_policies,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_VTABLE_END};
+
+const sd_bus_vtable job_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    JOB_PROP("Id", "t", kConst),
+    JOB_PROP("Owner", "u", kConst),
+    JOB_PROP("Destination", "s", kConst),
+    JOB_PROP("Label", "s", kConst),
+    JOB_PROP("Policy", "s", kConst),
+    JOB_PROP("State", "s", kChanges),
+    JOB_PROP("BytesDone", "t", kChanges),
+    JOB_PROP("BytesTotal", "t", kChanges),
+    JOB_PROP("FilesDone", "u", kChanges),
+    JOB_PROP("FilesTotal", "u", kChanges),
+    JOB_PROP("FilesFailed", "u", kChanges),
+    JOB_PROP("ThroughputBps", "d", kChanges),
+    JOB_PROP("EnergyJoules", "d", kChanges),
+    JOB_PROP("EnergySource", "s", kChanges),
+    JOB_PROP("Params", "a(siii)", kChanges),
+    JOB_PROP("Cores", "i", kChanges),
+    JOB_PROP("KernelNote", "s", kChanges),
+    JOB_PROP("Error", "s", kChanges),
+    JOB_PROP("Summary", "s", kChanges),
+    SD_BUS_METHOD("Cancel", "", "", job_method<&Service::cancel>, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Pause", "", "", job_method<&Service::pause>, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Resume", "", "", job_method<&Service::resume>, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_NAMES("Finished", "ss", SD_BUS_PARAM(state) SD_BUS_PARAM(summary), 0),
+    SD_BUS_VTABLE_END};
+
+// Length of the single complete type at the start of a D-Bus signature.
+size_t complete_type(const char* s) {
+  if (*s == 'a') return 1 + complete_type(s + 1);
+  if (*s != '(' && *s != '{') return *s ? 1 : 0;
+  size_t i = 0;
+  int depth = 0;
+  do {
+    if (s[i] == '(' || s[i] == '{') ++depth;
+    else if (s[i] == ')' || s[i] == '}') --depth;
+    ++i;
+  } while (s[i] && depth > 0);
+  return i;
+}
+
+// What each method takes, from the vtables: signature and "type name, ..." for
+// the argument check below.
+std::map<std::string, std::pair<std::string, std::string>> signatures() {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  auto add = [&](const char* iface, const sd_bus_vtable* v) {
+    for (; v->type != _SD_BUS_VTABLE_END; ++v) {
+      if (v->type != _SD_BUS_VTABLE_METHOD) continue;
+      const char* sig = v->x.method.signature;
+      const char* name = v->x.method.names;  // in-args' names, NUL-separated (may be absent)
+      std::string args;
+      for (const char* p = sig; *p;) {
+        size_t n = complete_type(p);
+        args += fmt::format("{}{} {}", args.empty() ? "" : ", ", std::string(p, n), name && *name ? name : "arg");
+        if (name && *name) name += std::strlen(name) + 1;
+        p += n;
+      }
+      out[std::string(iface) + "." + v->x.method.member] = {sig, args};
+    }
+  };
+  add("org.xferd.Manager1", manager_vtable);
+  add("org.xferd.Job1", job_vtable);
+  return out;
+}
+
+// Wrong argument types get the project's error, naming what the method takes.
+int check_arguments(sd_bus_message* m, void*, sd_bus_error*) {
+  static const auto sigs = signatures();
+  if (!sd_bus_message_is_method_call(m, nullptr, nullptr)) return 0;
+  const char* iface = sd_bus_message_get_interface(m);
+  const char* member = sd_bus_message_get_member(m);
+  if (!iface || !member || std::strncmp(iface, "org.xferd.", 10) != 0) return 0;
+  auto it = sigs.find(std::string(iface) + "." + member);
+  if (it == sigs.end()) return 0;  // sd-bus answers UnknownMethod
+  const char* got = sd_bus_message_get_signature(m, true);
+  if (got && it->second.first == got) return 0;
+  log::info("refused {} from {}: arguments '{}', expected '{}'", member, sd_bus_message_get_sender(m) ?: "?", got ?: "",
+            it->second.first);
+  sd_bus_reply_method_errorf(m, err::kInvalidArguments, "%s takes (%s), signature '%s'; it was given '%s'", member,
+                             it->second.second.c_str(), it->second.first.c_str(), got ? got : "");
+  return 1;
+}
+
+int find_job(sd_bus*, const char* path, const char*, void* ud, void** found, sd_bus_error*) {
+  Service& s = svc(ud);
+  std::string p = path, prefix = std::string(kJobPrefix) + "/";
+  if (p.compare(0, prefix.size(), prefix) != 0) return 0;
+  std::string id = p.substr(prefix.size());
+  if (id.empty() || id.size() > 19 || id.find_first_not_of("0123456789") != std::string::npos) return 0;
+  auto it = s.jobs.find(std::stoull(id));
+  if (it == s.jobs.end()) return 0;
+  *found = it->second.get();
+  return 1;
+}
+
+int enumerate_jobs(sd_bus*, const char*, void* ud, char*** nodes, sd_bus_error*) {
+  Service& s = svc(ud);
+  char** out = static_cast<char**>(calloc(s.jobs.size() + 1, sizeof(char*)));
+  if (!out) return -ENOMEM;
+  size_t i = 0;
+  for (const auto& [id, j] : s.jobs) out[i++] = strdup(j->path().c_str());
+  *nodes = out;
+  return 0;
+}
+
+}  // namespace
+
+int bus_register(Service& s, sd_bus* bus) {
+  int r = sd_bus_add_filter(bus, nullptr, check_arguments, &s);
+  if (r >= 0) r = sd_bus_add_object_vtable(bus, nullptr, kManagerPath, "org.xferd.Manager1", manager_vtable, &s);
+  if (r >= 0) r = sd_bus_add_fallback_vtable(bus, nullptr, kJobPrefix, "org.xferd.Job1", job_vtable, find_job, &s);
+  if (r >= 0) r = sd_bus_add_node_enumerator(bus, nullptr, kJobPrefix, enumerate_jobs, &s);
+  if (r < 0) return r;
+  s.bus = bus;
+  s.on_changed = [bus](JobEntry& j) {
+    sd_bus_emit_properties_changed(bus, j.path().c_str(), "org.xferd.Job1", "State", "BytesDone", "BytesTotal", "FilesDone",
+                                   "FilesTotal", "FilesFailed", "ThroughputBps", "EnergyJoules", "EnergySource", "Params",
+                                   "Cores", "KernelNote", "Error", "Summary", nullptr);
+  };
+  s.on_finished = [bus](JobEntry& j) {
+    sd_bus_emit_signal(bus, j.path().c_str(), "org.xferd.Job1", "Finished", "ss", j.state.c_str(), j.summary.c_str());
+  };
+  return 0;
+}
+
+}  // namespace xferd

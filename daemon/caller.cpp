@@ -1,0 +1,166 @@
+#include "caller.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace xferd {
+
+bool Caller::in_group(gid_t g) const {
+  return gid == g || std::find(groups.begin(), groups.end(), g) != groups.end();
+}
+
+bool Caller::is(const std::string& u) const {
+  if (u == name) return true;
+  return !u.empty() && u.find_first_not_of("0123456789") == std::string::npos && std::stoul(u) == uid;
+}
+
+bool Caller::member_of(const std::string& g) const {
+  if (!g.empty() && g.find_first_not_of("0123456789") == std::string::npos) return in_group(gid_t(std::stoul(g)));
+  group gr{}, *res = nullptr;
+  char buf[16384];
+  if (getgrnam_r(g.c_str(), &gr, buf, sizeof buf, &res) != 0 || !res) return false;
+  return in_group(res->gr_gid);
+}
+
+namespace {
+
+void fill_name_and_groups(Caller& c, bool groups_known) {
+  passwd pw{}, *res = nullptr;
+  char buf[16384];
+  if (getpwuid_r(c.uid, &pw, buf, sizeof buf, &res) == 0 && res) {
+    c.name = res->pw_name;
+    if (!groups_known) {
+      int n = 64;
+      std::vector<gid_t> g(n);
+      if (getgrouplist(res->pw_name, c.gid, g.data(), &n) < 0) {
+        g.resize(n);
+        getgrouplist(res->pw_name, c.gid, g.data(), &n);
+      }
+      g.resize(std::max(n, 0));
+      c.groups = g;
+    }
+  } else {
+    c.name = "uid " + std::to_string(c.uid);
+  }
+}
+
+}  // namespace
+
+// The bus driver's word (SO_PEERCRED / SO_PEERGROUPS at connect time), never
+// /proc (a pid can be reused): the effective uid, and the groups when the driver knows them.
+int caller_of(sd_bus_message* m, Caller* out) {
+  sd_bus_creds* creds = nullptr;
+  int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_SUPPLEMENTARY_GIDS, &creds);
+  if (r < 0) return r;
+  Caller c;
+  r = sd_bus_creds_get_euid(creds, &c.uid);
+  const gid_t* gids = nullptr;
+  int ng = r >= 0 ? sd_bus_creds_get_supplementary_gids(creds, &gids) : -1;
+  if (ng >= 0) c.groups.assign(gids, gids + ng);
+  sd_bus_creds_unref(creds);
+  if (r < 0) return r;
+  passwd pw{}, *res = nullptr;
+  char buf[16384];
+  if (getpwuid_r(c.uid, &pw, buf, sizeof buf, &res) == 0 && res) c.gid = res->pw_gid;
+  else c.gid = c.groups.empty() ? gid_t(c.uid) : c.groups.front();
+  fill_name_and_groups(c, ng >= 0);
+  *out = c;
+  return 0;
+}
+
+Caller caller_for(uid_t uid, gid_t gid) {
+  Caller c;
+  c.uid = uid;
+  c.gid = gid;
+  fill_name_and_groups(c, false);
+  return c;
+}
+
+int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
+  if (path.empty() || path[0] != '/') {
+    *why = "destination '" + path + "' is not an absolute path";
+    return -1;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    *why = std::string("socketpair: ") + strerror(errno);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    *why = std::string("fork: ") + strerror(errno);
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    // The child: raw system calls only (the parent may have threads), the
+    // caller's identity, then the check. Its verdict: an errno and, on
+    // success, the directory fd.
+    close(sv[0]);
+    int err = 0;
+    if (syscall(SYS_setgroups, c.groups.size(), c.groups.data()) != 0 || syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
+        syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0)
+      err = errno ? errno : EPERM;
+    int fd = err ? -1 : open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!err && fd < 0) err = errno;
+    if (!err && faccessat(fd, ".", W_OK | X_OK, 0) != 0) err = errno;
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{&err, sizeof err};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!err) {
+      msg.msg_control = cbuf;
+      msg.msg_controllen = sizeof cbuf;
+      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    }
+    _exit(sendmsg(sv[1], &msg, 0) < 0 ? 1 : 0);
+  }
+  close(sv[1]);
+  int err = EIO, fd = -1;
+  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&err, sizeof err};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n;
+  do n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n == ssize_t(sizeof err))
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  close(sv[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n != ssize_t(sizeof err)) err = EIO;
+  if (err == 0 && fd >= 0) return fd;
+  if (fd >= 0) close(fd);
+  switch (err) {
+    case ENOENT: *why = "destination " + path + " does not exist"; break;
+    case ENOTDIR: *why = "destination " + path + " is not a directory"; break;
+    case EACCES:
+    case EPERM:
+    case EROFS: *why = "destination " + path + " is not writable by " + c.name + " (" + strerror(err) + ")"; break;
+    default: *why = "destination " + path + ": " + strerror(err);
+  }
+  return -1;
+}
+
+}  // namespace xferd

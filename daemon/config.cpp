@@ -1,0 +1,265 @@
+#include "config.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <functional>
+#include <toml++/toml.h>
+
+#include "xfer/tuner.h"
+
+namespace xferd {
+
+namespace {
+
+// A key's setter returns "" or what is wrong with the value.
+template <class T>
+using Setter = std::function<std::string(const toml::node&, T&)>;
+
+template <class T, class M>
+Setter<T> integer(M T::*field, long lo, long hi) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    auto v = n.value<int64_t>();
+    if (!n.is_integer() || !v) return "expected an integer";
+    if (*v < lo || *v > hi) return "must be between " + std::to_string(lo) + " and " + std::to_string(hi);
+    t.*field = static_cast<M>(*v);
+    return "";
+  };
+}
+
+template <class T>
+Setter<T> number(double T::*field, double lo, double hi) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    auto v = n.value<double>();
+    if (!(n.is_integer() || n.is_floating_point()) || !v) return "expected a number";
+    if (*v < lo || *v > hi) return "must be between " + std::to_string(lo) + " and " + std::to_string(hi);
+    t.*field = *v;
+    return "";
+  };
+}
+
+template <class T>
+Setter<T> text(std::string T::*field, std::vector<std::string> choices = {}) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    if (!n.is_string()) return "expected a string";
+    std::string v = *n.value<std::string>();
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+      std::string all;
+      for (const auto& c : choices) all += (all.empty() ? "" : ", ") + c;
+      return "'" + v + "' is not one of " + all;
+    }
+    t.*field = v;
+    return "";
+  };
+}
+
+template <class T>
+Setter<T> boolean(bool T::*field) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    if (!n.is_boolean()) return "expected true or false";
+    t.*field = *n.value<bool>();
+    return "";
+  };
+}
+
+template <class T>
+Setter<T> strings(std::vector<std::string> T::*field) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    const toml::array* a = n.as_array();
+    if (!a) return "expected an array of strings";
+    std::vector<std::string> out;
+    for (const auto& e : *a) {
+      if (e.is_string()) out.push_back(*e.value<std::string>());
+      else if (e.is_integer()) out.push_back(std::to_string(*e.value<int64_t>()));  // a uid / gid
+      else return "expected an array of strings (names) or integers (ids)";
+    }
+    t.*field = out;
+    return "";
+  };
+}
+
+// The one table of keys: section, key, setter. systemd/xferd.conf documents each.
+const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys() {
+  static const std::map<std::string, std::map<std::string, Setter<Config>>> keys = {
+      {"daemon",
+       {{"interval_ms", integer(&Config::interval_ms, 100, 600000)},
+        {"state_dir", text(&Config::state_dir)},
+        {"keep_finished_days", number(&Config::keep_finished_days, 0, 36500)},
+        {"default_policy", text(&Config::default_policy)},
+        {"default_policy_unprivileged", text(&Config::default_policy_unprivileged)},
+        {"log_level", text(&Config::log_level, {"debug", "info", "warn", "error"})}}},
+      {"limits",
+       {{"max_jobs_per_user", integer(&Config::max_jobs_per_user, 1, 100000)},
+        {"max_entries_per_job", integer(&Config::max_entries_per_job, 1, 10000000)},
+        {"max_running_jobs", integer(&Config::max_running_jobs, 1, 10000)},
+        {"max_channels", integer(&Config::max_channels, 1, 4096)}}},
+      {"kernel",
+       {{"mode", text(&Config::kernel_mode, {"auto", "hotplug", "affinity", "off"})},
+        {"min_cores", integer(&Config::min_cores, 1, 4096)},
+        {"group", text(&Config::kernel_group)},
+        {"state_file", text(&Config::kernel_state)}}},
+      {"network",
+       {{"bandwidth_mbps", number(&Config::bandwidth_mbps, 0.001, 1e7)},
+        {"http", text(&Config::http, {"auto", "1.1", "h2c"})},
+        {"flows", text(&Config::flows, {"ebpf", "tcp_info", "off"})}}},
+  };
+  return keys;
+}
+
+std::vector<std::string> algorithms() {
+  std::vector<std::string> out;
+  for (const auto& e : xfer::tuner_registry()) out.push_back(e.name);
+  return out;
+}
+
+const std::map<std::string, Setter<Policy>>& policy_keys() {
+  static const std::map<std::string, Setter<Policy>> keys = {
+      {"algorithm", text(&Policy::algorithm, algorithms())},
+      {"description", text(&Policy::description)},
+      {"target_mbps", number(&Policy::target_mbps, 0, 1e7)},
+      {"target_pct", number(&Policy::target_pct, 0, 100)},
+      {"max_channels", integer(&Policy::max_channels, 0, 4096)},
+      {"search_step", integer(&Policy::search_step, 0, 1024)},
+      {"kernel", boolean(&Policy::kernel)},
+      {"min_cores", integer(&Policy::min_cores, 0, 4096)},
+      {"max_cores", integer(&Policy::max_cores, 0, 4096)},
+      {"min_freq_khz", integer(&Policy::min_freq_khz, 0, 100000000)},
+      {"max_freq_khz", integer(&Policy::max_freq_khz, 0, 100000000)},
+      {"users", strings(&Policy::users)},
+      {"groups", strings(&Policy::groups)},
+  };
+  return keys;
+}
+
+std::string at(const std::string& file, const toml::source_region& r) {
+  return r.begin.line ? file + ":" + std::to_string(r.begin.line) : file;
+}
+
+template <class T>
+void apply_table(const std::string& file, const std::string& where, const toml::table& tbl,
+                 const std::map<std::string, Setter<T>>& keys, T& target) {
+  for (auto&& [k, v] : tbl) {
+    std::string key(k.str());
+    auto it = keys.find(key);
+    if (it == keys.end()) {
+      std::string known;
+      for (const auto& [name, _] : keys) known += (known.empty() ? "" : ", ") + name;
+      throw ConfigError(at(file, k.source()) + ": unknown key '" + key + "' in [" + where + "] (known: " + known + ")");
+    }
+    if (std::string why = it->second(v, target); !why.empty())
+      throw ConfigError(at(file, v.source()) + ": [" + where + "] " + key + ": " + why);
+  }
+}
+
+void apply_file(const std::string& file, Config& c) {
+  toml::table root;
+  try {
+    root = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(at(file, e.source()) + ": " + std::string(e.description()));
+  }
+  for (auto&& [k, v] : root) {
+    std::string section(k.str());
+    const toml::table* tbl = v.as_table();
+    if (!tbl) throw ConfigError(at(file, k.source()) + ": '" + section + "' must be a [section]");
+    if (section == "policy") {
+      for (auto&& [pk, pv] : *tbl) {
+        std::string name(pk.str());
+        const toml::table* ptbl = pv.as_table();
+        if (!ptbl) throw ConfigError(at(file, pk.source()) + ": policy." + name + " must be a table [policy." + name + "]");
+        if (name.empty() || name.size() > 64 ||
+            name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
+          throw ConfigError(at(file, pk.source()) + ": policy name '" + name +
+                            "' must be 1 to 64 of a-z, 0-9, '-' and '_'");
+        Policy& p = c.policies[name];
+        p.name = name;
+        p.origin = at(file, pk.source());
+        apply_table(file, "policy." + name, *ptbl, policy_keys(), p);
+      }
+      continue;
+    }
+    auto sect = global_keys().find(section);
+    if (sect == global_keys().end())
+      throw ConfigError(at(file, k.source()) + ": unknown section [" + section +
+                        "] (known: daemon, limits, kernel, network, policy.NAME)");
+    apply_table(file, section, *tbl, sect->second, c);
+  }
+  c.files.push_back(file);
+}
+
+// What holds across keys and files, checked once everything is read.
+void check(const Config& c) {
+  for (const auto& [name, p] : c.policies) {
+    if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
+    bool target = p.target_mbps > 0 || p.target_pct > 0;
+    if (p.algorithm == "throughput-target" && !target)
+      throw ConfigError(p.origin + ": policy " + name + ": throughput-target needs target_mbps or target_pct");
+    if (p.algorithm != "throughput-target" && target)
+      throw ConfigError(p.origin + ": policy " + name + ": target_mbps / target_pct go with algorithm throughput-target");
+    if (p.target_mbps > 0 && p.target_pct > 0)
+      throw ConfigError(p.origin + ": policy " + name + ": give target_mbps or target_pct, not both");
+    if (p.max_cores > 0 && p.min_cores > p.max_cores)
+      throw ConfigError(p.origin + ": policy " + name + ": min_cores is above max_cores");
+    if (p.max_freq_khz > 0 && p.min_freq_khz > p.max_freq_khz)
+      throw ConfigError(p.origin + ": policy " + name + ": min_freq_khz is above max_freq_khz");
+    if (p.algorithm == "static")
+      throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");
+  }
+  std::string where = c.files.empty() ? "built-in defaults" : c.files.back();
+  if (!c.policies.count(c.default_policy))
+    throw ConfigError(where + ": default_policy '" + c.default_policy + "' is not a defined policy");
+  auto u = c.policies.find(c.default_policy_unprivileged);
+  if (u == c.policies.end())
+    throw ConfigError(where + ": default_policy_unprivileged '" + c.default_policy_unprivileged +
+                      "' is not a defined policy");
+  if (u->second.kernel)
+    throw ConfigError(where + ": default_policy_unprivileged '" + u->first +
+                      "' changes the kernel layer; it must be a policy every caller may use");
+}
+
+Policy builtin(const std::string& name, const std::string& algo, bool kernel, const std::string& what) {
+  Policy p;
+  p.name = name;
+  p.algorithm = algo;
+  p.kernel = kernel;
+  p.description = what;
+  p.origin = "built-in";
+  return p;
+}
+
+}  // namespace
+
+Config builtin_config() {
+  Config c;
+  c.policies["min-energy"] = builtin("min-energy", "min-energy", true, "least energy (MinE), cores and frequency stepped down while joules per byte fall");
+  c.policies["max-throughput"] = builtin("max-throughput", "max-throughput", true, "most throughput (MaxThr), every core at the top frequency");
+  c.policies["energy-efficient"] = builtin("energy-efficient", "energy-efficient", true, "best throughput per joule (HTEE/EE search)");
+  c.policies["throughput-target"] = builtin("throughput-target", "throughput-target", true, "70% of the measured maximum at least energy (SLAEE)");
+  c.policies["throughput-target"].target_pct = 70;
+  c.policies["app-min-energy"] = builtin("app-min-energy", "min-energy", false, "least energy, application layer only");
+  c.policies["app-max-throughput"] = builtin("app-max-throughput", "max-throughput", false, "most throughput, application layer only");
+  c.policies["app-energy-efficient"] = builtin("app-energy-efficient", "energy-efficient", false, "best throughput per joule, application layer only");
+  return c;
+}
+
+Config load_config(const std::string& main, const std::string& dropin_dir) {
+  Config c = builtin_config();
+  struct stat st;
+  if (stat(main.c_str(), &st) == 0) apply_file(main, c);
+  else if (errno != ENOENT) throw ConfigError(main + ": cannot read: " + std::string(strerror(errno)));
+  std::vector<std::string> dropins;
+  if (DIR* d = opendir(dropin_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".conf") == 0) dropins.push_back(dropin_dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(dropins.begin(), dropins.end());
+  for (const auto& f : dropins) apply_file(f, c);
+  check(c);
+  return c;
+}
+
+}  // namespace xferd

@@ -1,0 +1,72 @@
+// xferd's configuration: /etc/xferd/xferd.conf, then every
+// /etc/xferd/xferd.conf.d/*.conf in name order (TOML; a later file overrides
+// the keys it sets). One table of keys (config.cpp) says what each key is;
+// the shipped systemd/xferd.conf comments every one of them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xferd {
+
+// A named SLA policy, chosen by callers by name.
+struct Policy {
+  std::string name;
+  std::string algorithm;   // a tuner of the registry: min-energy, max-throughput, ...
+  std::string description;
+  double target_mbps = 0;  // throughput-target
+  double target_pct = 0;   // throughput-target: percent of the measured maximum
+  int max_channels = 0;    // 0: the global limit
+  int search_step = 0;     // energy-efficient (0: the algorithm's own)
+  bool kernel = false;     // may change online cores and CPU frequency
+  int min_cores = 0, max_cores = 0;          // 0: the global / all
+  long min_freq_khz = 0, max_freq_khz = 0;   // 0: the driver's range
+  std::vector<std::string> users;   // who may use it (names or uids); empty with
+  std::vector<std::string> groups;  // groups empty: everyone (kernel rules still apply)
+  std::string origin;               // "file:line" where it was defined
+};
+
+struct Config {
+  // [daemon]
+  long interval_ms = 5000;          // control interval
+  std::string state_dir = "/var/lib/xferd";
+  double keep_finished_days = 7;    // finished jobs' summaries are kept this long
+  std::string default_policy = "min-energy";
+  std::string default_policy_unprivileged = "app-min-energy";
+  std::string log_level = "info";
+  // [limits]
+  int max_jobs_per_user = 32;       // jobs not yet finished, per uid
+  int max_entries_per_job = 100000;
+  int max_running_jobs = 16;        // more wait, queued
+  int max_channels = 32;
+  // [kernel]
+  std::string kernel_mode = "auto";  // auto | hotplug | affinity | off
+  int min_cores = 1;
+  std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
+  std::string kernel_state = "/run/xferd/kernel-state";
+  // [network]
+  double bandwidth_mbps = 1000;     // link rate for the BDP
+  std::string http = "auto";
+  std::string flows = "ebpf";       // ebpf | tcp_info | off
+
+  std::map<std::string, Policy> policies;
+  std::vector<std::string> files;   // the files this was read from, in order
+};
+
+// "FILE:LINE: reason" (or "FILE: reason"), one problem.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The built-in defaults: what xferd uses with no config file at all.
+Config builtin_config();
+// Defaults, then main (when it exists), then dropin_dir/*.conf. Throws
+// ConfigError at the first problem.
+Config load_config(const std::string& main, const std::string& dropin_dir);
+
+}  // namespace xferd

@@ -1,0 +1,543 @@
+#include "service.h"
+
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fmt/format.h>
+#include <sstream>
+
+#include "xfer/log.h"
+#include "xfer/manifest.h"
+#include "xfer/tuner.h"
+
+namespace xferd {
+
+namespace log = xfer::log;
+
+namespace {
+
+double unix_now() { return double(time(nullptr)); }
+
+// Every manifest, from entries or from text, goes through here before anything
+// is written: the entry limit first (a huge manifest is not parsed), then each
+// line's scheme and file name, each with its own error name, then the full parse.
+xfer::Manifest check_manifest(const std::string& text, int max_entries) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0, lineno = 0;
+  std::vector<std::pair<int, std::string>> urls;
+  while (std::getline(in, line)) {
+    ++lineno;
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    if (++n > max_entries) continue;
+    size_t e = line.find_first_of(" \t\r", b);
+    urls.emplace_back(lineno, line.substr(b, e == std::string::npos ? std::string::npos : e - b));
+  }
+  if (n > max_entries)
+    throw Refusal(err::kTooManyEntries, fmt::format("the manifest has {} entries; this daemon takes at most {} per job "
+                                                    "(limits.max_entries_per_job); split it into several jobs",
+                                                    n, max_entries));
+  for (const auto& [l, url] : urls) {
+    if (std::string why = xfer::check_url(url); !why.empty())
+      throw Refusal(err::kUnsupportedUrl, fmt::format("entry on line {}: {}: {}", l, url, why));
+    try {
+      xfer::file_name_from_url(url);
+    } catch (const std::invalid_argument& e) {
+      throw Refusal(err::kBadFileName,
+                    fmt::format("entry on line {}: {}: {}; the file name must stay inside the destination", l, url, e.what()));
+    }
+  }
+  try {
+    return xfer::parse_manifest(text, "manifest");
+  } catch (const xfer::ManifestError& e) {
+    throw Refusal(err::kInvalidManifest, std::string("manifest rejected, nothing fetched:\n") + e.what());
+  }
+}
+
+std::string policy_names(const Config& c) {
+  std::string s;
+  for (const auto& [n, _] : c.policies) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+xfer::CoreControl::Mode core_mode(const std::string& m) {
+  if (m == "hotplug") return xfer::CoreControl::Mode::Hotplug;
+  if (m == "affinity") return xfer::CoreControl::Mode::Affinity;
+  return access("/sys/devices/system/cpu/cpu1/online", W_OK) == 0 ? xfer::CoreControl::Mode::Hotplug
+                                                                   : xfer::CoreControl::Mode::Affinity;
+}
+
+}  // namespace
+
+std::string JobEntry::path() const { return "/org/xferd/Xferd1/job/" + std::to_string(row.id); }
+
+JobEntry::~JobEntry() {
+  job.reset();
+  if (dir_fd >= 0) close(dir_fd);
+}
+
+bool may_change_kernel(const Config& cfg, const Caller& c) {
+  return c.root() || (!cfg.kernel_group.empty() && c.member_of(cfg.kernel_group));
+}
+
+bool may_use(const Config& cfg, const Policy& p, const Caller& c) {
+  if (p.kernel && !may_change_kernel(cfg, c)) return false;
+  if (p.users.empty() && p.groups.empty()) return true;
+  if (c.root()) return true;
+  for (const auto& u : p.users)
+    if (c.is(u)) return true;
+  for (const auto& g : p.groups)
+    if (c.member_of(g)) return true;
+  return false;
+}
+
+Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o)), cfg(std::move(c)), engine(l) {
+  std::string dir = opts.state_dir.empty() ? cfg.state_dir : opts.state_dir;
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw StoreError("state directory " + dir + ": " + strerror(errno));
+  store = std::make_unique<Store>(dir + "/xferd.db");
+  if (cfg.flows != "off") flows = xfer::make_flow_monitor(cfg.flows == "ebpf");
+  // A journal a crashed xferd left: cores and frequency go back now.
+  if (cfg.kernel_mode != "off") {
+    try {
+      if (xfer::KernelJournal::restore_leftover(cfg.kernel_state))
+        log::warn("kernel layer: restored the cores / frequency a previous xferd left changed ({})", cfg.kernel_state);
+    } catch (const std::exception& e) {
+      log::warn("kernel layer: {}", e.what());
+    }
+  }
+}
+
+Service::~Service() {
+  jobs.clear();
+  kernel.reset();
+}
+
+const Policy& Service::policy_for(const Caller& c, const std::string& name) const {
+  std::string n = name;
+  if (n.empty()) n = may_change_kernel(cfg, c) ? cfg.default_policy : cfg.default_policy_unprivileged;
+  auto it = cfg.policies.find(n);
+  if (it == cfg.policies.end())
+    throw Refusal(err::kUnknownPolicy, "no policy named '" + n + "'; this daemon has: " + policy_names(cfg));
+  if (!may_use(cfg, it->second, c)) {
+    if (it->second.kernel && !may_change_kernel(cfg, c))
+      throw Refusal(err::kPolicyForbidden,
+                    "policy '" + n + "' changes CPU cores and frequency, which only root and members of group '" +
+                        cfg.kernel_group + "' may ask for; " + c.name + " may use an application-layer policy such as '" +
+                        cfg.default_policy_unprivileged + "'");
+    throw Refusal(err::kPolicyForbidden, "policy '" + n + "' is not open to " + c.name + " (see its users and groups in the config)");
+  }
+  return it->second;
+}
+
+uint64_t Service::submit(const Caller& c, const std::string& text, const std::string& dest, const std::string& policy,
+                         const nlohmann::json& options) {
+  const Policy& p = policy_for(c, policy);
+  bool target = options.contains("target_mbps") || options.contains("target_pct");
+  if (target && p.algorithm != "throughput-target")
+    throw Refusal(err::kInvalidArguments, "options target_mbps / target_pct go with a throughput-target policy; '" +
+                                              p.name + "' is " + p.algorithm);
+  if (options.contains("target_mbps") && options.contains("target_pct"))
+    throw Refusal(err::kInvalidArguments, "give target_mbps or target_pct, not both");
+  size_t open = 0;
+  for (const auto& [id, j] : jobs)
+    if (j->row.uid == c.uid && !j->finished()) ++open;
+  if (open >= size_t(cfg.max_jobs_per_user))
+    throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
+                                                 "(limits.max_jobs_per_user); wait for one to finish",
+                                                 c.name, open));
+  xfer::Manifest m = check_manifest(text, cfg.max_entries_per_job);
+  std::string why;
+  int fd = open_dest_as(c, dest, &why);
+  if (fd < 0) throw Refusal(err::kDestination, why + "; nothing fetched");
+
+  auto j = std::make_unique<JobEntry>();
+  j->service = this;
+  j->dir_fd = fd;
+  j->row.uid = c.uid;
+  j->row.gid = c.gid;
+  j->row.dest = dest;
+  j->row.manifest = text;
+  j->row.policy = p.name;
+  j->row.options = options.dump();
+  j->row.submitted_at = unix_now();
+  j->row.state = "queued";
+  j->policy = p;
+  j->options = options;
+  j->label = options.value("label", "");
+  j->state = "queued";
+  j->progress.files_total = m.entries.size();
+  for (const auto& e : m.entries) j->progress.bytes_total += e.size.value_or(0);
+  try {
+    store->insert(j->row);
+  } catch (const StoreError& e) {
+    throw Refusal(err::kInternal, std::string("could not record the job: ") + e.what());
+  }
+  uint64_t id = j->row.id;
+  log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, m.entries.size(), dest, p.name);
+  JobEntry& ref = *j;
+  jobs[id] = std::move(j);
+  if (on_added) on_added(ref);
+  start_queued();
+  return id;
+}
+
+size_t Service::running() const {
+  size_t n = 0;
+  for (const auto& [id, j] : jobs)
+    if (j->job) ++n;
+  return n;
+}
+
+void Service::start_queued() {
+  if (stopping) return;
+  for (auto& [id, j] : jobs) {
+    if (running() >= size_t(cfg.max_running_jobs)) break;
+    if (j->state == "queued" && !j->job) start(*j);
+  }
+  sd_notifyf(0, "STATUS=%s", status_line().c_str());
+}
+
+void Service::set_state(JobEntry& j, const std::string& s) {
+  if (j.state == s) return;
+  j.state = s;
+  std::string stored = s == "discovering" ? "running" : s;
+  if (j.row.state != stored && !j.finished()) {
+    j.row.state = stored;
+    try {
+      store->set_state(j.row.id, stored);
+    } catch (const StoreError& e) {
+      log::error("job {}: {}", j.row.id, e.what());
+    }
+  }
+  if (on_changed) on_changed(j);
+}
+
+void Service::start(JobEntry& j) {
+  uint64_t id = j.row.id;
+  Caller owner = caller_for(j.row.uid, j.row.gid);
+  auto fail = [&](const std::string& why) {
+    j.error = why;
+    j.state = "failed";
+    log::error("job {}: {}", id, why);
+    j.summary = nlohmann::json{{"state", "failed"}, {"error", why}}.dump();
+    store->finish(id, "failed", why, j.summary);
+    if (on_finished) on_finished(j);
+  };
+  if (j.dir_fd < 0) {  // carried on after a restart: the check is made again
+    std::string why;
+    j.dir_fd = open_dest_as(owner, j.row.dest, &why);
+    if (j.dir_fd < 0) return fail(why);
+  }
+  xfer::Manifest m;
+  try {
+    m = check_manifest(j.row.manifest, cfg.max_entries_per_job);
+  } catch (const Refusal& e) {
+    return fail(e.what());
+  }
+  xfer::TunerOptions topts;
+  topts.target_mbps = j.options.value("target_mbps", j.policy.target_mbps);
+  topts.target_pct = j.options.value("target_pct", j.policy.target_pct);
+  if (j.options.contains("target_mbps")) topts.target_pct = 0;
+  if (j.options.contains("target_pct")) topts.target_mbps = 0;
+  topts.search_step = j.policy.search_step;
+
+  // The kernel layer: one job at a time may turn it; the others tune the
+  // application layer only and say so.
+  j.kernel_note.clear();
+  if (!j.policy.kernel) {
+    j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
+  } else if (cfg.kernel_mode == "off") {
+    j.kernel_note = "kernel layer off in the config ([kernel] mode)";
+  } else if (kernel_job) {
+    j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
+  } else {
+    xfer::KernelLayer::Config kc;
+    kc.mode = core_mode(cfg.kernel_mode);
+    kc.min_cores = std::max(cfg.min_cores, j.policy.min_cores);
+    kc.max_cores = j.policy.max_cores;
+    kc.min_freq_khz = j.policy.min_freq_khz;
+    kc.max_freq_khz = j.policy.max_freq_khz;
+    kc.state_file = cfg.kernel_state;
+    try {
+      kernel = std::make_unique<xfer::KernelLayer>(kc);
+      kernel_job = id;
+      j.holds_kernel = true;
+    } catch (const std::exception& e) {
+      j.kernel_note = std::string("kernel layer off for this job: ") + e.what();
+    }
+  }
+  if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
+  topts.kernel = j.holds_kernel;
+
+  auto release_kernel = [&] {
+    if (!j.holds_kernel) return;
+    kernel.reset();  // restores cores and frequency
+    kernel_job = 0;
+    j.holds_kernel = false;
+  };
+  std::unique_ptr<xfer::Tuner> tuner;
+  try {
+    tuner = xfer::make_tuner(j.policy.algorithm, topts);
+  } catch (const std::exception& e) {
+    release_kernel();
+    return fail(std::string("policy ") + j.policy.name + ": " + e.what());
+  }
+  xfer::EngineOptions eo;
+  eo.http = cfg.http;
+  eo.interval_ms = cfg.interval_ms;
+  eo.bandwidth_mbps = cfg.bandwidth_mbps;
+  eo.max_channels = j.policy.max_channels > 0 ? j.policy.max_channels : cfg.max_channels;
+  if (j.options.contains("max_channels")) eo.max_channels = std::min(eo.max_channels, j.options["max_channels"].get<int>());
+  try {
+    j.meter = xfer::make_energy_meter({}, xfer::EnergyScope::Machine);
+    j.energy_source = j.meter->source();
+    xfer::Job::Spec spec{std::move(m), j.row.dest, eo};
+    spec.dest_dir_fd = j.dir_fd;
+    spec.owner = xfer::FileOwner{j.row.uid, j.row.gid};
+    j.job = std::make_unique<xfer::Job>(engine, std::move(spec), std::move(tuner));
+  } catch (const std::exception& e) {
+    release_kernel();
+    j.meter.reset();
+    return fail(e.what());
+  }
+  if (flows) j.job->set_flow_monitor(flows.get(), uint32_t(id));
+  j.job->set_energy_meter(j.meter.get());
+  if (j.holds_kernel) j.job->set_kernel_layer(kernel.get());
+  JobEntry* jp = &j;
+  j.job->on_interval = [this, jp](const xfer::TimelineEntry& e) {
+    JobEntry& x = *jp;
+    x.params = e.params;
+    x.joules += e.joules;
+    if (x.kinds.empty()) {
+      nlohmann::json s = x.job->summary();
+      for (const auto& c : s["chunks"]) x.kinds.push_back(c.value("kind", "?"));
+    }
+    try {
+      store->add_interval(x.row.id, x.seq++, x.policy.algorithm, e, x.kinds, x.energy_source,
+                          x.holds_kernel && kernel ? kernel->freq_khz() : 0, x.progress.files_total, x.progress.bytes_total);
+    } catch (const StoreError& err) {
+      log::error("job {}: interval record: {}", x.row.id, err.what());
+    }
+    std::string ps;
+    for (size_t i = 0; i < e.params.chunks.size(); ++i)
+      ps += fmt::format("{}{}:{}", ps.empty() ? "" : " ", i < x.kinds.size() ? x.kinds[i] : "?", xfer::to_string(e.params.chunks[i]));
+    log::info("job {}: {:.1f} Mbit/s, {:.1f} J, cores {} | {} | {}", x.row.id, e.throughput_bps / 1e6, e.joules, e.cores, ps,
+              e.params.reason);
+    x.progress = x.job->progress();
+    set_state(x, xfer::to_string(x.job->state()));
+    if (on_changed) on_changed(x);
+  };
+  j.job->on_finished = [this, jp] { finished(*jp); };
+  set_state(j, "discovering");
+  log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
+  j.job->start();
+  if (j.job && !j.finished()) set_state(j, xfer::to_string(j.job->state()));
+}
+
+void Service::finished(JobEntry& j) {
+  if (stopping) return;  // a shutdown: the job stays unfinished in the store and carries on at the next start
+  j.progress = j.job->progress();
+  std::string st = xfer::to_string(j.job->state());
+  nlohmann::json s = j.job->summary();
+  s["job"] = j.row.id;
+  s["policy"] = j.policy.name;
+  if (!j.label.empty()) s["label"] = j.label;
+  if (!j.kernel_note.empty()) s["kernel"]["note"] = j.kernel_note;
+  j.error = j.job->fatal_error();
+  j.summary = s.dump();
+  j.state = st;
+  try {
+    store->finish(j.row.id, st, j.error, j.summary);
+  } catch (const StoreError& e) {
+    log::error("job {}: {}", j.row.id, e.what());
+  }
+  log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, st, j.progress.files_done, j.progress.files_total,
+            j.progress.files_failed);
+  // The Job is torn down outside its own callback.
+  uint64_t id = j.row.id;
+  sd_event_source* src = nullptr;
+  struct Reap {
+    Service* s;
+    uint64_t id;
+  };
+  auto* r = new Reap{this, id};
+  sd_event_add_defer(
+      loop, &src,
+      [](sd_event_source* es, void* ud) {
+        std::unique_ptr<Reap> rp(static_cast<Reap*>(ud));
+        auto it = rp->s->jobs.find(rp->id);
+        if (it != rp->s->jobs.end()) {
+          JobEntry& x = *it->second;
+          x.job.reset();
+          x.meter.reset();
+          if (x.dir_fd >= 0) close(x.dir_fd);
+          x.dir_fd = -1;
+          if (x.holds_kernel) {
+            rp->s->kernel.reset();  // restores cores and frequency
+            rp->s->kernel_job = 0;
+            x.holds_kernel = false;
+          }
+        }
+        sd_event_source_unref(es);
+        rp->s->start_queued();
+        return 0;
+      },
+      r);
+  if (on_changed) on_changed(j);
+  if (on_finished) on_finished(j);
+}
+
+void Service::cancel(const Caller& c, JobEntry& j) {
+  if (!c.root() && c.uid != j.row.uid)
+    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may cancel it", j.row.id, j.row.uid));
+  if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, j.state));
+  log::info("job {}: cancelled by {}", j.row.id, c.name);
+  if (j.job) {
+    j.job->cancel();
+    return;
+  }
+  j.state = "cancelled";
+  j.summary = nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump();
+  store->finish(j.row.id, "cancelled", "", j.summary);
+  if (on_changed) on_changed(j);
+  if (on_finished) on_finished(j);
+}
+
+void Service::pause(const Caller& c, JobEntry& j) {
+  if (!c.root() && c.uid != j.row.uid)
+    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may pause it", j.row.id, j.row.uid));
+  if (j.finished() || j.state == "paused")
+    throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id, j.state));
+  if (j.job) {
+    if (j.state != "running")
+      throw Refusal(err::kBadState, fmt::format("job {} is {}; it can be paused once it runs", j.row.id, j.state));
+    j.job->pause();
+  }
+  log::info("job {}: paused by {}", j.row.id, c.name);
+  set_state(j, "paused");
+}
+
+void Service::resume(const Caller& c, JobEntry& j) {
+  if (!c.root() && c.uid != j.row.uid)
+    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may resume it", j.row.id, j.row.uid));
+  if (j.state != "paused") throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, j.state));
+  log::info("job {}: resumed by {}", j.row.id, c.name);
+  if (j.job) {
+    j.job->resume();
+    set_state(j, "running");
+  } else {
+    set_state(j, "queued");
+    start_queued();
+  }
+}
+
+std::string Service::reload() {
+  try {
+    Config c = load_config(opts.config, opts.config_dir);
+    if (!opts.state_dir.empty()) c.state_dir = opts.state_dir;
+    cfg = std::move(c);
+  } catch (const ConfigError& e) {
+    log::error("reload: {}; the configuration in use is kept", e.what());
+    return e.what();
+  }
+  xfer::log::set_level(cfg.log_level);
+  log::info("reload: {} policies from {} file(s)", cfg.policies.size(), cfg.files.size());
+  start_queued();
+  return "";
+}
+
+void Service::restore_jobs() {
+  for (JobRow& r : store->jobs()) {
+    auto j = std::make_unique<JobEntry>();
+    j->service = this;
+    j->options = nlohmann::json::parse(r.options, nullptr, false);
+    if (j->options.is_discarded()) j->options = nlohmann::json::object();
+    j->label = j->options.value("label", "");
+    auto p = cfg.policies.find(r.policy);
+    j->policy = p != cfg.policies.end() ? p->second : Policy{};
+    j->policy.name = r.policy;
+    j->state = r.state == "running" ? "queued" : r.state;
+    j->error = r.error;
+    j->summary = r.summary;
+    j->row = std::move(r);
+    if (!j->finished()) {
+      if (p == cfg.policies.end()) {
+        j->state = "failed";
+        j->error = "policy '" + j->row.policy + "' is no longer in the configuration";
+        j->summary = nlohmann::json{{"state", "failed"}, {"error", j->error}}.dump();
+        store->finish(j->row.id, "failed", j->error, j->summary);
+      } else {
+        log::info("job {}: carried on after a restart ({})", j->row.id, j->state);
+      }
+    } else {
+      nlohmann::json s = nlohmann::json::parse(j->summary, nullptr, false);
+      if (!s.is_discarded()) {
+        j->progress.files_total = s.value("files_total", size_t(0));
+        j->progress.files_done = s.value("files_done", size_t(0));
+        j->progress.bytes_total = s.value("bytes_total", uint64_t(0));
+        j->progress.bytes_done = s.value("bytes_done", uint64_t(0));
+        if (s.contains("energy")) {
+          j->joules = s["energy"].value("joules", 0.0);
+          j->energy_source = s["energy"].value("source", "");
+        }
+      }
+    }
+    if (j->progress.files_total == 0 && !j->finished()) {
+      try {
+        xfer::Manifest m = xfer::parse_manifest(j->row.manifest, "manifest");
+        j->progress.files_total = m.entries.size();
+        for (const auto& e : m.entries) j->progress.bytes_total += e.size.value_or(0);
+      } catch (const std::exception&) {
+      }
+    }
+    uint64_t id = j->row.id;
+    JobEntry& ref = *j;
+    jobs[id] = std::move(j);
+    if (on_added) on_added(ref);
+  }
+  start_queued();
+}
+
+void Service::shutdown() {
+  stopping = true;
+  for (auto& [id, j] : jobs)
+    if (j->job) {
+      log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
+      j->job->cancel();  // checkpoints every .part; on_finished ignores it (stopping)
+      j->job.reset();
+      j->meter.reset();
+    }
+  kernel.reset();
+  kernel_job = 0;
+}
+
+void Service::purge_old() {
+  double before = unix_now() - cfg.keep_finished_days * 86400;
+  try {
+    int n = store->purge_finished_before(before);
+    if (n > 0) log::info("purged {} finished job(s) older than {} days", n, cfg.keep_finished_days);
+  } catch (const StoreError& e) {
+    log::error("{}", e.what());
+  }
+  for (auto it = jobs.begin(); it != jobs.end();)
+    if (it->second->finished() && !it->second->job && it->second->row.finished_at > 0 && it->second->row.finished_at < before)
+      it = jobs.erase(it);
+    else
+      ++it;
+}
+
+std::string Service::status_line() const {
+  size_t run = 0, queued = 0, paused = 0;
+  for (const auto& [id, j] : jobs) {
+    if (j->job && j->state != "paused") ++run;
+    else if (j->state == "queued") ++queued;
+    else if (j->state == "paused") ++paused;
+  }
+  return fmt::format("{} running, {} queued, {} paused", run, queued, paused);
+}
+
+}  // namespace xferd

@@ -1,0 +1,183 @@
+#include "store.h"
+
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+
+namespace xferd {
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS jobs(
+  id INTEGER PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+  dest TEXT NOT NULL, manifest TEXT NOT NULL, policy TEXT NOT NULL, options TEXT NOT NULL,
+  state TEXT NOT NULL, submitted_at REAL NOT NULL, finished_at REAL,
+  error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS intervals(
+  job_id INTEGER NOT NULL, seq INTEGER NOT NULL, algorithm TEXT NOT NULL,
+  t_s REAL NOT NULL, throughput_bps REAL NOT NULL, bytes_done INTEGER NOT NULL,
+  cc INTEGER NOT NULL, p INTEGER NOT NULL, pp INTEGER NOT NULL, params TEXT NOT NULL,
+  cores INTEGER NOT NULL, freq_khz INTEGER NOT NULL, joules REAL NOT NULL, energy_source TEXT NOT NULL,
+  rtt_ms REAL, retrans_per_mb REAL, files_total INTEGER NOT NULL, bytes_total INTEGER NOT NULL,
+  PRIMARY KEY(job_id, seq));
+)sql";
+
+// One prepared statement, finalized on every path.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      throw StoreError(std::string("job store: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(s_, i, v)); }
+  Stmt& bind(int i, double v) { return check(sqlite3_bind_double(s_, i, v)); }
+  Stmt& bind(int i, const std::string& v) { return check(sqlite3_bind_text(s_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT)); }
+  Stmt& null(int i) { return check(sqlite3_bind_null(s_, i)); }
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw StoreError(std::string("job store: ") + sqlite3_errmsg(db_));
+  }
+  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  double dbl(int c) const { return sqlite3_column_double(s_, c); }
+  std::string str(int c) const {
+    const unsigned char* t = sqlite3_column_text(s_, c);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  Stmt& check(int rc) {
+    if (rc != SQLITE_OK) throw StoreError(std::string("job store: ") + sqlite3_errmsg(db_));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+}  // namespace
+
+Store::Store(const std::string& path) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw StoreError("job store " + path + ": " + why);
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  try {
+    // WAL: a kill -9 loses at most the last transaction, never the file.
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    Stmt v(db_, "PRAGMA user_version");
+    v.step();
+    int version = int(v.i64(0));
+    if (version > kSchemaVersion)
+      throw StoreError("job store " + path + " has schema version " + std::to_string(version) +
+                       ", newer than this xferd's " + std::to_string(kSchemaVersion));
+    exec(kSchema);
+    exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+  } catch (const StoreError& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(std::string(e.what()) + " (" + path + ")");
+  }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string why = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw StoreError("job store: " + why);
+  }
+}
+
+uint64_t Store::insert(JobRow& r) {
+  Stmt s(db_, "INSERT INTO jobs(uid,gid,dest,manifest,policy,options,state,submitted_at) VALUES(?,?,?,?,?,?,?,?)");
+  s.bind(1, int64_t(r.uid)).bind(2, int64_t(r.gid)).bind(3, r.dest).bind(4, r.manifest).bind(5, r.policy);
+  s.bind(6, r.options).bind(7, r.state).bind(8, r.submitted_at);
+  s.step();
+  r.id = uint64_t(sqlite3_last_insert_rowid(db_));
+  return r.id;
+}
+
+void Store::set_state(uint64_t id, const std::string& state) {
+  Stmt s(db_, "UPDATE jobs SET state=? WHERE id=?");
+  s.bind(1, state).bind(2, int64_t(id)).step();
+}
+
+void Store::finish(uint64_t id, const std::string& state, const std::string& error, const std::string& summary) {
+  Stmt s(db_, "UPDATE jobs SET state=?, error=?, summary=?, finished_at=strftime('%s','now') WHERE id=?");
+  s.bind(1, state).bind(2, error).bind(3, summary).bind(4, int64_t(id)).step();
+}
+
+void Store::add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::TimelineEntry& e,
+                         const std::vector<std::string>& kinds, const std::string& energy_source, long freq_khz,
+                         size_t files_total, uint64_t bytes_total) {
+  nlohmann::json chunks = nlohmann::json::array();
+  int cc = 0, p = 0, pp = 0;
+  for (size_t i = 0; i < e.params.chunks.size(); ++i) {
+    const xfer::ChunkParams& c = e.params.chunks[i];
+    chunks.push_back({{"kind", i < kinds.size() ? kinds[i] : "?"}, {"cc", c.cc}, {"p", c.p}, {"pp", c.pp}});
+    cc += c.cc;
+    p += c.cc * c.p;
+    pp = std::max(pp, c.pp);
+  }
+  nlohmann::json params = {{"chunks", chunks}, {"reason", e.params.reason}};
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO intervals(job_id,seq,algorithm,t_s,throughput_bps,bytes_done,cc,p,pp,params,cores,"
+         "freq_khz,joules,energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  s.bind(1, int64_t(job_id)).bind(2, int64_t(seq)).bind(3, algorithm).bind(4, e.t_s).bind(5, e.throughput_bps);
+  s.bind(6, int64_t(e.bytes_done)).bind(7, int64_t(cc)).bind(8, int64_t(p)).bind(9, int64_t(pp)).bind(10, params.dump());
+  s.bind(11, int64_t(e.cores)).bind(12, int64_t(freq_khz)).bind(13, e.joules).bind(14, energy_source);
+  if (e.flow) s.bind(15, e.flow->rtt_ms).bind(16, e.flow->retrans_per_mb);
+  else s.null(15).null(16);
+  s.bind(17, int64_t(files_total)).bind(18, int64_t(bytes_total));
+  s.step();
+}
+
+std::vector<JobRow> Store::jobs() const {
+  Stmt s(db_,
+         "SELECT id,uid,gid,dest,manifest,policy,options,state,submitted_at,COALESCE(finished_at,0),error,summary "
+         "FROM jobs ORDER BY id");
+  std::vector<JobRow> out;
+  while (s.step()) {
+    JobRow r;
+    r.id = uint64_t(s.i64(0));
+    r.uid = uid_t(s.i64(1));
+    r.gid = gid_t(s.i64(2));
+    r.dest = s.str(3);
+    r.manifest = s.str(4);
+    r.policy = s.str(5);
+    r.options = s.str(6);
+    r.state = s.str(7);
+    r.submitted_at = s.dbl(8);
+    r.finished_at = s.dbl(9);
+    r.error = s.str(10);
+    r.summary = s.str(11);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+size_t Store::interval_count(uint64_t job_id) const {
+  Stmt s(db_, "SELECT COUNT(*) FROM intervals WHERE job_id=?");
+  s.bind(1, int64_t(job_id)).step();
+  return size_t(s.i64(0));
+}
+
+int Store::purge_finished_before(double unix_time) {
+  Stmt s(db_, "DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?");
+  s.bind(1, unix_time).step();
+  return sqlite3_changes(db_);
+}
+
+}  // namespace xferd
