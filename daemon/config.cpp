@@ -172,6 +172,10 @@ void apply_file(const std::string& file, Config& c) {
             name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
           throw ConfigError(at(file, pk.source()) + ": policy name '" + name +
                             "' must be 1 to 64 of a-z, 0-9, '-' and '_'");
+        if (!c.policies_from_files) {  // the first file that defines policies replaces the built-in set
+          c.policies.clear();
+          c.policies_from_files = true;
+        }
         Policy& p = c.policies[name];
         p.name = name;
         p.origin = at(file, pk.source());
@@ -229,6 +233,19 @@ Policy builtin(const std::string& name, const std::string& algo, bool kernel, co
 }
 
 }  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> out;
+  for (const auto& [section, keys] : global_keys())
+    for (const auto& [key, _] : keys) out.push_back(section + "." + key);
+  return out;
+}
+
+std::vector<std::string> policy_keys_known() {
+  std::vector<std::string> out;
+  for (const auto& [key, _] : policy_keys()) out.push_back(key);
+  return out;
+}
 
 Config builtin_config() {
   Config c;

@@ -53,7 +53,10 @@ struct Config {
   std::string http = "auto";
   std::string flows = "ebpf";       // ebpf | tcp_info | off
 
+  // The built-in set until a file defines a [policy.NAME]; from then on only
+  // the policies the files define.
   std::map<std::string, Policy> policies;
+  bool policies_from_files = false;
   std::vector<std::string> files;   // the files this was read from, in order
 };
 
@@ -62,6 +65,10 @@ class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Every key the files may set: "section.key", and the keys of a [policy.NAME].
+std::vector<std::string> config_keys();
+std::vector<std::string> policy_keys_known();
 
 // The built-in defaults: what xferd uses with no config file at all.
 Config builtin_config();
