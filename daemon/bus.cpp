@@ -341,14 +341,18 @@ int check_arguments(sd_bus_message* m, void*, sd_bus_error*) {
   return 1;
 }
 
-int find_job(sd_bus*, const char* path, const char*, void* ud, void** found, sd_bus_error*) {
+int find_job(sd_bus*, const char* path, const char*, void* ud, void** found, sd_bus_error* e) {
   Service& s = svc(ud);
   std::string p = path, prefix = std::string(kJobPrefix) + "/";
   if (p.compare(0, prefix.size(), prefix) != 0) return 0;
   std::string id = p.substr(prefix.size());
   if (id.empty() || id.size() > 19 || id.find_first_not_of("0123456789") != std::string::npos) return 0;
   auto it = s.jobs.find(std::stoull(id));
-  if (it == s.jobs.end()) return 0;
+  if (it == s.jobs.end())
+    return sd_bus_error_setf(e, err::kNoSuchJob,
+                             "there is no job %s (finished jobs are kept for keep_finished_days; xferctl list and "
+                             "xferctl history show the jobs there are)",
+                             id.c_str());
   *found = it->second.get();
   return 1;
 }

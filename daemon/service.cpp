@@ -198,7 +198,7 @@ void Service::start_queued() {
     if (running() >= size_t(cfg.max_running_jobs)) break;
     if (j->state == "queued" && !j->job) start(*j);
   }
-  sd_notifyf(0, "STATUS=%s", status_line().c_str());
+  notify_status();
 }
 
 void Service::set_state(JobEntry& j, const std::string& s) {
@@ -214,6 +214,7 @@ void Service::set_state(JobEntry& j, const std::string& s) {
     }
   }
   if (on_changed) on_changed(j);
+  notify_status();
 }
 
 void Service::start(JobEntry& j) {
@@ -471,6 +472,7 @@ void Service::restore_jobs() {
         j->summary = nlohmann::json{{"state", "failed"}, {"error", j->error}}.dump();
         store->finish(j->row.id, "failed", j->error, j->summary);
       } else {
+        j->seq = int(store->interval_count(j->row.id));  // interval records go on after the ones already kept
         log::info("job {}: carried on after a restart ({})", j->row.id, j->state);
       }
     } else {
@@ -528,6 +530,13 @@ void Service::purge_old() {
       it = jobs.erase(it);
     else
       ++it;
+}
+
+void Service::notify_status() {
+  std::string s = status_line();
+  if (s == last_status_) return;
+  last_status_ = s;
+  sd_notifyf(0, "STATUS=%s", s.c_str());
 }
 
 std::string Service::status_line() const {

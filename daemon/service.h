@@ -117,6 +117,7 @@ struct Service {
   void shutdown();
   void purge_old();
   std::string status_line() const;
+  void notify_status();  // STATUS= to systemd when it changed
 
   // Hooks bus.cpp sets: a job's properties changed; a job finished.
   std::function<void(JobEntry&)> on_changed;
@@ -130,6 +131,7 @@ struct Service {
   void finished(JobEntry& j);
   void set_state(JobEntry& j, const std::string& s);
   size_t running() const;
+  std::string last_status_;
 };
 
 bool may_change_kernel(const Config& cfg, const Caller& c);

@@ -13,6 +13,9 @@ PACKAGES=(
   libsqlite3-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev nginx curl wget aria2 iperf3 dbus iproute2 procps
+  # the daemon's tests: systemd-analyze / systemd-tmpfiles, gdbus and dbus-send
+  # (D-Bus clients this project did not write), setpriv
+  systemd libglib2.0-bin dbus-bin util-linux
 )
 
 if [ "$(id -u)" -ne 0 ]; then

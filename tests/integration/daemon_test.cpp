@@ -1,0 +1,458 @@
+// xferd end to end: a private dbus-daemon with a system-bus policy, the real
+// xferd, nginx on loopback, clients xferctl and busctl (which this project
+// did not write).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "daemon.h"
+#include "fixture.h"
+#include "store.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+// Tests never take CPUs offline (kernel_tests do, one at a time): the kernel
+// layer works by affinity on xferd's own threads, with its journal here.
+std::string config(const std::string& extra = "") {
+  return "[daemon]\ninterval_ms = 500\n"
+         "[kernel]\nmode = \"affinity\"\nstate_file = \"@STATE@\"\n" +
+         extra;
+}
+
+struct Env {
+  explicit Env(const std::string& extra = "", const std::string& rate = "4m")
+      : data(dataset(12, 2, 1, 0.1)), nginx(data.dir, rate), xferd(with_state(extra)) {
+    xferd.start();
+  }
+  std::string with_state(const std::string& extra) {
+    std::string c = config(extra);
+    kernel_state = make_temp_dir("kstate") + "/kernel-state";
+    return std::regex_replace(c, std::regex("@STATE@"), kernel_state);
+  }
+  std::string dest(uid_t owner = 0) {
+    std::string d = make_temp_dir("dest");
+    if (owner) chown(d.c_str(), owner, owner);
+    return d;
+  }
+  std::string manifest_file(const std::string& text) {
+    std::string f = make_temp_dir("manifest") + "/m.txt";
+    std::ofstream(f) << text;
+    return f;
+  }
+  std::string kernel_state;
+  PrivateBus bus;
+  Dataset data;
+  Nginx nginx;
+  Xferd xferd;
+};
+
+std::string shq(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// busctl's Submit: entries as (url, size, sha256).
+std::string busctl_submit(const Dataset& d, const std::string& base, const std::string& dest, const std::string& policy) {
+  std::string cmd = "busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Submit 'a(sts)ssa{sv}' " +
+                    std::to_string(d.files.size());
+  for (const auto& f : d.files) cmd += " " + shq(base + f.name) + " " + std::to_string(f.size) + " " + f.sha256;
+  return cmd + " " + shq(dest) + " " + shq(policy) + " 0";
+}
+
+std::string object_path(const std::string& busctl_out) {
+  std::smatch m;
+  if (std::regex_search(busctl_out, m, std::regex("\"(/org/xferd/Xferd1/job/[0-9]+)\""))) return m[1];
+  return "";
+}
+
+std::string wait_state(const std::string& path, const std::vector<std::string>& states, double seconds = 60) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
+  std::string s;
+  while (std::chrono::steady_clock::now() < until) {
+    s = job_property(path, "State");
+    for (const auto& want : states)
+      if (s == want) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return s;
+}
+
+uint64_t bytes_done(const std::string& path) { return std::stoull("0" + job_property(path, "BytesDone")); }
+
+void wait_bytes(const std::string& path, uint64_t at_least, double seconds = 60) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until && bytes_done(path) < at_least)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// Every interface element of one of xferd's interfaces, comments and layout aside.
+std::string interface_xml(const std::string& xml, const std::string& name) {
+  std::string s = std::regex_replace(xml, std::regex("<!--[\\s\\S]*?-->"), "");
+  size_t b = s.find("<interface name=\"" + name + "\">");
+  size_t e = s.find("</interface>", b);
+  if (b == std::string::npos || e == std::string::npos) return "";
+  s = s.substr(b, e - b);
+  s = std::regex_replace(s, std::regex(">\\s+<"), "><");
+  return s;
+}
+
+uid_t owner_of(const std::string& p) {
+  struct stat st {};
+  stat(p.c_str(), &st);
+  return st.st_uid;
+}
+
+}  // namespace
+
+TEST(Daemon, ServesTheCheckedInInterfaceAndNotifiesSystemd) {
+  Env env;
+  std::string dest = env.dest();
+  Shell sub = run(bin("xferctl") + " submit --manifest " + env.manifest_file(env.data.manifest(env.nginx.url(false, "/"))) +
+                  " --dest " + dest + " --wait --no-progress");
+  ASSERT_EQ(sub.status, 0) << sub.out;
+  std::ifstream in(XFER_SOURCE_DIR "/daemon/org.xferd.Xferd1.xml");
+  std::stringstream ref;
+  ref << in.rdbuf();
+  Shell mgr = run("busctl introspect --xml-interface org.xferd.Xferd1 /org/xferd/Xferd1");
+  Shell job = run("busctl introspect --xml-interface org.xferd.Xferd1 /org/xferd/Xferd1/job/1");
+  ASSERT_EQ(mgr.status, 0) << mgr.out;
+  ASSERT_EQ(job.status, 0) << job.out;
+  std::string want_mgr = interface_xml(ref.str(), "org.xferd.Manager1"), want_job = interface_xml(ref.str(), "org.xferd.Job1");
+  ASSERT_FALSE(want_mgr.empty());
+  ASSERT_FALSE(want_job.empty());
+  EXPECT_EQ(interface_xml(mgr.out, "org.xferd.Manager1"), want_mgr);
+  EXPECT_EQ(interface_xml(job.out, "org.xferd.Job1"), want_job);
+  // The manager object lists the jobs below it.
+  Shell tree = run("busctl tree --list org.xferd.Xferd1");
+  EXPECT_NE(tree.out.find("/org/xferd/Xferd1/job/1"), std::string::npos) << tree.out;
+
+  // READY, STATUS and the watchdog (WATCHDOG_USEC = 2 s: a ping within a second).
+  env.xferd.notifications(1500);
+  std::vector<std::string> n = env.xferd.notifications();
+  auto has = [&](const std::string& p) {
+    for (const auto& x : n)
+      if (x.rfind(p, 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("READY=1"));
+  EXPECT_TRUE(has("STATUS=0 running, 0 queued, 0 paused")) << ::testing::PrintToString(n);
+  EXPECT_TRUE(has("WATCHDOG=1")) << ::testing::PrintToString(n);
+  env.xferd.stop();
+  EXPECT_TRUE(has("STOPPING=1") || [&] {
+    n = env.xferd.notifications(500);
+    return has("STOPPING=1");
+  }());
+}
+
+TEST(Daemon, XferctlAndBusctlSubmissionsAreByteIdenticalAndOwnedByTheCaller) {
+  Env env;
+  std::string base = env.nginx.url(false, "/");
+  // root with xferctl, the default policy (min-energy, kernel layer by affinity)
+  std::string d1 = env.dest();
+  Shell a = run(bin("xferctl") + " submit --manifest " + env.manifest_file(env.data.manifest(base)) + " --dest " + d1 +
+                " --wait --json --label mine");
+  ASSERT_EQ(a.status, 0) << a.out;
+  nlohmann::json s = nlohmann::json::parse(a.out.substr(a.out.find('{')));
+  EXPECT_EQ(s["state"], "done");
+  EXPECT_EQ(s["label"], "mine");
+  EXPECT_EQ(s["files_ok"], env.data.files.size());
+  EXPECT_EQ(s["energy"]["source"].get<std::string>().rfind("model:", 0), 0u);
+  expect_identical(env.data, d1);
+  expect_no_partials(d1);
+
+  // nobody with busctl, entries as (url, size, sha256), then xferctl watch
+  std::string d2 = env.dest(kNobody);
+  Shell b = run(as_nobody(busctl_submit(env.data, base, d2, "app-max-throughput")));
+  ASSERT_EQ(b.status, 0) << b.out;
+  std::string path = object_path(b.out);
+  ASSERT_FALSE(path.empty()) << b.out;
+  Shell w = run(as_nobody(bin("xferctl") + " watch " + path.substr(path.rfind('/') + 1) + " --json"));
+  EXPECT_EQ(w.status, 0) << w.out;
+  EXPECT_EQ(job_property(path, "State"), "done");
+  EXPECT_EQ(job_property(path, "Owner"), std::to_string(kNobody));
+  expect_identical(env.data, d2);
+  expect_no_partials(d2);
+  for (const auto& f : env.data.files) {
+    EXPECT_EQ(owner_of(d2 + "/" + f.name), kNobody) << f.name;
+    EXPECT_EQ(owner_of(d1 + "/" + f.name), 0u) << f.name;
+  }
+  // nobody sees only their own job; root sees both.
+  Shell ln = run(as_nobody(bin("xferctl") + " history --json"));
+  ASSERT_EQ(ln.status, 0) << ln.out;
+  EXPECT_EQ(nlohmann::json::parse(ln.out).size(), 1u) << ln.out;
+  Shell lr = run(bin("xferctl") + " history --json");
+  EXPECT_EQ(nlohmann::json::parse(lr.out).size(), 2u) << lr.out;
+}
+
+TEST(Daemon, PauseResumeCancel) {
+  Env env;
+  std::string d = env.dest();
+  // The video only, over /slow/ (4 MB/s per connection): about 6 s.
+  std::string m;
+  for (const auto& f : env.data.files)
+    if (f.name.find("video") != std::string::npos) m += env.nginx.url(false, "/slow/") + f.name + "\n";
+  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(m) + " --dest " + d);
+  ASSERT_EQ(sub.status, 0) << sub.out;
+  std::string path = sub.out.substr(0, sub.out.find('\n'));
+  ASSERT_EQ(wait_state(path, {"running"}), "running");
+  wait_bytes(path, 2 << 20);
+  ASSERT_EQ(run(bin("xferctl") + " pause " + path).status, 0);
+  EXPECT_EQ(job_property(path, "State"), "paused");
+  uint64_t at_pause = bytes_done(path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(bytes_done(path), at_pause) << "bytes moved while paused";
+  Shell again = run(bin("xferctl") + " pause " + path);
+  EXPECT_NE(again.out.find("org.xferd.Xferd1.Error.BadJobState"), std::string::npos) << again.out;
+  ASSERT_EQ(run(bin("xferctl") + " resume " + path).status, 0);
+  EXPECT_EQ(job_property(path, "State"), "running");
+  wait_bytes(path, at_pause + (2 << 20), 20);
+  EXPECT_GT(bytes_done(path), at_pause);
+  // nobody may not cancel root's job
+  Shell other = run(as_nobody(bin("xferctl") + " cancel " + path));
+  EXPECT_NE(other.out.find("org.xferd.Xferd1.Error.NotJobOwner"), std::string::npos) << other.out;
+  ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0);
+  Shell w = run(bin("xferctl") + " watch " + path + " --json");
+  EXPECT_EQ(w.status, 130) << w.out;
+  EXPECT_EQ(job_property(path, "State"), "cancelled");
+  // Nothing at the final name; the bytes stay in the .part for a later job.
+  for (const auto& f : env.data.files) EXPECT_FALSE(fs::exists(d + "/" + f.name)) << f.name;
+}
+
+TEST(Daemon, KillNineMidJobThenRestartCompletesByteIdentical) {
+  Env env;
+  std::string d = env.dest(kNobody);
+  std::string m = env.data.manifest(env.nginx.url(false, "/slow/"));
+  Shell sub = run(as_nobody(bin("xferctl") + " submit --manifest " + env.manifest_file(m) + " --dest " + d));
+  ASSERT_EQ(sub.status, 0) << sub.out;
+  std::string path = sub.out.substr(0, sub.out.find('\n'));
+  wait_bytes(path, env.data.bytes / 3);
+  // The video's progress record is there (it is rewritten every 200 ms).
+  std::string video;
+  for (const auto& f : env.data.files)
+    if (f.name.find("video") != std::string::npos) video = f.name;
+  for (int i = 0; i < 50 && !fs::exists(d + "/" + video + ".part.progress"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  uint64_t small = 0;
+  for (const auto& f : env.data.files)
+    if (f.name != video) small += f.size;
+  uint64_t before = bytes_done(path);
+  ASSERT_LT(before, env.data.bytes) << "finished before the kill";
+  env.xferd.kill9();
+  std::cout << "[ kill -9 ] at " << before << " of " << env.data.bytes << " bytes\n";
+  env.xferd.start();
+  EXPECT_NE(env.xferd.log().find("job 1: carried on after a restart"), std::string::npos) << env.xferd.log();
+  Shell w = run(as_nobody(bin("xferctl") + " watch 1 --json"));
+  ASSERT_EQ(w.status, 0) << w.out << env.xferd.log();
+  nlohmann::json s = nlohmann::json::parse(w.out.substr(w.out.find('{')));
+  std::cout << "[ restart ] " << s["state"] << ": " << s["bytes_resumed"] << " bytes resumed from the .part files, "
+            << s["bytes_fetched"] << " fetched after the restart, " << s["files_ok"] << " files ok\n";
+  EXPECT_EQ(s["state"], "done");
+  EXPECT_EQ(s["files_skipped"].get<uint64_t>() + s["files_ok"].get<uint64_t>(), env.data.files.size());
+  EXPECT_GT(s["bytes_resumed"].get<uint64_t>(), small) << "the video's .part was not resumed";
+  EXPECT_LT(s["bytes_fetched"].get<uint64_t>(), env.data.bytes);
+  expect_identical(env.data, d);
+  expect_no_partials(d);
+  for (const auto& f : env.data.files) EXPECT_EQ(owner_of(d + "/" + f.name), kNobody) << f.name;
+  // Every interval of both runs went to the store (0.5 s intervals over several seconds).
+  env.xferd.stop();
+  xferd::Store store(env.xferd.state_dir + "/xferd.db");
+  std::cout << "[ store ] " << store.interval_count(1) << " interval records for job 1\n";
+  EXPECT_GE(store.interval_count(1), 4u);
+}
+
+TEST(Daemon, TwentyConcurrentJobsFromTwoUids) {
+  Env env("[limits]\nmax_running_jobs = 20\n");
+  std::string base = env.nginx.url(false, "/");
+  std::vector<std::pair<std::string, uid_t>> jobs;  // path, owner
+  std::vector<std::string> dests;
+  for (int i = 0; i < 20; ++i) {
+    uid_t who = i % 2 ? kNobody : 0;
+    std::string d = env.dest(who);
+    // Each job: the html files and one image.
+    std::string m;
+    for (const auto& f : env.data.files)
+      if (f.name.find("video") == std::string::npos) m += base + f.name + " " + std::to_string(f.size) + " sha256:" + f.sha256 + "\n";
+    std::string mf = env.manifest_file(m);
+    chmod(fs::path(mf).parent_path().c_str(), 0755);
+    chmod(mf.c_str(), 0644);
+    std::string cmd = bin("xferctl") + " submit --manifest " + mf + " --dest " + d +
+                      (who ? " --policy app-energy-efficient" : " --policy app-max-throughput");
+    Shell s = run(who ? as_nobody(cmd) : cmd);
+    ASSERT_EQ(s.status, 0) << s.out;
+    jobs.emplace_back(s.out.substr(0, s.out.find('\n')), who);
+    dests.push_back(d);
+  }
+  // All of them were taken at once (none refused, none queued behind a limit).
+  Shell list = run(bin("xferctl") + " list --json");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& [path, who] = jobs[i];
+    std::string st = wait_state(path, {"done", "failed", "cancelled"}, 120);
+    EXPECT_EQ(st, "done") << path << "\n" << env.xferd.log().substr(0, 4000);
+    EXPECT_EQ(job_property(path, "Owner"), std::to_string(who));
+    for (const auto& f : env.data.files) {
+      if (f.name.find("video") != std::string::npos) continue;
+      EXPECT_EQ(owner_of(dests[i] + "/" + f.name), who);
+    }
+    std::vector<std::string> only;
+    for (const auto& f : env.data.files)
+      if (f.name.find("video") == std::string::npos) only.push_back(f.name);
+    expect_identical(env.data, dests[i], only);
+    expect_no_partials(dests[i]);
+  }
+}
+
+TEST(Daemon, BadInputGetsAClearErrorAndWritesNothing) {
+  Env env("[limits]\nmax_entries_per_job = 50\nmax_jobs_per_user = 2\n");
+  std::string mine = env.dest(kNobody), roots = env.dest();
+  std::string ok = env.nginx.url(false, "/") + env.data.files[0].name;
+  // gdbus and dbus-send print the error's name (busctl prints only its message).
+  const std::string call = "gdbus call --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1 --method org.xferd.Manager1.";
+  const std::string send = "dbus-send --system --print-reply --dest=org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1.";
+  auto gv = [](const std::string& v) { return shq("'" + v + "'"); };  // a GVariant string literal, shell-quoted
+  auto submit1 = [&](const std::string& url, const std::string& dest, const std::string& policy,
+                     const std::string& options = "{}") {
+    return call + "Submit " + shq("[('" + url + "', uint64 0, '')]") + " " + gv(dest) + " " + gv(policy) + " " + shq(options);
+  };
+  std::string big;
+  for (int i = 0; i < 51; ++i) big += ok + "?n=" + std::to_string(i) + "\\n";
+  struct Case {
+    std::string what, cmd, error;
+  };
+  std::vector<Case> cases = {
+      {"file:// URL", submit1("file:///etc/passwd", mine, ""), "org.xferd.Xferd1.Error.UnsupportedURL"},
+      {"gopher:// URL", submit1("gopher://127.0.0.1/1/x", mine, ""), "org.xferd.Xferd1.Error.UnsupportedURL"},
+      {"destination the caller may not write (root's)", submit1(ok, roots, ""),
+       "org.xferd.Xferd1.Error.DestinationNotWritable"},
+      {"destination that does not exist", submit1(ok, mine + "/nope", ""), "org.xferd.Xferd1.Error.DestinationNotWritable"},
+      {"relative destination", submit1(ok, "tmp/in", ""), "org.xferd.Xferd1.Error.DestinationNotWritable"},
+      {"../ in the name (encoded slashes)", submit1(env.nginx.url(false, "/a/..%2F..%2Fetc%2Fpasswd"), mine, ""),
+       "org.xferd.Xferd1.Error.BadFileName"},
+      {"name '..' (encoded dots)", submit1(env.nginx.url(false, "/a/%2E%2E"), mine, ""), "org.xferd.Xferd1.Error.BadFileName"},
+      {"manifest over the entry limit (51 > 50)", call + "SubmitManifest " + gv(big) + " " + gv(mine) + " \"''\" '{}'",
+       "org.xferd.Xferd1.Error.TooManyEntries"},
+      {"wrong argument types (SubmitManifest with two strings)", send + "SubmitManifest string:a string:b",
+       "org.xferd.Xferd1.Error.InvalidArguments"},
+      {"wrong argument types (entries as an array of strings)",
+       send + "Submit array:string:" + ok + " string:" + mine + " string:", "org.xferd.Xferd1.Error.InvalidArguments"},
+      {"option of the wrong type (target_pct as a string)",
+       submit1(ok, mine, "throughput-target", "{'target_pct': <'high'>}"), "org.xferd.Xferd1.Error.InvalidArguments"},
+      {"unknown option", submit1(ok, mine, "", "{'speed': <9.0>}"), "org.xferd.Xferd1.Error.InvalidArguments"},
+      {"unknown policy", submit1(ok, mine, "warp-speed"), "org.xferd.Xferd1.Error.UnknownPolicy"},
+      {"policy the caller may not use (kernel layer, not root)", submit1(ok, mine, "min-energy"),
+       "org.xferd.Xferd1.Error.PolicyForbidden"},
+      {"Reload by a user", call + "Reload", "org.xferd.Xferd1.Error.NotPrivileged"},
+      {"a job that does not exist",
+       "gdbus call --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1/job/999 --method org.xferd.Job1.Cancel",
+       "org.xferd.Xferd1.Error.NoSuchJob"},
+  };
+  for (const Case& c : cases) {
+    Shell r = run(as_nobody(c.cmd));
+    EXPECT_NE(r.status, 0) << c.what;
+    EXPECT_NE(r.out.find(c.error), std::string::npos) << c.what << ": " << r.out;
+    std::string msg = r.out;
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    std::cout << "[ bad input ] " << c.what << "\n    -> " << c.error << ": " << msg << "\n";
+  }
+  // The per-user limit: two unfinished jobs (slow), the third is refused.
+  std::string slow = env.nginx.url(false, "/slow/");
+  std::vector<std::string> paths;
+  for (int i = 0; i < 2; ++i) {
+    std::string d = env.dest(kNobody);
+    Shell r = run(as_nobody("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 SubmitManifest 'sssa{sv}' " +
+                            shq(env.data.manifest(slow)) + " " + shq(d) + " '' 0"));
+    ASSERT_EQ(r.status, 0) << r.out;
+    paths.push_back(object_path(r.out));
+  }
+  Shell third = run(as_nobody(submit1(ok, mine, "")));
+  EXPECT_NE(third.out.find("org.xferd.Xferd1.Error.TooManyJobs"), std::string::npos) << third.out;
+  std::cout << "[ bad input ] a third unfinished job (limit 2)\n    -> " << third.out;
+  for (const auto& p : paths) run(bin("xferctl") + " cancel " + p);
+  // Nothing was written by any refused call.
+  EXPECT_TRUE(fs::is_empty(mine)) << mine;
+  EXPECT_TRUE(fs::is_empty(roots)) << roots;
+  EXPECT_FALSE(fs::exists("/etc/passwd.part"));
+}
+
+TEST(Daemon, BrokenConfigStopsStartupAndReloadKeepsTheOldOne) {
+  PrivateBus bus;
+  {
+    Xferd broken("[limits]\nmax_jobs_per_user = 4\nmax_channels = \"lots\"\n");
+    Shell check = run(bin("xferd") + " --check-config --config " + broken.config_file + " --config-dir " + broken.config_dir);
+    EXPECT_EQ(check.status, 1);
+    EXPECT_NE(check.out.find(broken.config_file + ":3: [limits] max_channels: expected an integer"), std::string::npos)
+        << check.out;
+    Shell start = run(bin("xferd") + " --config " + broken.config_file + " --config-dir " + broken.config_dir +
+                      " --state-dir " + broken.state_dir);
+    EXPECT_EQ(start.status, 1);
+    EXPECT_NE(start.out.find(":3: [limits] max_channels: expected an integer; not started"), std::string::npos) << start.out;
+    EXPECT_FALSE(fs::exists(broken.state_dir + "/xferd.db"));  // nothing touched
+  }
+  Xferd x("[kernel]\nmode = \"off\"\n");
+  x.start();
+  std::string dropin = x.config_dir + "/50-lab.conf";
+  std::ofstream(dropin) << "[policy.lab]\nalgorithm = \"max-throughput\"\nmax_channels = -3\n";
+  Shell r = run("gdbus call --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1 --method org.xferd.Manager1.Reload");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("org.xferd.Xferd1.Error.ConfigInvalid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(dropin + ":3: [policy.lab] max_channels: must be between 0 and 4096"), std::string::npos) << r.out;
+  Shell p = run(bin("xferctl") + " policies --json");
+  ASSERT_EQ(p.status, 0) << p.out;
+  EXPECT_EQ(nlohmann::json::parse(p.out).size(), 7u) << "the configuration in use changed";
+  std::ofstream(dropin) << "[policy.lab]\nalgorithm = \"max-throughput\"\nmax_channels = 3\n"
+                           "[policy.app-min-energy]\nalgorithm = \"min-energy\"\n"
+                           "[policy.min-energy]\nalgorithm = \"min-energy\"\nkernel = true\n";
+  r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
+  EXPECT_EQ(r.status, 0) << r.out;
+  p = run(bin("xferctl") + " policies --json");
+  nlohmann::json pol = nlohmann::json::parse(p.out);
+  EXPECT_EQ(pol.size(), 3u) << p.out;
+  EXPECT_EQ(pol[0]["name"], "app-min-energy");
+}
+
+TEST(Daemon, XferctlSaysWhenTheDaemonIsNotRunning) {
+  PrivateBus bus;
+  Shell r = run(bin("xferctl") + " list");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.out.find("xferd is not running: nobody owns org.xferd.Xferd1 on DBUS_SYSTEM_BUS_ADDRESS=" + bus.address),
+            std::string::npos)
+      << r.out;
+  setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/socket", 1);
+  r = run(bin("xferctl") + " list");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.out.find("cannot connect to DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent/socket"), std::string::npos) << r.out;
+}
+
+TEST(Systemd, UnitVerifies) {
+  // The unit with the build tree's xferd (ExecStart must exist for verify).
+  Shell r = run("systemd-analyze verify --man=no " XFER_BUILD_DIR "/systemd/verify/xferd.service");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, "") << "warnings from systemd-analyze verify";
+  // The hardening the issue asks for is there.
+  std::ifstream in(XFER_SOURCE_DIR "/systemd/xferd.service.in");
+  std::stringstream s;
+  s << in.rdbuf();
+  for (const char* k : {"Type=notify", "WatchdogSec=", "ProtectSystem=strict", "ReadWritePaths=", "CapabilityBoundingSet=",
+                        "NoNewPrivileges=yes", "SystemCallFilter="})
+    EXPECT_NE(s.str().find(k), std::string::npos) << k;
+  // The tmpfiles.d snippet parses.
+  std::string root = make_temp_dir("tmpfiles-root");
+  Shell t = run("systemd-tmpfiles --root=" + root + " --create " XFER_SOURCE_DIR "/systemd/xferd.tmpfiles");
+  EXPECT_EQ(t.status, 0) << t.out;
+  EXPECT_EQ(t.out, "");
+  EXPECT_TRUE(fs::is_directory(root + "/var/lib/xferd"));
+  EXPECT_EQ(fs::status(root + "/var/lib/xferd").permissions() & fs::perms::all, fs::perms::owner_all);
+  fs::remove_all(root);
+}
