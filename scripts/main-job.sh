@@ -2,9 +2,11 @@
 # xferd's main job on built-in defaults, from a fresh Debian 12 machine, as
 # root: installs what is missing, builds, generates a sample dataset shaped
 # like the papers' (html, image and video files), serves it from a private
-# nginx on loopback, and fetches it with `xferctl run` under the default SLA
-# policy, showing progress and the result table. Extra arguments go to
-# `xferctl run` (e.g. --json, --cc 8, --sla static).
+# nginx on loopback, starts the xferd daemon (on the system bus when there is
+# one, else on a private dbus-daemon with the shipped bus policy), and submits
+# the job through `xferctl submit --wait`: progress while it runs, the result
+# table at the end. Extra arguments go to `xferctl submit` (e.g. --json,
+# --policy max-throughput; `xferctl policies` lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,11 +24,67 @@ if [ ! -f "$demo/sample.manifest" ]; then
   mv "$demo/sample.manifest.tmp" "$demo/sample.manifest"
 fi
 
+pids=()
+cleanup() {
+  # xferd first: on SIGTERM it checkpoints and restores cores / frequency.
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+  bash scripts/nginx-serve.sh stop "$demo/nginx" 2>/dev/null || true
+}
+trap cleanup EXIT
 bash scripts/nginx-serve.sh stop "$demo/nginx" 2>/dev/null || true
 bash scripts/nginx-serve.sh start "$demo/nginx" "$demo/data" "$port_h1" "$port_h2"
-trap 'bash scripts/nginx-serve.sh stop "$demo/nginx"' EXIT
+
+# The bus: the system bus when it runs, else a private one configured like it.
+if [ -z "${DBUS_SYSTEM_BUS_ADDRESS:-}" ] && [ ! -S /run/dbus/system_bus_socket ]; then
+  cat >"$demo/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$demo/bus.socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+  </policy>
+  <include>$PWD/systemd/org.xferd.Xferd1.conf</include>
+</busconfig>
+CONF
+  rm -f "$demo/bus.socket"
+  dbus-daemon --config-file="$demo/bus.conf" --nofork &
+  pids+=($!)
+  export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$demo/bus.socket"
+  for _ in $(seq 50); do [ -S "$demo/bus.socket" ] && break; sleep 0.1; done
+  echo "== no system bus here: a private one at $DBUS_SYSTEM_BUS_ADDRESS"
+fi
+
+# xferd on built-in defaults; only its job store and kernel journal live in the demo directory.
+printf '[kernel]\nstate_file = "%s"\n' "$demo/kernel-state" >"$demo/xferd.conf"
+echo "== xferd (log: $demo/xferd.log)"
+build/bin/xferd --config "$demo/xferd.conf" --config-dir "$demo/xferd.conf.d" --state-dir "$demo/state" \
+  >"$demo/xferd.log" 2>&1 &
+xferd_pid=$!
+pids=("$xferd_pid" "${pids[@]}")
+for _ in $(seq 100); do
+  build/bin/xferctl policies >/dev/null 2>&1 && break
+  kill -0 "$xferd_pid" 2>/dev/null || { cat "$demo/xferd.log"; exit 1; }
+  sleep 0.1
+done
 
 rm -rf "$demo/dest"
 mkdir -p "$demo/dest"
-echo "== xferctl run: $(grep -vc '^#' "$demo/sample.manifest") files from nginx on 127.0.0.1:$port_h1 into $demo/dest"
-build/bin/xferctl run --manifest "$demo/sample.manifest" --dest "$demo/dest" "$@"
+echo "== xferctl submit: $(grep -vc '^#' "$demo/sample.manifest") files from nginx on 127.0.0.1:$port_h1 into $demo/dest"
+rc=0
+build/bin/xferctl submit --manifest "$demo/sample.manifest" --dest "$demo/dest" --wait "$@" || rc=$?
+echo "== xferd's tuning decisions (from its log)"
+grep -E 'job [0-9]+: [0-9.]+ Mbit/s|kernel' "$demo/xferd.log" | sed 's/^\[[^]]*\] \[[^]]*\] \[[^]]*\] /  /' | tail -n 12 || true
+exit "$rc"
