@@ -341,13 +341,25 @@ int check_arguments(sd_bus_message* m, void*, sd_bus_error*) {
   return 1;
 }
 
-int find_job(sd_bus*, const char* path, const char*, void* ud, void** found, sd_bus_error* e) {
+int find_job(sd_bus* bus, const char* path, const char*, void* ud, void** found, sd_bus_error* e) {
   Service& s = svc(ud);
   std::string p = path, prefix = std::string(kJobPrefix) + "/";
   if (p.compare(0, prefix.size(), prefix) != 0) return 0;
   std::string id = p.substr(prefix.size());
   if (id.empty() || id.size() > 19 || id.find_first_not_of("0123456789") != std::string::npos) return 0;
   auto it = s.jobs.find(std::stoull(id));
+  if (it != s.jobs.end()) {
+    // A call on this job from another user: refused (its destination, progress
+    // and summary are the owner's business). Signals and the daemon's own
+    // emissions go on as usual.
+    sd_bus_message* m = sd_bus_get_current_message(bus);
+    Caller c;
+    if (m && sd_bus_message_is_method_call(m, nullptr, nullptr) && sd_bus_message_get_path(m) &&
+        std::strcmp(sd_bus_message_get_path(m), path) == 0 && caller_of(m, &c) >= 0 && !c.root() &&
+        c.uid != it->second->row.uid)
+      return sd_bus_error_setf(e, err::kNotOwner, "job %s belongs to another user; only its owner or root may use it",
+                               id.c_str());
+  }
   if (it == s.jobs.end())
     return sd_bus_error_setf(e, err::kNoSuchJob,
                              "there is no job %s (finished jobs are kept for keep_finished_days; xferctl list and "
@@ -357,12 +369,17 @@ int find_job(sd_bus*, const char* path, const char*, void* ud, void** found, sd_
   return 1;
 }
 
-int enumerate_jobs(sd_bus*, const char*, void* ud, char*** nodes, sd_bus_error*) {
+int enumerate_jobs(sd_bus* bus, const char*, void* ud, char*** nodes, sd_bus_error*) {
   Service& s = svc(ud);
   char** out = static_cast<char**>(calloc(s.jobs.size() + 1, sizeof(char*)));
   if (!out) return -ENOMEM;
+  // Introspection lists the caller's own jobs (root: all), as ListJobs does.
+  sd_bus_message* m = sd_bus_get_current_message(bus);
+  Caller c;
+  bool all = !m || caller_of(m, &c) < 0 || c.root();
   size_t i = 0;
-  for (const auto& [id, j] : s.jobs) out[i++] = strdup(j->path().c_str());
+  for (const auto& [id, j] : s.jobs)
+    if (all || j->row.uid == c.uid) out[i++] = strdup(j->path().c_str());
   *nodes = out;
   return 0;
 }

@@ -20,11 +20,12 @@ bool Caller::in_group(gid_t g) const {
 
 bool Caller::is(const std::string& u) const {
   if (u == name) return true;
-  return !u.empty() && u.find_first_not_of("0123456789") == std::string::npos && std::stoul(u) == uid;
+  return !u.empty() && u.size() <= 10 && u.find_first_not_of("0123456789") == std::string::npos && std::stoul(u) == uid;
 }
 
 bool Caller::member_of(const std::string& g) const {
-  if (!g.empty() && g.find_first_not_of("0123456789") == std::string::npos) return in_group(gid_t(std::stoul(g)));
+  if (!g.empty() && g.size() <= 10 && g.find_first_not_of("0123456789") == std::string::npos)
+    return in_group(gid_t(std::stoul(g)));
   group gr{}, *res = nullptr;
   char buf[16384];
   if (getgrnam_r(g.c_str(), &gr, buf, sizeof buf, &res) != 0 || !res) return false;

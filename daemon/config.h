@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "xfer/kernel.h"
+
 namespace xferd {
 
 // A named SLA policy, chosen by callers by name.
@@ -47,7 +49,7 @@ struct Config {
   std::string kernel_mode = "auto";  // auto | hotplug | affinity | off
   int min_cores = 1;
   std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
-  std::string kernel_state = "/run/xferd/kernel-state";
+  std::string kernel_state = xfer::KernelJournal::kDefaultPath;
   // [network]
   double bandwidth_mbps = 1000;     // link rate for the BDP
   std::string http = "auto";

@@ -178,9 +178,7 @@ uint64_t Service::submit(const Caller& c, const std::string& text, const std::st
   }
   uint64_t id = j->row.id;
   log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, m.entries.size(), dest, p.name);
-  JobEntry& ref = *j;
   jobs[id] = std::move(j);
-  if (on_added) on_added(ref);
   start_queued();
   return id;
 }
@@ -221,12 +219,8 @@ void Service::start(JobEntry& j) {
   uint64_t id = j.row.id;
   Caller owner = caller_for(j.row.uid, j.row.gid);
   auto fail = [&](const std::string& why) {
-    j.error = why;
-    j.state = "failed";
     log::error("job {}: {}", id, why);
-    j.summary = nlohmann::json{{"state", "failed"}, {"error", why}}.dump();
-    store->finish(id, "failed", why, j.summary);
-    if (on_finished) on_finished(j);
+    record_finished(j, "failed", why, nlohmann::json{{"state", "failed"}, {"job", id}, {"error", why}}.dump());
   };
   if (j.dir_fd < 0) {  // carried on after a restart: the check is made again
     std::string why;
@@ -348,14 +342,6 @@ void Service::finished(JobEntry& j) {
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
   if (!j.kernel_note.empty()) s["kernel"]["note"] = j.kernel_note;
-  j.error = j.job->fatal_error();
-  j.summary = s.dump();
-  j.state = st;
-  try {
-    store->finish(j.row.id, st, j.error, j.summary);
-  } catch (const StoreError& e) {
-    log::error("job {}: {}", j.row.id, e.what());
-  }
   log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, st, j.progress.files_done, j.progress.files_total,
             j.progress.files_failed);
   // The Job is torn down outside its own callback.
@@ -388,8 +374,22 @@ void Service::finished(JobEntry& j) {
         return 0;
       },
       r);
+  record_finished(j, st, j.job->fatal_error(), s.dump());
+}
+
+void Service::record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary) {
+  j.state = state;
+  j.error = error;
+  j.summary = summary;
+  j.row.finished_at = unix_now();
+  try {
+    store->finish(j.row.id, state, error, summary);
+  } catch (const StoreError& e) {
+    log::error("job {}: {}", j.row.id, e.what());
+  }
   if (on_changed) on_changed(j);
   if (on_finished) on_finished(j);
+  notify_status();
 }
 
 void Service::cancel(const Caller& c, JobEntry& j) {
@@ -401,11 +401,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
     j.job->cancel();
     return;
   }
-  j.state = "cancelled";
-  j.summary = nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump();
-  store->finish(j.row.id, "cancelled", "", j.summary);
-  if (on_changed) on_changed(j);
-  if (on_finished) on_finished(j);
+  record_finished(j, "cancelled", "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
 }
 
 void Service::pause(const Caller& c, JobEntry& j) {
@@ -467,10 +463,9 @@ void Service::restore_jobs() {
     j->row = std::move(r);
     if (!j->finished()) {
       if (p == cfg.policies.end()) {
-        j->state = "failed";
-        j->error = "policy '" + j->row.policy + "' is no longer in the configuration";
-        j->summary = nlohmann::json{{"state", "failed"}, {"error", j->error}}.dump();
-        store->finish(j->row.id, "failed", j->error, j->summary);
+        std::string why = "policy '" + j->row.policy + "' is no longer in the configuration";
+        log::error("job {}: {}", j->row.id, why);
+        record_finished(*j, "failed", why, nlohmann::json{{"state", "failed"}, {"job", j->row.id}, {"error", why}}.dump());
       } else {
         j->seq = int(store->interval_count(j->row.id));  // interval records go on after the ones already kept
         log::info("job {}: carried on after a restart ({})", j->row.id, j->state);
@@ -497,9 +492,7 @@ void Service::restore_jobs() {
       }
     }
     uint64_t id = j->row.id;
-    JobEntry& ref = *j;
     jobs[id] = std::move(j);
-    if (on_added) on_added(ref);
   }
   start_queued();
 }

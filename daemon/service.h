@@ -122,13 +122,14 @@ struct Service {
   // Hooks bus.cpp sets: a job's properties changed; a job finished.
   std::function<void(JobEntry&)> on_changed;
   std::function<void(JobEntry&)> on_finished;
-  std::function<void(JobEntry&)> on_added;
 
  private:
   const Policy& policy_for(const Caller& c, const std::string& name) const;
   void start_queued();
   void start(JobEntry& j);
   void finished(JobEntry& j);
+  // The one way a job ends: state, error and summary kept, stored, announced.
+  void record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary);
   void set_state(JobEntry& j, const std::string& s);
   size_t running() const;
   std::string last_status_;

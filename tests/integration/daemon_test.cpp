@@ -220,9 +220,12 @@ TEST(Daemon, PauseResumeCancel) {
   EXPECT_EQ(job_property(path, "State"), "running");
   wait_bytes(path, at_pause + (2 << 20), 20);
   EXPECT_GT(bytes_done(path), at_pause);
-  // nobody may not cancel root's job
+  // nobody may neither cancel nor read root's job
   Shell other = run(as_nobody(bin("xferctl") + " cancel " + path));
   EXPECT_NE(other.out.find("org.xferd.Xferd1.Error.NotJobOwner"), std::string::npos) << other.out;
+  Shell peek = run(as_nobody(bin("xferctl") + " status " + path));
+  EXPECT_NE(peek.status, 0);
+  EXPECT_NE(peek.out.find("org.xferd.Xferd1.Error.NotJobOwner"), std::string::npos) << peek.out;
   ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0);
   Shell w = run(bin("xferctl") + " watch " + path + " --json");
   EXPECT_EQ(w.status, 130) << w.out;
