@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon.h"
 #include "fixture.h"
 #include "xfer/energy.h"
 #include "xfer/kernel.h"
@@ -277,4 +278,33 @@ TEST(PowercapFakeRapl, AbsentRaplFallsBackToTheModel) {
   EXPECT_FALSE(m->measured());
   EXPECT_FALSE(m->sample().measured);
   EXPECT_NE(sh(bin("xferctl") + " calibrate --out /dev/null > /dev/null 2>&1"), 0);  // refuses: nothing to fit against
+}
+
+// xferd holding the kernel layer for a job (hotplug), killed with -9: cpu1
+// stays offline until the next xferd starts and restores it; that xferd then
+// carries the job on.
+TEST_F(HotplugTest, XferdRestoresCoresAtTheNextStartAfterKillNine) {
+  Dataset d = dataset(4, 1, 1, 0.1);
+  Nginx nginx(d.dir, "2m");
+  PrivateBus bus;
+  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nstate_file = \"" + state + "\"\n");
+  x.start();
+  std::string dest = make_temp_dir("dest");
+  std::string m = make_temp_dir("manifest") + "/m.txt";
+  std::ofstream(m) << d.manifest(nginx.url(false, "/slow/"));
+  // min-energy starts at ceil(channels / 8) = 1 core.
+  Shell s = run(bin("xferctl") + " submit --policy min-energy --manifest " + m + " --dest " + dest);
+  ASSERT_EQ(s.status, 0) << s.out;
+  for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(slurp(kCpu1), "0") << x.log();
+  x.kill9();
+  EXPECT_EQ(slurp(kCpu1), "0") << "nothing restores after kill -9 but the next start";
+  x.start();
+  EXPECT_NE(x.log().find("restored the cores / frequency a previous xferd left changed"), std::string::npos) << x.log();
+  Shell w = run(bin("xferctl") + " watch 1 --json");
+  EXPECT_EQ(w.status, 0) << w.out;
+  expect_identical(d, dest);
+  // The carried-on job took the layer again and gave it back when it ended.
+  x.stop();
+  EXPECT_EQ(slurp(kCpu1), "1");
 }
