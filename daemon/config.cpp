@@ -92,6 +92,7 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
       {"limits",
        {{"max_jobs_per_user", integer(&Config::max_jobs_per_user, 1, 100000)},
         {"max_entries_per_job", integer(&Config::max_entries_per_job, 1, 10000000)},
+        {"max_entries_per_user", integer(&Config::max_entries_per_user, 1, 100000000)},
         {"max_running_jobs", integer(&Config::max_running_jobs, 1, 10000)},
         {"max_channels", integer(&Config::max_channels, 1, 4096)}}},
       {"kernel",

@@ -43,6 +43,7 @@ struct Config {
   // [limits]
   int max_jobs_per_user = 32;       // jobs not yet finished, per uid
   int max_entries_per_job = 100000;
+  int max_entries_per_user = 1000000;  // over the user's unfinished jobs
   int max_running_jobs = 16;        // more wait, queued
   int max_channels = 32;
   // [kernel]

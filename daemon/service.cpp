@@ -142,14 +142,22 @@ uint64_t Service::submit(const Caller& c, const std::string& text, const std::st
                                               p.name + "' is " + p.algorithm);
   if (options.contains("target_mbps") && options.contains("target_pct"))
     throw Refusal(err::kInvalidArguments, "give target_mbps or target_pct, not both");
-  size_t open = 0;
+  size_t open = 0, entries = 0;
   for (const auto& [id, j] : jobs)
-    if (j->row.uid == c.uid && !j->finished()) ++open;
+    if (j->row.uid == c.uid && !j->finished()) {
+      ++open;
+      entries += j->progress.files_total;
+    }
   if (open >= size_t(cfg.max_jobs_per_user))
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
                                                  "(limits.max_jobs_per_user); wait for one to finish",
                                                  c.name, open));
   xfer::Manifest m = check_manifest(text, cfg.max_entries_per_job);
+  if (entries + m.entries.size() > size_t(cfg.max_entries_per_user))
+    throw Refusal(err::kTooManyEntries,
+                  fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
+                              "(limits.max_entries_per_user); wait for a job to finish",
+                              c.name, entries, m.entries.size(), cfg.max_entries_per_user));
   std::string why;
   int fd = open_dest_as(c, dest, &why);
   if (fd < 0) throw Refusal(err::kDestination, why + "; nothing fetched");

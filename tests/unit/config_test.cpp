@@ -47,6 +47,7 @@ TEST(Config, ShippedFileIsTheBuiltInDefaults) {
   EXPECT_EQ(shipped.default_policy_unprivileged, builtin.default_policy_unprivileged);
   EXPECT_EQ(shipped.max_jobs_per_user, builtin.max_jobs_per_user);
   EXPECT_EQ(shipped.max_entries_per_job, builtin.max_entries_per_job);
+  EXPECT_EQ(shipped.max_entries_per_user, builtin.max_entries_per_user);
   EXPECT_EQ(shipped.max_running_jobs, builtin.max_running_jobs);
   EXPECT_EQ(shipped.max_channels, builtin.max_channels);
   EXPECT_EQ(shipped.kernel_mode, builtin.kernel_mode);
