@@ -98,6 +98,8 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
       {"kernel",
        {{"mode", text(&Config::kernel_mode, {"auto", "hotplug", "affinity", "off"})},
         {"min_cores", integer(&Config::min_cores, 1, 4096)},
+        {"min_freq_khz", integer(&Config::min_freq_khz, 0, 100000000)},
+        {"max_freq_khz", integer(&Config::max_freq_khz, 0, 100000000)},
         {"group", text(&Config::kernel_group)},
         {"state_file", text(&Config::kernel_state)}}},
       {"network",
@@ -212,6 +214,8 @@ void check(const Config& c) {
       throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");
   }
   std::string where = c.files.empty() ? "built-in defaults" : c.files.back();
+  if (c.max_freq_khz > 0 && c.min_freq_khz > c.max_freq_khz)
+    throw ConfigError(where + ": [kernel] min_freq_khz is above max_freq_khz");
   if (!c.policies.count(c.default_policy))
     throw ConfigError(where + ": default_policy '" + c.default_policy + "' is not a defined policy");
   auto u = c.policies.find(c.default_policy_unprivileged);

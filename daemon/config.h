@@ -49,6 +49,7 @@ struct Config {
   // [kernel]
   std::string kernel_mode = "auto";  // auto | hotplug | affinity | off
   int min_cores = 1;
+  long min_freq_khz = 0, max_freq_khz = 0;  // the range any policy may use (0: the driver's)
   std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
   std::string kernel_state = xfer::KernelJournal::kDefaultPath;
   // [network]

@@ -262,8 +262,10 @@ void Service::start(JobEntry& j) {
     kc.mode = core_mode(cfg.kernel_mode);
     kc.min_cores = std::max(cfg.min_cores, j.policy.min_cores);
     kc.max_cores = j.policy.max_cores;
-    kc.min_freq_khz = j.policy.min_freq_khz;
-    kc.max_freq_khz = j.policy.max_freq_khz;
+    // The policy's range within the global one.
+    kc.min_freq_khz = std::max(cfg.min_freq_khz, j.policy.min_freq_khz);
+    kc.max_freq_khz = cfg.max_freq_khz > 0 && j.policy.max_freq_khz > 0 ? std::min(cfg.max_freq_khz, j.policy.max_freq_khz)
+                                                                         : std::max(cfg.max_freq_khz, j.policy.max_freq_khz);
     kc.state_file = cfg.kernel_state;
     try {
       kernel = std::make_unique<xfer::KernelLayer>(kc);

@@ -120,9 +120,22 @@ uid_t owner_of(const std::string& p) {
 TEST(Daemon, ServesTheCheckedInInterfaceAndNotifiesSystemd) {
   Env env;
   std::string dest = env.dest();
+  // A client this project did not write listens to the job's signals.
+  std::string mon = make_temp_dir("monitor");
+  sh("gdbus monitor --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1/job/1 > " + mon +
+     "/out 2>&1 & echo $! > " + mon + "/pid");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Shell sub = run(bin("xferctl") + " submit --manifest " + env.manifest_file(env.data.manifest(env.nginx.url(false, "/"))) +
                   " --dest " + dest + " --wait --no-progress");
   ASSERT_EQ(sub.status, 0) << sub.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  sh("kill $(cat " + mon + "/pid)");
+  std::string signals = run("cat " + mon + "/out").out;
+  EXPECT_NE(signals.find("org.freedesktop.DBus.Properties.PropertiesChanged ('org.xferd.Job1', {'State': <'running'>"),
+            std::string::npos)
+      << signals;
+  EXPECT_NE(signals.find("'BytesDone': <uint64 " + std::to_string(env.data.bytes) + ">"), std::string::npos) << signals;
+  EXPECT_NE(signals.find("org.xferd.Job1.Finished ('done', '{"), std::string::npos) << signals;
   std::ifstream in(XFER_SOURCE_DIR "/daemon/org.xferd.Xferd1.xml");
   std::stringstream ref;
   ref << in.rdbuf();

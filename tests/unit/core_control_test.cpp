@@ -97,6 +97,27 @@ TEST_F(CoreFakeTree, LeftoverStateIsRestoredAtTheNextStart) {
   EXPECT_FALSE(fs::exists(state));
 }
 
+// A policy's core range (xferd's [policy] max_cores) bounds what a tuner asks for.
+TEST_F(CoreFakeTree, KernelLayerKeepsToThePolicysRange) {
+  xfer::KernelLayer::Config k;
+  k.mode = xfer::CoreControl::Mode::Hotplug;
+  k.sysfs_root = root.string();
+  k.state_file = state;
+  k.min_cores = 1;
+  k.max_cores = 2;
+  {
+    xfer::KernelLayer layer(k);
+    EXPECT_EQ(layer.caps().cores_present, 2);  // what the tuner is told it may use
+    EXPECT_EQ(layer.apply(4, 0), "");
+    // 4 asked, 2 allowed: cpu0 and cpu1 (the fake tree's "online" list is static; the cpuN files say it)
+    EXPECT_EQ(read("cpu1/online"), "1");
+    EXPECT_EQ(read("cpu2/online"), "0");
+    EXPECT_EQ(read("cpu3/online"), "0");
+  }
+  EXPECT_EQ(read("cpu1/online"), "1");  // restored when the layer goes
+  EXPECT_EQ(read("cpu3/online"), "1");
+}
+
 TEST(CoreCpuList, ParsesKernelLists) {
   EXPECT_EQ(xfer::parse_cpu_list("0-3,5,7-8"), (std::vector<int>{0, 1, 2, 3, 5, 7, 8}));
   EXPECT_EQ(xfer::parse_cpu_list("0"), (std::vector<int>{0}));
