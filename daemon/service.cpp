@@ -392,6 +392,10 @@ void Service::record_finished(JobEntry& j, const std::string& state, const std::
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
+  if (!j.job && j.dir_fd >= 0) {  // a running job's descriptor goes with its Job, after it
+    close(j.dir_fd);
+    j.dir_fd = -1;
+  }
   try {
     store->finish(j.row.id, state, error, summary);
   } catch (const StoreError& e) {

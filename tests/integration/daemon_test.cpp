@@ -270,6 +270,11 @@ TEST(Daemon, KillNineMidJobThenRestartCompletesByteIdentical) {
   std::cout << "[ kill -9 ] at " << before << " of " << env.data.bytes << " bytes\n";
   env.xferd.start();
   EXPECT_NE(env.xferd.log().find("job 1: carried on after a restart"), std::string::npos) << env.xferd.log();
+  // And a clean stop (SIGTERM, as systemctl stop or restart) in the middle: the job checkpoints and carries on again.
+  wait_bytes(path, before + (2 << 20), 30);
+  env.xferd.stop();
+  EXPECT_NE(env.xferd.log().find("job 1: stopping for a daemon restart"), std::string::npos) << env.xferd.log();
+  env.xferd.start();
   Shell w = run(as_nobody(bin("xferctl") + " watch 1 --json"));
   ASSERT_EQ(w.status, 0) << w.out << env.xferd.log();
   nlohmann::json s = nlohmann::json::parse(w.out.substr(w.out.find('{')));
