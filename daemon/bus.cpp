@@ -137,22 +137,31 @@ int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
   });
 }
 
+// A reply of one array of structs; add(reply) appends each element with `element`.
+template <class F>
+int reply_array(sd_bus_message* m, const char* element, F&& add) {
+  sd_bus_message* reply = nullptr;
+  check(sd_bus_message_new_method_return(m, &reply), "reply");
+  std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)> hold(reply, sd_bus_message_unref);
+  check(sd_bus_message_open_container(reply, 'a', element), "reply");
+  add(reply);
+  check(sd_bus_message_close_container(reply), "reply");
+  return sd_bus_send(nullptr, reply, nullptr);
+}
+
 int method_list_jobs(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    sd_bus_message* reply = nullptr;
-    check(sd_bus_message_new_method_return(m, &reply), "reply");
-    std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)> hold(reply, sd_bus_message_unref);
-    check(sd_bus_message_open_container(reply, 'a', "(otussstt)"), "reply");
-    for (const auto& [id, j] : svc(ud).jobs) {
-      if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
-      xfer::JobProgress p = j->job ? j->job->progress() : j->progress;
-      check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
-                                  j->state.c_str(), j->row.policy.c_str(), j->label.c_str(), p.bytes_done, p.bytes_total),
-            "reply");
-    }
-    check(sd_bus_message_close_container(reply), "reply");
-    return sd_bus_send(nullptr, reply, nullptr);
+    return reply_array(m, "(otussstt)", [&](sd_bus_message* reply) {
+      for (const auto& [id, j] : svc(ud).jobs) {
+        if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
+        xfer::JobProgress p = j->job ? j->job->progress() : j->progress;
+        check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
+                                    j->state.c_str(), j->row.policy.c_str(), j->label.c_str(), p.bytes_done,
+                                    p.bytes_total),
+              "reply");
+      }
+    });
   });
 }
 
@@ -160,20 +169,16 @@ int method_get_policies(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
     Service& s = svc(ud);
-    sd_bus_message* reply = nullptr;
-    check(sd_bus_message_new_method_return(m, &reply), "reply");
-    std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)> hold(reply, sd_bus_message_unref);
-    check(sd_bus_message_open_container(reply, 'a', "(ssbbs)"), "reply");
-    for (const auto& [name, p] : s.cfg.policies) {
-      std::string d = p.description;
-      if (p.target_mbps > 0) d += fmt::format(" [target {} Mbit/s]", p.target_mbps);
-      if (p.target_pct > 0) d += fmt::format(" [target {}% of the maximum]", p.target_pct);
-      check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
-                                  int(may_use(s.cfg, p, c)), d.c_str()),
-            "reply");
-    }
-    check(sd_bus_message_close_container(reply), "reply");
-    return sd_bus_send(nullptr, reply, nullptr);
+    return reply_array(m, "(ssbbs)", [&](sd_bus_message* reply) {
+      for (const auto& [name, p] : s.cfg.policies) {
+        std::string d = p.description;
+        if (p.target_mbps > 0) d += fmt::format(" [target {} Mbit/s]", p.target_mbps);
+        if (p.target_pct > 0) d += fmt::format(" [target {}% of the maximum]", p.target_pct);
+        check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
+                                    int(may_use(s.cfg, p, c)), d.c_str()),
+              "reply");
+      }
+    });
   });
 }
 

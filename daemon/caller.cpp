@@ -34,10 +34,15 @@ bool Caller::member_of(const std::string& g) const {
 
 namespace {
 
+// Name, and the groups when the bus did not say, from the passwd and group
+// databases; c.gid, when unknown (-1), is the passwd entry's primary group, or
+// without an entry the first group the bus gave (else the uid).
 void fill_name_and_groups(Caller& c, bool groups_known) {
   passwd pw{}, *res = nullptr;
   char buf[16384];
-  if (getpwuid_r(c.uid, &pw, buf, sizeof buf, &res) == 0 && res) {
+  bool known = getpwuid_r(c.uid, &pw, buf, sizeof buf, &res) == 0 && res;
+  if (c.gid == gid_t(-1)) c.gid = known ? res->pw_gid : c.groups.empty() ? gid_t(c.uid) : c.groups.front();
+  if (known) {
     c.name = res->pw_name;
     if (!groups_known) {
       int n = 64;
@@ -69,10 +74,6 @@ int caller_of(sd_bus_message* m, Caller* out) {
   if (ng >= 0) c.groups.assign(gids, gids + ng);
   sd_bus_creds_unref(creds);
   if (r < 0) return r;
-  passwd pw{}, *res = nullptr;
-  char buf[16384];
-  if (getpwuid_r(c.uid, &pw, buf, sizeof buf, &res) == 0 && res) c.gid = res->pw_gid;
-  else c.gid = c.groups.empty() ? gid_t(c.uid) : c.groups.front();
   fill_name_and_groups(c, ng >= 0);
   *out = c;
   return 0;

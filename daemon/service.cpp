@@ -74,6 +74,13 @@ xfer::CoreControl::Mode core_mode(const std::string& m) {
 
 std::string JobEntry::path() const { return "/org/xferd/Xferd1/job/" + std::to_string(row.id); }
 
+void JobEntry::take_manifest(xfer::Manifest m) {
+  progress.files_total = m.entries.size();
+  progress.bytes_total = 0;
+  for (const auto& e : m.entries) progress.bytes_total += e.size.value_or(0);
+  manifest = std::move(m);
+}
+
 JobEntry::~JobEntry() {
   job.reset();
   if (dir_fd >= 0) close(dir_fd);
@@ -109,11 +116,35 @@ Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o))
       log::warn("kernel layer: {}", e.what());
     }
   }
+  sd_event_add_defer(
+      loop, &reap_,
+      [](sd_event_source*, void* ud) {
+        auto* s = static_cast<Service*>(ud);
+        for (auto& [id, j] : s->jobs)
+          if (j->finished() && j->job) s->retire(*j);
+        s->start_queued();
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(reap_, SD_EVENT_OFF);
 }
 
 Service::~Service() {
+  sd_event_source_unref(reap_);
   jobs.clear();
   kernel.reset();
+}
+
+void Service::retire(JobEntry& j) {
+  j.job.reset();
+  j.meter.reset();
+  if (j.dir_fd >= 0) close(j.dir_fd);
+  j.dir_fd = -1;
+  if (j.holds_kernel) {
+    kernel.reset();  // restores cores and frequency
+    kernel_job = 0;
+    j.holds_kernel = false;
+  }
 }
 
 const Policy& Service::policy_for(const Caller& c, const std::string& name) const {
@@ -177,15 +208,15 @@ uint64_t Service::submit(const Caller& c, const std::string& text, const std::st
   j->options = options;
   j->label = options.value("label", "");
   j->state = "queued";
-  j->progress.files_total = m.entries.size();
-  for (const auto& e : m.entries) j->progress.bytes_total += e.size.value_or(0);
+  j->take_manifest(std::move(m));
   try {
     store->insert(j->row);
   } catch (const StoreError& e) {
     throw Refusal(err::kInternal, std::string("could not record the job: ") + e.what());
   }
   uint64_t id = j->row.id;
-  log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, m.entries.size(), dest, p.name);
+  log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, j->progress.files_total,
+            dest, p.name);
   jobs[id] = std::move(j);
   start_queued();
   return id;
@@ -235,11 +266,12 @@ void Service::start(JobEntry& j) {
     j.dir_fd = open_dest_as(owner, j.row.dest, &why);
     if (j.dir_fd < 0) return fail(why);
   }
-  xfer::Manifest m;
-  try {
-    m = check_manifest(j.row.manifest, cfg.max_entries_per_job);
-  } catch (const Refusal& e) {
-    return fail(e.what());
+  if (!j.manifest) {
+    try {
+      j.take_manifest(check_manifest(j.row.manifest, cfg.max_entries_per_job));
+    } catch (const Refusal& e) {
+      return fail(e.what());
+    }
   }
   xfer::TunerOptions topts;
   topts.target_mbps = j.options.value("target_mbps", j.policy.target_mbps);
@@ -278,18 +310,11 @@ void Service::start(JobEntry& j) {
   if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
   topts.kernel = j.holds_kernel;
 
-  auto release_kernel = [&] {
-    if (!j.holds_kernel) return;
-    kernel.reset();  // restores cores and frequency
-    kernel_job = 0;
-    j.holds_kernel = false;
-  };
   std::unique_ptr<xfer::Tuner> tuner;
   try {
     tuner = xfer::make_tuner(j.policy.algorithm, topts);
   } catch (const std::exception& e) {
-    release_kernel();
-    return fail(std::string("policy ") + j.policy.name + ": " + e.what());
+    return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // retires what it took
   }
   xfer::EngineOptions eo;
   eo.http = cfg.http;
@@ -300,14 +325,13 @@ void Service::start(JobEntry& j) {
   try {
     j.meter = xfer::make_energy_meter({}, xfer::EnergyScope::Machine);
     j.energy_source = j.meter->source();
-    xfer::Job::Spec spec{std::move(m), j.row.dest, eo};
+    xfer::Job::Spec spec{std::move(*j.manifest), j.row.dest, eo};
+    j.manifest.reset();
     spec.dest_dir_fd = j.dir_fd;
     spec.owner = xfer::FileOwner{j.row.uid, j.row.gid};
     j.job = std::make_unique<xfer::Job>(engine, std::move(spec), std::move(tuner));
   } catch (const std::exception& e) {
-    release_kernel();
-    j.meter.reset();
-    return fail(e.what());
+    return fail(e.what());  // retires what it took
   }
   if (flows) j.job->set_flow_monitor(flows.get(), uint32_t(id));
   j.job->set_energy_meter(j.meter.get());
@@ -333,14 +357,17 @@ void Service::start(JobEntry& j) {
     log::info("job {}: {:.1f} Mbit/s, {:.1f} J, cores {} | {} | {}", x.row.id, e.throughput_bps / 1e6, e.joules, e.cores, ps,
               e.params.reason);
     x.progress = x.job->progress();
-    set_state(x, xfer::to_string(x.job->state()));
     if (on_changed) on_changed(x);
   };
+  // Queued -> discovering -> running <-> paused, announced as they happen; the
+  // end goes through on_finished.
+  j.job->on_state = [this, jp](xfer::JobState st) {
+    if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
+      set_state(*jp, xfer::to_string(st));
+  };
   j.job->on_finished = [this, jp] { finished(*jp); };
-  set_state(j, "discovering");
   log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
   j.job->start();
-  if (j.job && !j.finished()) set_state(j, xfer::to_string(j.job->state()));
 }
 
 void Service::finished(JobEntry& j) {
@@ -355,35 +382,7 @@ void Service::finished(JobEntry& j) {
   log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, st, j.progress.files_done, j.progress.files_total,
             j.progress.files_failed);
   // The Job is torn down outside its own callback.
-  uint64_t id = j.row.id;
-  sd_event_source* src = nullptr;
-  struct Reap {
-    Service* s;
-    uint64_t id;
-  };
-  auto* r = new Reap{this, id};
-  sd_event_add_defer(
-      loop, &src,
-      [](sd_event_source* es, void* ud) {
-        std::unique_ptr<Reap> rp(static_cast<Reap*>(ud));
-        auto it = rp->s->jobs.find(rp->id);
-        if (it != rp->s->jobs.end()) {
-          JobEntry& x = *it->second;
-          x.job.reset();
-          x.meter.reset();
-          if (x.dir_fd >= 0) close(x.dir_fd);
-          x.dir_fd = -1;
-          if (x.holds_kernel) {
-            rp->s->kernel.reset();  // restores cores and frequency
-            rp->s->kernel_job = 0;
-            x.holds_kernel = false;
-          }
-        }
-        sd_event_source_unref(es);
-        rp->s->start_queued();
-        return 0;
-      },
-      r);
+  sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
   record_finished(j, st, j.job->fatal_error(), s.dump());
 }
 
@@ -392,10 +391,7 @@ void Service::record_finished(JobEntry& j, const std::string& state, const std::
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
-  if (!j.job && j.dir_fd >= 0) {  // a running job's descriptor goes with its Job, after it
-    close(j.dir_fd);
-    j.dir_fd = -1;
-  }
+  if (!j.job) retire(j);  // a running Job is retired after its callback returns
   try {
     store->finish(j.row.id, state, error, summary);
   } catch (const StoreError& e) {
@@ -406,9 +402,20 @@ void Service::record_finished(JobEntry& j, const std::string& state, const std::
   notify_status();
 }
 
-void Service::cancel(const Caller& c, JobEntry& j) {
+namespace {
+
+// bus.cpp refuses another user's call on a job before it gets here; this keeps
+// the rule where the operations are, for any other caller of them.
+void need_owner(const Caller& c, const JobEntry& j, const char* verb) {
   if (!c.root() && c.uid != j.row.uid)
-    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may cancel it", j.row.id, j.row.uid));
+    throw Refusal(err::kNotOwner,
+                  fmt::format("job {} belongs to uid {}; only its owner or root may {} it", j.row.id, j.row.uid, verb));
+}
+
+}  // namespace
+
+void Service::cancel(const Caller& c, JobEntry& j) {
+  need_owner(c, j, "cancel");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, j.state));
   log::info("job {}: cancelled by {}", j.row.id, c.name);
   if (j.job) {
@@ -419,8 +426,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
 }
 
 void Service::pause(const Caller& c, JobEntry& j) {
-  if (!c.root() && c.uid != j.row.uid)
-    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may pause it", j.row.id, j.row.uid));
+  need_owner(c, j, "pause");
   if (j.finished() || j.state == "paused")
     throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id, j.state));
   if (j.job) {
@@ -433,8 +439,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
 }
 
 void Service::resume(const Caller& c, JobEntry& j) {
-  if (!c.root() && c.uid != j.row.uid)
-    throw Refusal(err::kNotOwner, fmt::format("job {} belongs to uid {}; only its owner or root may resume it", j.row.id, j.row.uid));
+  need_owner(c, j, "resume");
   if (j.state != "paused") throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, j.state));
   log::info("job {}: resumed by {}", j.row.id, c.name);
   if (j.job) {
@@ -475,38 +480,38 @@ void Service::restore_jobs() {
     j->error = r.error;
     j->summary = r.summary;
     j->row = std::move(r);
-    if (!j->finished()) {
+    JobEntry& e = *j;
+    jobs[e.row.id] = std::move(j);
+    if (!e.finished()) {
+      try {
+        e.take_manifest(check_manifest(e.row.manifest, cfg.max_entries_per_job));
+      } catch (const Refusal&) {
+        // start() checks it again and fails the job with the reason
+      }
       if (p == cfg.policies.end()) {
-        std::string why = "policy '" + j->row.policy + "' is no longer in the configuration";
-        log::error("job {}: {}", j->row.id, why);
-        record_finished(*j, "failed", why, nlohmann::json{{"state", "failed"}, {"job", j->row.id}, {"error", why}}.dump());
+        std::string why = "policy '" + e.row.policy + "' is no longer in the configuration";
+        log::error("job {}: {}", e.row.id, why);
+        record_finished(e, "failed", why, nlohmann::json{{"state", "failed"}, {"job", e.row.id}, {"error", why}}.dump());
       } else {
-        j->seq = int(store->interval_count(j->row.id));  // interval records go on after the ones already kept
-        log::info("job {}: carried on after a restart ({})", j->row.id, j->state);
+        e.seq = int(store->interval_count(e.row.id));  // interval records go on after the ones already kept
+        log::info("job {}: carried on after a restart ({})", e.row.id, e.state);
       }
     } else {
-      nlohmann::json s = nlohmann::json::parse(j->summary, nullptr, false);
+      nlohmann::json s = nlohmann::json::parse(e.summary, nullptr, false);
       if (!s.is_discarded()) {
-        j->progress.files_total = s.value("files_total", size_t(0));
-        j->progress.files_done = s.value("files_done", size_t(0));
-        j->progress.bytes_total = s.value("bytes_total", uint64_t(0));
-        j->progress.bytes_done = s.value("bytes_done", uint64_t(0));
+        // The summary's own names (Job::summary()).
+        e.progress.files_total = s.value("files", size_t(0));
+        e.progress.files_done = s.value("files_ok", size_t(0));
+        e.progress.files_skipped = s.value("files_skipped", size_t(0));
+        e.progress.files_failed = s.value("files_failed", size_t(0));
+        e.progress.bytes_total = s.value("bytes", uint64_t(0));
+        e.progress.bytes_done = s.value("bytes_fetched", uint64_t(0)) + s.value("bytes_resumed", uint64_t(0));
         if (s.contains("energy")) {
-          j->joules = s["energy"].value("joules", 0.0);
-          j->energy_source = s["energy"].value("source", "");
+          e.joules = s["energy"].value("joules", 0.0);
+          e.energy_source = s["energy"].value("source", "");
         }
       }
     }
-    if (j->progress.files_total == 0 && !j->finished()) {
-      try {
-        xfer::Manifest m = xfer::parse_manifest(j->row.manifest, "manifest");
-        j->progress.files_total = m.entries.size();
-        for (const auto& e : m.entries) j->progress.bytes_total += e.size.value_or(0);
-      } catch (const std::exception&) {
-      }
-    }
-    uint64_t id = j->row.id;
-    jobs[id] = std::move(j);
   }
   start_queued();
 }
@@ -517,11 +522,8 @@ void Service::shutdown() {
     if (j->job) {
       log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
       j->job->cancel();  // checkpoints every .part; on_finished ignores it (stopping)
-      j->job.reset();
-      j->meter.reset();
+      retire(*j);
     }
-  kernel.reset();
-  kernel_job = 0;
 }
 
 void Service::purge_old() {

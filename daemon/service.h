@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct JobEntry {
   nlohmann::json options;        // the caller's
   std::string state;             // queued | discovering | running | paused | done | failed | cancelled
   std::string label;
+  // Parsed at Submit or at a restart, handed to the Job when it starts.
+  std::optional<xfer::Manifest> manifest;
   // While it runs:
   int dir_fd = -1;
   std::unique_ptr<xfer::EnergyMeter> meter;
@@ -76,6 +79,8 @@ struct JobEntry {
   std::string summary;  // JSON, when finished
 
   std::string path() const;
+  // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
+  void take_manifest(xfer::Manifest m);
   bool finished() const { return state == "done" || state == "failed" || state == "cancelled"; }
   ~JobEntry();
 };
@@ -130,9 +135,13 @@ struct Service {
   void finished(JobEntry& j);
   // The one way a job ends: state, error and summary kept, stored, announced.
   void record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary);
-  void set_state(JobEntry& j, const std::string& s);
+  void set_state(JobEntry& j, const std::string& s);  // stored and announced when it changes
+  // Tears down what a job held while it ran: the Job, its meter, the
+  // destination descriptor, and the kernel layer (restoring cores and frequency).
+  void retire(JobEntry& j);
   size_t running() const;
   std::string last_status_;
+  sd_event_source* reap_ = nullptr;  // retires finished jobs outside their own callbacks
 };
 
 bool may_change_kernel(const Config& cfg, const Caller& c);

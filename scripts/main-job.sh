@@ -24,10 +24,12 @@ if [ ! -f "$demo/sample.manifest" ]; then
   mv "$demo/sample.manifest.tmp" "$demo/sample.manifest"
 fi
 
-pids=()
+xferd_pid=""
+private_bus=0
 cleanup() {
   # xferd first: on SIGTERM it checkpoints and restores cores / frequency.
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+  if [ -n "$xferd_pid" ]; then kill "$xferd_pid" 2>/dev/null && wait "$xferd_pid" 2>/dev/null || true; fi
+  if [ "$private_bus" = 1 ]; then bash scripts/private-bus.sh stop "$demo/bus"; fi
   bash scripts/nginx-serve.sh stop "$demo/nginx" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -36,34 +38,9 @@ bash scripts/nginx-serve.sh start "$demo/nginx" "$demo/data" "$port_h1" "$port_h
 
 # The bus: the system bus when it runs, else a private one configured like it.
 if [ -z "${DBUS_SYSTEM_BUS_ADDRESS:-}" ] && [ ! -S /run/dbus/system_bus_socket ]; then
-  cat >"$demo/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$demo/bus.socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-  </policy>
-  <include>$PWD/systemd/org.xferd.Xferd1.conf</include>
-</busconfig>
-CONF
-  rm -f "$demo/bus.socket"
-  dbus-daemon --config-file="$demo/bus.conf" --nofork &
-  pids+=($!)
-  export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$demo/bus.socket"
-  for _ in $(seq 50); do [ -S "$demo/bus.socket" ] && break; sleep 0.1; done
+  DBUS_SYSTEM_BUS_ADDRESS=$(bash scripts/private-bus.sh start "$demo/bus")
+  export DBUS_SYSTEM_BUS_ADDRESS
+  private_bus=1
   echo "== no system bus here: a private one at $DBUS_SYSTEM_BUS_ADDRESS"
 fi
 
@@ -73,7 +50,6 @@ echo "== xferd (log: $demo/xferd.log)"
 build/bin/xferd --config "$demo/xferd.conf" --config-dir "$demo/xferd.conf.d" --state-dir "$demo/state" \
   >"$demo/xferd.log" 2>&1 &
 xferd_pid=$!
-pids=("$xferd_pid" "${pids[@]}")
 for _ in $(seq 100); do
   build/bin/xferctl policies >/dev/null 2>&1 && break
   kill -0 "$xferd_pid" 2>/dev/null || { cat "$demo/xferd.log"; exit 1; }

@@ -13,7 +13,7 @@ namespace xfer {
 uint64_t backoff_us(int failures);
 
 void Job::Impl::start_discovery() {
-  state = JobState::Discovering;
+  set_state(JobState::Discovering);
   discovery = std::make_unique<CurlMulti>(eng.loop());
   // One probe per origin, on its first file.
   for (FileTask& f : files) {

@@ -116,7 +116,7 @@ void Job::Impl::start() {
 
 void Job::Impl::begin_transfer() {
   if (state != JobState::Discovering) return;
-  state = JobState::Running;
+  set_state(JobState::Running);
   if (spec.opts.rtt_ms > 0) rtt_s = spec.opts.rtt_ms / 1e3;
   if (rtt_s <= 0) rtt_s = 1e-4;
   info.rtt_s = rtt_s;
@@ -371,10 +371,16 @@ void Job::Impl::maybe_finish_job() {
   finish_job(JobState::Done);
 }
 
+void Job::Impl::set_state(JobState s) {
+  if (state == s) return;
+  state = s;
+  if (self->on_state) self->on_state(s);
+}
+
 void Job::Impl::finish_job(JobState s) {
   // One last timeline entry for the tail of the transfer.
   if (state == JobState::Running && eng.now_us() - last_tick_us > 50000) record_interval();
-  state = s;
+  set_state(s);
   end_us = eng.now_us();
   for (FileTask& f : files)
     if (f.part) f.part->close_for_resume();
@@ -395,13 +401,13 @@ void Job::Impl::pause() {
   }
   retire_all_channels();
   checkpoint_all(true);
-  state = JobState::Paused;
+  set_state(JobState::Paused);
   log::info("job paused");
 }
 
 void Job::Impl::resume() {
   if (state != JobState::Paused) return;
-  state = JobState::Running;
+  set_state(JobState::Running);
   log::info("job resumed");
   pump();
 }

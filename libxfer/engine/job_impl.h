@@ -162,6 +162,7 @@ struct Job::Impl : RequestOwner {
   std::unique_ptr<Tuner> tuner;
   int dir_fd = -1;
   JobState state = JobState::Created;
+  void set_state(JobState s);  // every change goes through here (and to Job::on_state)
   std::string fatal_error;
 
   std::vector<FileTask> files;

@@ -287,6 +287,13 @@ TEST(Daemon, KillNineMidJobThenRestartCompletesByteIdentical) {
   expect_identical(env.data, d);
   expect_no_partials(d);
   for (const auto& f : env.data.files) EXPECT_EQ(owner_of(d + "/" + f.name), kNobody) << f.name;
+  // A finished job read back from the store after a restart shows its totals.
+  env.xferd.stop();
+  env.xferd.start();
+  EXPECT_EQ(job_property(path, "State"), "done");
+  EXPECT_EQ(job_property(path, "FilesTotal"), std::to_string(env.data.files.size()));
+  EXPECT_EQ(job_property(path, "FilesDone"), std::to_string(env.data.files.size()));
+  EXPECT_EQ(job_property(path, "BytesTotal"), std::to_string(env.data.bytes));
   // Every interval of both runs went to the store (0.5 s intervals over several seconds).
   env.xferd.stop();
   xferd::Store store(env.xferd.state_dir + "/xferd.db");

@@ -1,5 +1,5 @@
 // xferd for the integration tests: a private dbus-daemon with a policy like
-// Debian's system bus (default deny, plus the shipped org.xferd.Xferd1.conf),
+// Debian's system bus (scripts/private-bus.sh, as the README's main job uses),
 // and the real xferd on it, with a notify socket to see READY, STATUS and
 // WATCHDOG as systemd would.
 #pragma once
@@ -22,7 +22,6 @@ class PrivateBus {
 
  private:
   std::string dir_;
-  pid_t pid_ = -1;
 };
 
 class Xferd {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
@@ -112,26 +113,22 @@ nlohmann::json job_properties(Bus& bus, const std::string& path) {
     need(sd_bus_message_peek_type(m, &type, &contents), "property");
     need(sd_bus_message_enter_container(m, 'v', contents), "property");
     std::string t = contents;
-    if (t == "s") {
-      const char* v = nullptr;
-      need(sd_bus_message_read(m, "s", &v), key);
-      out[key] = v;
-    } else if (t == "t") {
-      uint64_t v = 0;
-      need(sd_bus_message_read(m, "t", &v), key);
-      out[key] = v;
-    } else if (t == "u") {
-      uint32_t v = 0;
-      need(sd_bus_message_read(m, "u", &v), key);
-      out[key] = v;
-    } else if (t == "i") {
-      int32_t v = 0;
-      need(sd_bus_message_read(m, "i", &v), key);
-      out[key] = v;
-    } else if (t == "d") {
-      double v = 0;
-      need(sd_bus_message_read(m, "d", &v), key);
-      out[key] = v;
+    if (t.size() == 1 && std::strchr("stuid", t[0])) {  // the basic types Job1 uses
+      union {
+        const char* s;
+        uint64_t t;
+        uint32_t u;
+        int32_t i;
+        double d;
+      } v{};
+      need(sd_bus_message_read_basic(m, t[0], &v), key);
+      switch (t[0]) {
+        case 's': out[key] = v.s; break;
+        case 't': out[key] = v.t; break;
+        case 'u': out[key] = v.u; break;
+        case 'i': out[key] = v.i; break;
+        default: out[key] = v.d;
+      }
     } else if (t == "a(siii)") {
       nlohmann::json a = nlohmann::json::array();
       need(sd_bus_message_enter_container(m, 'a', "(siii)"), key);
@@ -207,11 +204,7 @@ nlohmann::json follow(Bus& bus, const std::string& path, bool show_progress) {
       p.files_total = props.value("FilesTotal", 0u);
       p.files_failed = props.value("FilesFailed", 0u);
       p.throughput_bps = props.value("ThroughputBps", 0.0);
-      std::string ps = props.value("State", "") + " ";
-      for (const auto& c : props["Params"])
-        ps += fmt::format("{}:{}/{}/{} ", c["kind"].get<std::string>().substr(0, 1), c["cc"].get<int>(), c["p"].get<int>(),
-                          c["pp"].get<int>());
-      draw_bar(p, ps);
+      draw_bar(p, props.value("State", "") + " " + brief_params(props["Params"]));
     } else if (show_progress && ticks % 20 == 0) {
       fmt::print(stderr, "{}: {}, {} of {} files, {} of {}, {:.1f} Mbit/s\n", path, props.value("State", ""),
                  props.value("FilesDone", 0u), props.value("FilesTotal", 0u),

@@ -208,12 +208,7 @@ int run(const RunArgs& a) {
           [](sd_event_source* s, uint64_t, void* ud) {
             auto* b = static_cast<BarState*>(ud);
             xfer::JobProgress p = b->job->progress();
-            std::string params;
-            nlohmann::json sm = b->job->summary();
-            for (const auto& c : sm["chunks"])
-              params += fmt::format("{}:{}/{}/{} ", c["kind"].get<std::string>().substr(0, 1), c["cc"].get<int>(),
-                                    c["p"].get<int>(), c["pp"].get<int>());
-            xferctl::draw_bar(p, params);
+            xferctl::draw_bar(p, xferctl::brief_params(b->job->summary()["chunks"]));
             sd_event_source_set_time_relative(s, 250000);
             sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
             return 0;

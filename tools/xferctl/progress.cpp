@@ -42,6 +42,14 @@ void finish_bar() {
   fflush(stderr);
 }
 
+std::string brief_params(const nlohmann::json& chunks) {
+  std::string out;
+  for (const auto& c : chunks)
+    out += fmt::format("{}:{}/{}/{} ", c["kind"].get<std::string>().substr(0, 1), c["cc"].get<int>(), c["p"].get<int>(),
+                       c["pp"].get<int>());
+  return out;
+}
+
 void print_result(const nlohmann::json& s, const std::string& title) {
   double secs = s["seconds"].get<double>();
   fmt::print("{}: {}{}\n", title, s["state"].get<std::string>(),

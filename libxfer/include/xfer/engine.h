@@ -192,6 +192,8 @@ class Job {
   nlohmann::json summary() const;  // the --json result
 
   std::function<void()> on_finished;
+  // Every state change, as it happens (before on_finished for the last one).
+  std::function<void(JobState)> on_state;
   std::function<void(const TimelineEntry&)> on_interval;
 
   struct Impl;
