@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "job_options.h"
+#include "submit_args.h"
 #include "xfer/log.h"
 
 namespace xferd {
@@ -41,55 +41,6 @@ void check(int r, const char* what) {
   if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
 }
 
-// a{sv} against the options table.
-nlohmann::json read_options(sd_bus_message* m) {
-  nlohmann::json out = nlohmann::json::object();
-  check(sd_bus_message_enter_container(m, 'a', "{sv}"), "options");
-  for (;;) {
-    int r = sd_bus_message_enter_container(m, 'e', "sv");
-    check(r, "options");
-    if (r == 0) break;
-    const char* key = nullptr;
-    check(sd_bus_message_read(m, "s", &key), "option name");
-    const JobOption* opt = nullptr;
-    for (const JobOption& o : kJobOptions)
-      if (std::strcmp(o.name, key) == 0) opt = &o;
-    if (!opt) {
-      std::string known;
-      for (const JobOption& o : kJobOptions) known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", o.name, o.type);
-      throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", key, known));
-    }
-    char type = 0;
-    const char* contents = nullptr;
-    check(sd_bus_message_peek_type(m, &type, &contents), "option value");
-    std::string vt = contents ? contents : "";
-    check(sd_bus_message_enter_container(m, 'v', contents), "option value");
-    if (opt->type == 's') {
-      if (vt != "s") throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a string (s), not '{}'", key, vt));
-      const char* v = nullptr;
-      check(sd_bus_message_read(m, "s", &v), key);
-      if (std::strlen(v) > 200) throw Refusal(err::kInvalidArguments, fmt::format("option {}: at most 200 bytes", key));
-      out[key] = v;
-    } else {
-      double v = 0;
-      if (vt == "d") check(sd_bus_message_read(m, "d", &v), key);
-      else if (vt == "u") { uint32_t x; check(sd_bus_message_read(m, "u", &x), key); v = x; }
-      else if (vt == "i") { int32_t x; check(sd_bus_message_read(m, "i", &x), key); v = x; }
-      else if (vt == "t") { uint64_t x; check(sd_bus_message_read(m, "t", &x), key); v = double(x); }
-      else throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a number (d, u, i or t), not '{}'", key, vt));
-      bool pct = std::strcmp(key, "target_pct") == 0;
-      if (!(v > 0) || (pct && v > 100) || v > 1e7)
-        throw Refusal(err::kInvalidArguments, fmt::format("option {}: {} is out of range", key, v));
-      if (opt->type == 'u') out[key] = int(v);
-      else out[key] = v;
-    }
-    check(sd_bus_message_exit_container(m), "option value");
-    check(sd_bus_message_exit_container(m), "options");
-  }
-  check(sd_bus_message_exit_container(m), "options");
-  return out;
-}
-
 int reply_job(sd_bus_message* m, Service& s, uint64_t id) {
   return sd_bus_reply_method_return(m, "o", s.jobs.at(id)->path().c_str());
 }
@@ -97,43 +48,16 @@ int reply_job(sd_bus_message* m, Service& s, uint64_t id) {
 int method_submit(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    std::string text;
-    check(sd_bus_message_enter_container(m, 'a', "(sts)"), "entries");
-    int n = 0;
-    for (;;) {
-      const char *url = nullptr, *sha = nullptr;
-      uint64_t size = 0;
-      int r = sd_bus_message_read(m, "(sts)", &url, &size, &sha);
-      check(r, "entries");
-      if (r == 0) break;
-      ++n;
-      for (const char* p = url; *p; ++p)
-        if (static_cast<unsigned char>(*p) <= ' ' || *p == 0x7f)
-          throw Refusal(err::kUnsupportedUrl, fmt::format("entry {}: the URL contains a space or control byte", n));
-      for (const char* p = sha; *p; ++p)
-        if (!std::isxdigit(static_cast<unsigned char>(*p)))
-          throw Refusal(err::kInvalidManifest, fmt::format("entry {}: sha256 must be 64 hex digits or empty", n));
-      text += url;
-      if (size > 0) text += " " + std::to_string(size);  // 0: unknown, found by HEAD
-      if (*sha) text += std::string(" sha256:") + sha;
-      text += "\n";
-    }
-    check(sd_bus_message_exit_container(m), "entries");
-    const char *dest = nullptr, *policy = nullptr;
-    check(sd_bus_message_read(m, "ss", &dest, &policy), "destination, policy");
-    nlohmann::json opts = read_options(m);
-    if (n == 0) throw Refusal(err::kInvalidManifest, "no entries: nothing to fetch");
-    return reply_job(m, svc(ud), svc(ud).submit(c, text, dest, policy, opts));
+    SubmitRequest req = read_submit(m, size_t(svc(ud).cfg.max_entries_per_job));
+    return reply_job(m, svc(ud), svc(ud).submit(c, std::move(req)));
   });
 }
 
 int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    const char *text = nullptr, *dest = nullptr, *policy = nullptr;
-    check(sd_bus_message_read(m, "sss", &text, &dest, &policy), "manifest, destination, policy");
-    nlohmann::json opts = read_options(m);
-    return reply_job(m, svc(ud), svc(ud).submit(c, text, dest, policy, opts));
+    SubmitRequest req = read_submit_manifest(m, size_t(svc(ud).cfg.max_entries_per_job));
+    return reply_job(m, svc(ud), svc(ud).submit(c, std::move(req)));
   });
 }
 
@@ -231,7 +155,16 @@ int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus
   if (n == "Cores") return sd_bus_message_append(r, "i", int32_t(j.params.cores));
   if (n == "KernelNote") return sd_bus_message_append(r, "s", j.kernel_note.c_str());
   if (n == "Error") return sd_bus_message_append(r, "s", j.error.c_str());
-  if (n == "Summary") return sd_bus_message_append(r, "s", j.summary.c_str());
+  if (n == "Summary") {
+    if (!j.finished() || !j.summary.empty()) return sd_bus_message_append(r, "s", j.summary.c_str());
+    std::string kept;  // a finished job's summary lives in the store only
+    try {
+      kept = j.service->store->summary(j.row.id);
+    } catch (const StoreError& e) {
+      log::error("job {}: {}", j.row.id, e.what());
+    }
+    return sd_bus_message_append(r, "s", kept.c_str());
+  }
   if (n == "Params") {
     int rc = sd_bus_message_open_container(r, 'a', "(siii)");
     for (size_t i = 0; rc >= 0 && i < j.params.chunks.size(); ++i) {

@@ -3,7 +3,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +15,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "xfer/text.h"
 
 namespace xferd {
 
@@ -87,9 +93,17 @@ Caller caller_for(uid_t uid, gid_t gid) {
   return c;
 }
 
-int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
+namespace {
+
+constexpr int kChildTimeoutMs = 10000;  // a path that stalls (a hung NFS mount) is given up on
+constexpr long kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC
+
+}  // namespace
+
+int open_as(const Caller& c, const std::string& path, OpenAs what, std::string* why) {
+  const char* noun = what == OpenAs::WritableDirectory ? "destination" : "file";
   if (path.empty() || path[0] != '/') {
-    *why = "destination '" + path + "' is not an absolute path";
+    *why = std::string(noun) + " '" + xfer::printable(path) + "' is not an absolute path";
     return -1;
   }
   int sv[2];
@@ -107,15 +121,24 @@ int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
   if (pid == 0) {
     // The child: raw system calls only (the parent may have threads), the
     // caller's identity, then the check. Its verdict: an errno and, on
-    // success, the directory fd.
+    // success, the descriptor.
     close(sv[0]);
     int err = 0;
     if (syscall(SYS_setgroups, c.groups.size(), c.groups.data()) != 0 || syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
         syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0)
       err = errno ? errno : EPERM;
-    int fd = err ? -1 : open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (!err && fd < 0) err = errno;
-    if (!err && faccessat(fd, ".", W_OK | X_OK, 0) != 0) err = errno;
+    int fd = -1;
+    if (!err && what == OpenAs::WritableDirectory) {
+      fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) err = errno;
+      else if (faccessat(fd, ".", W_OK | X_OK, 0) != 0) err = errno;
+    } else if (!err) {
+      fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      struct stat st;
+      if (fd < 0) err = errno;
+      else if (fstat(fd, &st) != 0) err = errno;
+      else if (!S_ISREG(st.st_mode)) err = EINVAL;
+    }
     char cbuf[CMSG_SPACE(sizeof(int))] = {};
     iovec iov{&err, sizeof err};
     msghdr msg{};
@@ -141,9 +164,17 @@ int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
   msg.msg_iovlen = 1;
   msg.msg_control = cbuf;
   msg.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = -1;
+  pollfd pfd{sv[0], POLLIN, 0};
+  int ready;
+  do ready = poll(&pfd, 1, kChildTimeoutMs);
+  while (ready < 0 && errno == EINTR);
+  bool timed_out = ready == 0;
+  if (timed_out) kill(pid, SIGKILL);
+  else {
+    do n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+  }
   if (n == ssize_t(sizeof err))
     for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
       if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
@@ -152,17 +183,66 @@ int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (n != ssize_t(sizeof err)) err = EIO;
+  std::string shown = xfer::printable(path);
+  if (timed_out) {
+    *why = std::string(noun) + " " + shown + " did not answer within " + std::to_string(kChildTimeoutMs / 1000) +
+           " s (a stalled file system?)";
+    return -1;
+  }
+  if (err == 0 && fd >= 0 && what == OpenAs::WritableDirectory) {
+    // A FUSE file system is served by a process of its owner, who could stall
+    // every write of the daemon there: not a destination for xferd.
+    struct statfs sf;
+    if (fstatfs(fd, &sf) == 0 && sf.f_type == kFuseMagic) {
+      close(fd);
+      *why = "destination " + shown + " is on a FUSE file system, which a user's process serves; xferd does not write there";
+      return -1;
+    }
+  }
   if (err == 0 && fd >= 0) return fd;
   if (fd >= 0) close(fd);
   switch (err) {
-    case ENOENT: *why = "destination " + path + " does not exist"; break;
-    case ENOTDIR: *why = "destination " + path + " is not a directory"; break;
+    case ENOENT: *why = std::string(noun) + " " + shown + " does not exist"; break;
+    case ENOTDIR: *why = std::string(noun) + " " + shown + " is not a directory"; break;
+    case EINVAL: *why = std::string(noun) + " " + shown + " is not a regular file"; break;
     case EACCES:
     case EPERM:
-    case EROFS: *why = "destination " + path + " is not writable by " + c.name + " (" + strerror(err) + ")"; break;
-    default: *why = "destination " + path + ": " + strerror(err);
+    case EROFS:
+      *why = std::string(noun) + " " + shown + " is not " + (what == OpenAs::WritableDirectory ? "writable" : "readable") +
+             " by " + c.name + " (" + strerror(err) + ")";
+      break;
+    default: *why = std::string(noun) + " " + shown + ": " + strerror(err);
   }
   return -1;
+}
+
+int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
+  return open_as(c, path, OpenAs::WritableDirectory, why);
+}
+
+std::string read_file_as(const Caller& c, const std::string& path, size_t max_bytes, std::string* why) {
+  int fd = open_as(c, path, OpenAs::ReadableFile, why);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = "file " + xfer::printable(path) + ": " + strerror(errno);
+      out.clear();
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+    if (out.size() > max_bytes) {
+      *why = "file " + xfer::printable(path) + " is larger than " + std::to_string(max_bytes) + " bytes";
+      out.clear();
+      break;
+    }
+  }
+  close(fd);
+  return out;
 }
 
 }  // namespace xferd

@@ -33,6 +33,17 @@ Caller caller_for(uid_t uid, gid_t gid);
 // it (write and search). The descriptor comes back over a socket pair, so the
 // directory the daemon writes into is the one the check was made on, whatever
 // is renamed or re-linked later. Returns the fd, or -1 with *why set.
+// The wait for the child is bounded (10 s), and a directory on a FUSE file
+// system (served by some user's process, which could stall every write) is
+// refused.
 int open_dest_as(const Caller& c, const std::string& path, std::string* why);
+
+// The same machinery for a file the caller names (a CA bundle): opened as the
+// caller, never blocking, a regular file. What open_dest_as does, generalised.
+enum class OpenAs { WritableDirectory, ReadableFile };
+int open_as(const Caller& c, const std::string& path, OpenAs what, std::string* why);
+// The file's contents, read as the caller; "" with *why set when it cannot be
+// read or is larger than max_bytes.
+std::string read_file_as(const Caller& c, const std::string& path, size_t max_bytes, std::string* why);
 
 }  // namespace xferd

@@ -1,17 +1,26 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
 
 #include <algorithm>
+#include <limits>
 #include <functional>
 #include <toml++/toml.h>
 
+#include "xfer/safe_open.h"
 #include "xfer/tuner.h"
 
 namespace xferd {
 
 namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // A key's setter returns "" or what is wrong with the value.
 template <class T>
@@ -33,6 +42,7 @@ Setter<T> number(double T::*field, double lo, double hi) {
   return [=](const toml::node& n, T& t) -> std::string {
     auto v = n.value<double>();
     if (!(n.is_integer() || n.is_floating_point()) || !v) return "expected a number";
+    if (!std::isfinite(*v)) return "expected a finite number, not " + std::to_string(*v);
     if (*v < lo || *v > hi) return "must be between " + std::to_string(lo) + " and " + std::to_string(hi);
     t.*field = *v;
     return "";
@@ -94,6 +104,9 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
         {"max_entries_per_job", integer(&Config::max_entries_per_job, 1, 10000000)},
         {"max_entries_per_user", integer(&Config::max_entries_per_user, 1, 100000000)},
         {"max_running_jobs", integer(&Config::max_running_jobs, 1, 10000)},
+        {"max_running_entries", integer(&Config::max_running_entries, 1, 100000000)},
+        {"max_finished_per_user", integer(&Config::max_finished_per_user, 0, 1000000)},
+        {"max_file_bytes", integer(&Config::max_file_bytes, 0, std::numeric_limits<int64_t>::max())},
         {"max_channels", integer(&Config::max_channels, 1, 4096)}}},
       {"kernel",
        {{"mode", text(&Config::kernel_mode, {"auto", "hotplug", "affinity", "off"})},
@@ -131,6 +144,7 @@ const std::map<std::string, Setter<Policy>>& policy_keys() {
       {"max_freq_khz", integer(&Policy::max_freq_khz, 0, 100000000)},
       {"users", strings(&Policy::users)},
       {"groups", strings(&Policy::groups)},
+      {"ca_file", text(&Policy::ca_file)},
   };
   return keys;
 }
@@ -155,10 +169,43 @@ void apply_table(const std::string& file, const std::string& where, const toml::
   }
 }
 
-void apply_file(const std::string& file, Config& c) {
+// A config file's text: a regular file (not a directory, not a FIFO that
+// would block the reader), of a sane size.
+std::string read_config_file(const std::string& file) {
+  int fd = open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw ConfigError(file + ": cannot read: " + std::string(strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw ConfigError(file + ": is a " + xfer::file_kind(st.st_mode) + ", not a configuration file");
+  }
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      close(fd);
+      throw ConfigError(file + ": cannot read: " + std::string(strerror(e)));
+    }
+    if (n == 0) break;
+    text.append(buf, size_t(n));
+    if (text.size() > kMaxConfigBytes) {
+      close(fd);
+      throw ConfigError(file + ": larger than " + std::to_string(kMaxConfigBytes) + " bytes; not a configuration file");
+    }
+  }
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
+void apply_config_text(const std::string& text, const std::string& file, Config& c) {
   toml::table root;
   try {
-    root = toml::parse_file(file);
+    root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     throw ConfigError(at(file, e.source()) + ": " + std::string(e.description()));
   }
@@ -195,8 +242,14 @@ void apply_file(const std::string& file, Config& c) {
   c.files.push_back(file);
 }
 
+namespace {
+
+void apply_file(const std::string& file, Config& c) { apply_config_text(read_config_file(file), file, c); }
+
+}  // namespace
+
 // What holds across keys and files, checked once everything is read.
-void check(const Config& c) {
+void check_config(const Config& c) {
   for (const auto& [name, p] : c.policies) {
     if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
     bool target = p.target_mbps > 0 || p.target_pct > 0;
@@ -226,6 +279,8 @@ void check(const Config& c) {
     throw ConfigError(where + ": default_policy_unprivileged '" + u->first +
                       "' changes the kernel layer; it must be a policy every caller may use");
 }
+
+namespace {
 
 Policy builtin(const std::string& name, const std::string& algo, bool kernel, const std::string& what) {
   Policy p;
@@ -268,7 +323,7 @@ Config builtin_config() {
 Config load_config(const std::string& main, const std::string& dropin_dir) {
   Config c = builtin_config();
   struct stat st;
-  if (stat(main.c_str(), &st) == 0) apply_file(main, c);
+  if (stat(main.c_str(), &st) == 0) apply_file(main, c);  // a directory or FIFO there is refused by the reader
   else if (errno != ENOENT) throw ConfigError(main + ": cannot read: " + std::string(strerror(errno)));
   std::vector<std::string> dropins;
   if (DIR* d = opendir(dropin_dir.c_str())) {
@@ -280,7 +335,7 @@ Config load_config(const std::string& main, const std::string& dropin_dir) {
   }
   std::sort(dropins.begin(), dropins.end());
   for (const auto& f : dropins) apply_file(f, c);
-  check(c);
+  check_config(c);
   return c;
 }
 

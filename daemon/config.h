@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,7 @@ struct Policy {
   long min_freq_khz = 0, max_freq_khz = 0;   // 0: the driver's range
   std::vector<std::string> users;   // who may use it (names or uids); empty with
   std::vector<std::string> groups;  // groups empty: everyone (kernel rules still apply)
+  std::string ca_file;              // PEM CA bundle for https instead of the system's ("" : system)
   std::string origin;               // "file:line" where it was defined
 };
 
@@ -43,8 +45,11 @@ struct Config {
   // [limits]
   int max_jobs_per_user = 32;       // jobs not yet finished, per uid
   int max_entries_per_job = 100000;
-  int max_entries_per_user = 1000000;  // over the user's unfinished jobs
+  int max_entries_per_user = 200000;  // over the user's unfinished jobs
   int max_running_jobs = 16;        // more wait, queued
+  int max_running_entries = 400000; // over the running jobs: bounds memory (a larger job runs alone)
+  int max_finished_per_user = 100;  // finished jobs kept per user; older ones are forgotten
+  int64_t max_file_bytes = 0;       // a file larger than this fails (0: no limit)
   int max_channels = 32;
   // [kernel]
   std::string kernel_mode = "auto";  // auto | hotplug | affinity | off
@@ -79,5 +84,10 @@ Config builtin_config();
 // Defaults, then main (when it exists), then dropin_dir/*.conf. Throws
 // ConfigError at the first problem.
 Config load_config(const std::string& main, const std::string& dropin_dir);
+// One file's text applied on top of c ("file" names it in messages); throws
+// ConfigError. What load_config does per file; check_config() then checks the
+// whole.
+void apply_config_text(const std::string& text, const std::string& file, Config& c);
+void check_config(const Config& c);
 
 }  // namespace xferd

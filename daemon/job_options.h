@@ -15,6 +15,7 @@ inline constexpr JobOption kJobOptions[] = {
     {"target_mbps", 'd', "throughput-target policies: the target in Mbit/s (instead of the policy's)"},
     {"target_pct", 'd', "throughput-target policies: the target in percent of the measured maximum"},
     {"max_channels", 'u', "at most this many channels (files in flight); only lowers the policy's limit"},
+    {"ca_file", 's', "a PEM file of CA certificates to verify https servers against (read as the caller)"},
 };
 
 }  // namespace xferd

@@ -1,5 +1,7 @@
 #include "service.h"
 
+#include <malloc.h>
+
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -9,7 +11,9 @@
 #include <sstream>
 
 #include "xfer/log.h"
+#include "submit_args.h"
 #include "xfer/manifest.h"
+#include "xfer/text.h"
 #include "xfer/tuner.h"
 
 namespace xferd {
@@ -19,43 +23,6 @@ namespace log = xfer::log;
 namespace {
 
 double unix_now() { return double(time(nullptr)); }
-
-// Every manifest, from entries or from text, goes through here before anything
-// is written: the entry limit first (a huge manifest is not parsed), then each
-// line's scheme and file name, each with its own error name, then the full parse.
-xfer::Manifest check_manifest(const std::string& text, int max_entries) {
-  std::istringstream in(text);
-  std::string line;
-  int n = 0, lineno = 0;
-  std::vector<std::pair<int, std::string>> urls;
-  while (std::getline(in, line)) {
-    ++lineno;
-    size_t b = line.find_first_not_of(" \t\r");
-    if (b == std::string::npos || line[b] == '#') continue;
-    if (++n > max_entries) continue;
-    size_t e = line.find_first_of(" \t\r", b);
-    urls.emplace_back(lineno, line.substr(b, e == std::string::npos ? std::string::npos : e - b));
-  }
-  if (n > max_entries)
-    throw Refusal(err::kTooManyEntries, fmt::format("the manifest has {} entries; this daemon takes at most {} per job "
-                                                    "(limits.max_entries_per_job); split it into several jobs",
-                                                    n, max_entries));
-  for (const auto& [l, url] : urls) {
-    if (std::string why = xfer::check_url(url); !why.empty())
-      throw Refusal(err::kUnsupportedUrl, fmt::format("entry on line {}: {}: {}", l, url, why));
-    try {
-      xfer::file_name_from_url(url);
-    } catch (const std::invalid_argument& e) {
-      throw Refusal(err::kBadFileName,
-                    fmt::format("entry on line {}: {}: {}; the file name must stay inside the destination", l, url, e.what()));
-    }
-  }
-  try {
-    return xfer::parse_manifest(text, "manifest");
-  } catch (const xfer::ManifestError& e) {
-    throw Refusal(err::kInvalidManifest, std::string("manifest rejected, nothing fetched:\n") + e.what());
-  }
-}
 
 std::string policy_names(const Config& c) {
   std::string s;
@@ -77,8 +44,20 @@ std::string JobEntry::path() const { return "/org/xferd/Xferd1/job/" + std::to_s
 void JobEntry::take_manifest(xfer::Manifest m) {
   progress.files_total = m.entries.size();
   progress.bytes_total = 0;
-  for (const auto& e : m.entries) progress.bytes_total += e.size.value_or(0);
+  names.clear();
+  names.reserve(m.entries.size());
+  for (const auto& e : m.entries) {
+    progress.bytes_total += e.size.value_or(0);
+    names.push_back(e.name);
+  }
+  std::sort(names.begin(), names.end());
   manifest = std::move(m);
+}
+
+DirKey dest_key(int dir_fd) {
+  struct stat st;
+  if (fstat(dir_fd, &st) != 0) return {};
+  return {st.st_dev, st.st_ino};
 }
 
 JobEntry::~JobEntry() {
@@ -136,6 +115,7 @@ Service::~Service() {
 }
 
 void Service::retire(JobEntry& j) {
+  bool had_job = j.job != nullptr;
   j.job.reset();
   j.meter.reset();
   if (j.dir_fd >= 0) close(j.dir_fd);
@@ -145,6 +125,7 @@ void Service::retire(JobEntry& j) {
     kernel_job = 0;
     j.holds_kernel = false;
   }
+  if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
 
 const Policy& Service::policy_for(const Caller& c, const std::string& name) const {
@@ -164,9 +145,9 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
   return it->second;
 }
 
-uint64_t Service::submit(const Caller& c, const std::string& text, const std::string& dest, const std::string& policy,
-                         const nlohmann::json& options) {
-  const Policy& p = policy_for(c, policy);
+uint64_t Service::submit(const Caller& c, SubmitRequest req) {
+  const Policy& p = policy_for(c, req.policy);
+  const nlohmann::json& options = req.options;
   bool target = options.contains("target_mbps") || options.contains("target_pct");
   if (target && p.algorithm != "throughput-target")
     throw Refusal(err::kInvalidArguments, "options target_mbps / target_pct go with a throughput-target policy; '" +
@@ -183,23 +164,33 @@ uint64_t Service::submit(const Caller& c, const std::string& text, const std::st
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
                                                  "(limits.max_jobs_per_user); wait for one to finish",
                                                  c.name, open));
-  xfer::Manifest m = check_manifest(text, cfg.max_entries_per_job);
+  xfer::Manifest& m = req.manifest;
   if (entries + m.entries.size() > size_t(cfg.max_entries_per_user))
     throw Refusal(err::kTooManyEntries,
                   fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
                               "(limits.max_entries_per_user); wait for a job to finish",
                               c.name, entries, m.entries.size(), cfg.max_entries_per_user));
+  if (options.contains("ca_file")) {
+    std::string why;
+    ca_pem_as(c, options["ca_file"].get<std::string>(), &why);
+    if (!why.empty()) throw Refusal(err::kInvalidArguments, "option ca_file: " + why + "; nothing fetched");
+  }
   std::string why;
-  int fd = open_dest_as(c, dest, &why);
+  int fd = open_dest_as(c, req.dest, &why);
   if (fd < 0) throw Refusal(err::kDestination, why + "; nothing fetched");
 
   auto j = std::make_unique<JobEntry>();
   j->service = this;
   j->dir_fd = fd;
+  j->dest = dest_key(fd);
+  j->take_manifest(std::move(m));
+  // A name is written by one job at a time: two jobs that would both write
+  // NAME in one directory would share NAME.part.
+  if (std::string clash = name_clash(*j); !clash.empty()) throw Refusal(err::kNameInUse, clash);
   j->row.uid = c.uid;
   j->row.gid = c.gid;
-  j->row.dest = dest;
-  j->row.manifest = text;
+  j->row.dest = req.dest;
+  j->row.manifest = xfer::to_text(*j->manifest);
   j->row.policy = p.name;
   j->row.options = options.dump();
   j->row.submitted_at = unix_now();
@@ -208,18 +199,44 @@ uint64_t Service::submit(const Caller& c, const std::string& text, const std::st
   j->options = options;
   j->label = options.value("label", "");
   j->state = "queued";
-  j->take_manifest(std::move(m));
   try {
     store->insert(j->row);
   } catch (const StoreError& e) {
     throw Refusal(err::kInternal, std::string("could not record the job: ") + e.what());
   }
+  j->row.manifest.clear();  // the store keeps the text; the parsed manifest is enough here
+  j->row.manifest.shrink_to_fit();
   uint64_t id = j->row.id;
   log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, j->progress.files_total,
-            dest, p.name);
+            req.dest, p.name);
   jobs[id] = std::move(j);
   start_queued();
   return id;
+}
+
+std::string Service::name_clash(const JobEntry& n) const {
+  for (const auto& [id, j] : jobs) {
+    if (j.get() == &n || j->finished() || j->dest != n.dest) continue;
+    // Both lists sorted: one pass.
+    auto a = j->names.cbegin();
+    auto b = n.names.cbegin();
+    while (a != j->names.end() && b != n.names.end()) {
+      if (*a < *b) ++a;
+      else if (*b < *a) ++b;
+      else
+        return fmt::format("job {} ({}) is to write a file named '{}' into {} and has not finished; a name is written "
+                           "by one job at a time: wait for it, cancel it, or choose another destination",
+                           id, j->state, xfer::printable(*a), xfer::printable(j->row.dest));
+    }
+  }
+  return "";
+}
+
+std::string Service::ca_pem_as(const Caller& c, const std::string& path, std::string* why) const {
+  std::string pem = read_file_as(c, path, kMaxCaBytes, why);
+  if (why->empty() && pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    *why = "file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
+  return why->empty() ? pem : std::string();
 }
 
 size_t Service::running() const {
@@ -231,10 +248,22 @@ size_t Service::running() const {
 
 void Service::start_queued() {
   if (stopping) return;
+  size_t entries = 0;
+  for (const auto& [id, j] : jobs)
+    if (j->job) entries += j->progress.files_total;
   for (auto& [id, j] : jobs) {
     if (running() >= size_t(cfg.max_running_jobs)) break;
-    if (j->state == "queued" && !j->job) start(*j);
+    if (j->state != "queued" || j->job) continue;
+    // Memory grows with the entries of the running jobs: a job waits until it
+    // fits under limits.max_running_entries (alone, any job runs).
+    if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) continue;
+    start(*j);
+    if (j->job) entries += j->progress.files_total;
   }
+  // A job that waits keeps its file names (for name clashes) and totals; its
+  // manifest is read from the store again when it starts.
+  for (auto& [id, j] : jobs)
+    if (!j->job && j->manifest) j->manifest.reset();
   notify_status();
 }
 
@@ -266,12 +295,24 @@ void Service::start(JobEntry& j) {
     j.dir_fd = open_dest_as(owner, j.row.dest, &why);
     if (j.dir_fd < 0) return fail(why);
   }
-  if (!j.manifest) {
+  if (!j.manifest) {  // carried on after a restart, or the job was paused before it started
     try {
-      j.take_manifest(check_manifest(j.row.manifest, cfg.max_entries_per_job));
+      j.take_manifest(manifest_from_text(store->manifest(id), cfg.max_entries_per_job));
     } catch (const Refusal& e) {
       return fail(e.what());
+    } catch (const StoreError& e) {
+      return fail(e.what());
     }
+  }
+  // https: the policy's CA bundle (the admin's, read as root), or the job's
+  // own (read as its owner), instead of the system's store.
+  std::string ca_pem;
+  for (const auto& [path, as] : {std::pair{j.policy.ca_file, caller_for(0, 0)},
+                                 std::pair{j.options.value("ca_file", std::string()), owner}}) {
+    if (path.empty()) continue;
+    std::string why;
+    ca_pem = ca_pem_as(as, path, &why);
+    if (!why.empty()) return fail("ca_file: " + why);
   }
   xfer::TunerOptions topts;
   topts.target_mbps = j.options.value("target_mbps", j.policy.target_mbps);
@@ -320,6 +361,9 @@ void Service::start(JobEntry& j) {
   eo.http = cfg.http;
   eo.interval_ms = cfg.interval_ms;
   eo.bandwidth_mbps = cfg.bandwidth_mbps;
+  eo.pause_when_full = true;  // a full destination pauses the job until Resume
+  eo.max_file_bytes = cfg.max_file_bytes;
+  eo.ca_pem = std::move(ca_pem);
   eo.max_channels = j.policy.max_channels > 0 ? j.policy.max_channels : cfg.max_channels;
   if (j.options.contains("max_channels")) eo.max_channels = std::min(eo.max_channels, j.options["max_channels"].get<int>());
   try {
@@ -362,6 +406,10 @@ void Service::start(JobEntry& j) {
   // Queued -> discovering -> running <-> paused, announced as they happen; the
   // end goes through on_finished.
   j.job->on_state = [this, jp](xfer::JobState st) {
+    // A pause the job made itself (a full destination) says why in Error
+    // until the job runs again.
+    if (st == xfer::JobState::Paused) jp->error = jp->job->pause_reason();
+    if (st == xfer::JobState::Running) jp->error.clear();
     if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
       set_state(*jp, xfer::to_string(st));
   };
@@ -399,7 +447,33 @@ void Service::record_finished(JobEntry& j, const std::string& state, const std::
   }
   if (on_changed) on_changed(j);
   if (on_finished) on_finished(j);
+  // From here on the store holds the summary and the manifest; memory keeps
+  // only what ListJobs and the properties show.
+  j.summary = std::string();
+  j.manifest.reset();
+  j.names = std::vector<std::string>();
+  j.row.manifest = std::string();
+  forget_oldest_finished(j.row.uid);
   notify_status();
+}
+
+void Service::forget_oldest_finished(uid_t uid) {
+  std::vector<uint64_t> finished;
+  for (const auto& [id, j] : jobs)
+    if (j->row.uid == uid && j->finished() && !j->job) finished.push_back(id);  // ids ascend with age
+  if (finished.size() <= size_t(cfg.max_finished_per_user)) return;
+  size_t drop = finished.size() - size_t(cfg.max_finished_per_user);
+  for (size_t i = 0; i < drop; ++i) {
+    try {
+      store->forget(finished[i]);
+    } catch (const StoreError& e) {
+      log::error("job {}: {}", finished[i], e.what());
+    }
+    jobs.erase(finished[i]);
+  }
+  log::info("uid {}: forgot the {} oldest finished job(s) (limits.max_finished_per_user = {})", uid, drop,
+            cfg.max_finished_per_user);
+  malloc_trim(0);
 }
 
 namespace {
@@ -419,7 +493,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, j.state));
   log::info("job {}: cancelled by {}", j.row.id, c.name);
   if (j.job) {
-    j.job->cancel();
+    j.job->cancel(false);  // its partial files go: a cancelled job's bytes are nobody's
     return;
   }
   record_finished(j, "cancelled", "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
@@ -467,7 +541,7 @@ std::string Service::reload() {
 }
 
 void Service::restore_jobs() {
-  for (JobRow& r : store->jobs()) {
+  for (JobRow& r : store->jobs()) {  // without manifests and summaries: those are read one job at a time
     auto j = std::make_unique<JobEntry>();
     j->service = this;
     j->options = nlohmann::json::parse(r.options, nullptr, false);
@@ -478,15 +552,16 @@ void Service::restore_jobs() {
     j->policy.name = r.policy;
     j->state = r.state == "running" ? "queued" : r.state;
     j->error = r.error;
-    j->summary = r.summary;
     j->row = std::move(r);
     JobEntry& e = *j;
     jobs[e.row.id] = std::move(j);
     if (!e.finished()) {
+      struct stat st;
+      if (stat(e.row.dest.c_str(), &st) == 0) e.dest = {st.st_dev, st.st_ino};  // for name clashes until it starts
       try {
-        e.take_manifest(check_manifest(e.row.manifest, cfg.max_entries_per_job));
-      } catch (const Refusal&) {
-        // start() checks it again and fails the job with the reason
+        e.take_manifest(manifest_from_text(store->manifest(e.row.id), cfg.max_entries_per_job));
+      } catch (const std::exception&) {
+        // start() reads it again and fails the job with the reason
       }
       if (p == cfg.policies.end()) {
         std::string why = "policy '" + e.row.policy + "' is no longer in the configuration";
@@ -497,22 +572,24 @@ void Service::restore_jobs() {
         log::info("job {}: carried on after a restart ({})", e.row.id, e.state);
       }
     } else {
-      nlohmann::json s = nlohmann::json::parse(e.summary, nullptr, false);
-      if (!s.is_discarded()) {
+      nlohmann::json s = nlohmann::json::parse(store->summary(e.row.id), nullptr, false);
+      if (s.is_object()) {
         // The summary's own names (Job::summary()).
-        e.progress.files_total = s.value("files", size_t(0));
-        e.progress.files_done = s.value("files_ok", size_t(0));
-        e.progress.files_skipped = s.value("files_skipped", size_t(0));
-        e.progress.files_failed = s.value("files_failed", size_t(0));
-        e.progress.bytes_total = s.value("bytes", uint64_t(0));
-        e.progress.bytes_done = s.value("bytes_fetched", uint64_t(0)) + s.value("bytes_resumed", uint64_t(0));
-        if (s.contains("energy")) {
+        auto count = [&](const char* k) { return s[k].is_number_unsigned() ? s[k].get<uint64_t>() : uint64_t(0); };
+        e.progress.files_total = count("files");
+        e.progress.files_done = count("files_ok");
+        e.progress.files_skipped = count("files_skipped");
+        e.progress.files_failed = count("files_failed");
+        e.progress.bytes_total = count("bytes");
+        e.progress.bytes_done = count("bytes_fetched") + count("bytes_resumed");
+        if (s["energy"].is_object()) {
           e.joules = s["energy"].value("joules", 0.0);
           e.energy_source = s["energy"].value("source", "");
         }
       }
     }
   }
+  malloc_trim(0);
   start_queued();
 }
 
@@ -521,7 +598,7 @@ void Service::shutdown() {
   for (auto& [id, j] : jobs)
     if (j->job) {
       log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
-      j->job->cancel();  // checkpoints every .part; on_finished ignores it (stopping)
+      j->job->cancel(true);  // checkpoints every .part; on_finished ignores it (stopping)
       retire(*j);
     }
 }

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "caller.h"
+#include "errors.h"
 #include "config.h"
 #include "store.h"
+#include "submit_args.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
 #include "xfer/flow_monitor.h"
@@ -24,35 +26,18 @@
 
 namespace xferd {
 
-// Error names, org.xferd.Xferd1.Error.*: every refusal carries one and a
-// sentence a person can act on.
-namespace err {
-inline constexpr const char* kInvalidManifest = "org.xferd.Xferd1.Error.InvalidManifest";
-inline constexpr const char* kUnsupportedUrl = "org.xferd.Xferd1.Error.UnsupportedURL";
-inline constexpr const char* kBadFileName = "org.xferd.Xferd1.Error.BadFileName";
-inline constexpr const char* kDestination = "org.xferd.Xferd1.Error.DestinationNotWritable";
-inline constexpr const char* kTooManyEntries = "org.xferd.Xferd1.Error.TooManyEntries";
-inline constexpr const char* kTooManyJobs = "org.xferd.Xferd1.Error.TooManyJobs";
-inline constexpr const char* kUnknownPolicy = "org.xferd.Xferd1.Error.UnknownPolicy";
-inline constexpr const char* kPolicyForbidden = "org.xferd.Xferd1.Error.PolicyForbidden";
-inline constexpr const char* kInvalidArguments = "org.xferd.Xferd1.Error.InvalidArguments";
-inline constexpr const char* kNoSuchJob = "org.xferd.Xferd1.Error.NoSuchJob";
-inline constexpr const char* kNotOwner = "org.xferd.Xferd1.Error.NotJobOwner";
-inline constexpr const char* kBadState = "org.xferd.Xferd1.Error.BadJobState";
-inline constexpr const char* kConfig = "org.xferd.Xferd1.Error.ConfigInvalid";
-inline constexpr const char* kNotPrivileged = "org.xferd.Xferd1.Error.NotPrivileged";
-inline constexpr const char* kInternal = "org.xferd.Xferd1.Error.Internal";
-}  // namespace err
-
-// A refusal: the D-Bus error name and its message.
-struct Refusal : std::runtime_error {
-  Refusal(const char* n, const std::string& m) : std::runtime_error(m), name(n) {}
-  const char* name;
-};
-
 struct Service;
 
-// One job, live or finished.
+// A directory, whatever path named it.
+struct DirKey {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator!=(const DirKey& o) const { return dev != o.dev || ino != o.ino; }
+};
+DirKey dest_key(int dir_fd);
+
+// One job, live or finished. A finished job keeps only what ListJobs and its
+// properties show; its manifest and summary stay in the store.
 struct JobEntry {
   Service* service = nullptr;
   JobRow row;
@@ -76,7 +61,11 @@ struct JobEntry {
   double joules = 0;
   std::string energy_source;
   std::string error;
-  std::string summary;  // JSON, when finished
+  std::string summary;  // JSON, only between the end and the Finished signal (then in the store)
+  // While unfinished: the directory and the file names it is to write (sorted),
+  // so that no two jobs write one name.
+  DirKey dest;
+  std::vector<std::string> names;
 
   std::string path() const;
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
@@ -108,8 +97,7 @@ struct Service {
   bool stopping = false;
 
   // Manager1
-  uint64_t submit(const Caller& c, const std::string& manifest_text, const std::string& dest,
-                  const std::string& policy, const nlohmann::json& options);
+  uint64_t submit(const Caller& c, SubmitRequest req);
   std::string reload();  // "" or the error; the old config stays on error
   // Job1
   void cancel(const Caller& c, JobEntry& j);
@@ -130,6 +118,13 @@ struct Service {
 
  private:
   const Policy& policy_for(const Caller& c, const std::string& name) const;
+  // "" or why n would write a name an unfinished job in the same directory writes.
+  std::string name_clash(const JobEntry& n) const;
+  // A CA bundle the caller names, read as the caller; "" with *why when unusable.
+  static constexpr size_t kMaxCaBytes = 1 << 20;
+  std::string ca_pem_as(const Caller& c, const std::string& path, std::string* why) const;
+  // At most limits.max_finished_per_user finished jobs per user are kept.
+  void forget_oldest_finished(uid_t uid);
   void start_queued();
   void start(JobEntry& j);
   void finished(JobEntry& j);

@@ -73,6 +73,10 @@ Store::Store(const std::string& path) : path_(path) {
     // WAL: a kill -9 loses at most the last transaction, never the file.
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
+    // A damaged file is reported, never repaired by dropping what it holds.
+    Stmt q(db_, "PRAGMA quick_check");
+    std::string verdict = q.step() ? q.str(0) : "no answer";
+    if (verdict != "ok") throw StoreError("job store: damaged (" + verdict + ")");
     Stmt v(db_, "PRAGMA user_version");
     v.step();
     int version = int(v.i64(0));
@@ -82,9 +86,18 @@ Store::Store(const std::string& path) : path_(path) {
     exec(kSchema);
     exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
   } catch (const StoreError& e) {
+    int code = sqlite3_extended_errcode(db_);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw StoreError(std::string(e.what()) + " (" + path + ")");
+    std::string what = e.what();
+    if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED)
+      throw StoreError(path + ": the job store is locked by another process (is another xferd running on it?); "
+                       "not started, nothing changed");
+    if ((code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT || what.find("damaged") != std::string::npos)
+      throw StoreError(path + ": the job store is damaged (" + what + "); xferd left it as it is and did not start. "
+                       "Recover its jobs with `sqlite3 " + path + " .recover | sqlite3 " + path + ".recovered` and "
+                       "move the recovered file in its place, or move the file aside to start with an empty store");
+    throw StoreError(what + " (" + path + ")");
   }
 }
 
@@ -144,9 +157,24 @@ void Store::add_interval(uint64_t job_id, int seq, const std::string& algorithm,
   s.step();
 }
 
+std::string Store::text_of(uint64_t id, const char* column) const {
+  Stmt s(db_, (std::string("SELECT ") + column + " FROM jobs WHERE id=?").c_str());
+  s.bind(1, int64_t(id));
+  if (!s.step()) throw StoreError("job store " + path_ + ": no job " + std::to_string(id));
+  return s.str(0);
+}
+
+std::string Store::manifest(uint64_t id) const { return text_of(id, "manifest"); }
+std::string Store::summary(uint64_t id) const { return text_of(id, "summary"); }
+
+void Store::forget(uint64_t id) {
+  Stmt s(db_, "DELETE FROM jobs WHERE id=? AND finished_at IS NOT NULL");
+  s.bind(1, int64_t(id)).step();
+}
+
 std::vector<JobRow> Store::jobs() const {
   Stmt s(db_,
-         "SELECT id,uid,gid,dest,manifest,policy,options,state,submitted_at,COALESCE(finished_at,0),error,summary "
+         "SELECT id,uid,gid,dest,'',policy,options,state,submitted_at,COALESCE(finished_at,0),error,'' "
          "FROM jobs ORDER BY id");
   std::vector<JobRow> out;
   while (s.step()) {

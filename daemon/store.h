@@ -74,13 +74,20 @@ class Store {
   // kinds: the chunks' names (small, medium, large) in Params order.
   void add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::TimelineEntry& e,
                     const std::vector<std::string>& kinds, const std::string& energy_source, long freq_khz, size_t files_total, uint64_t bytes_total);
-  std::vector<JobRow> jobs() const;  // every kept job, oldest first
+  // Every kept job, oldest first, without its manifest and summary (which can
+  // be large: read them one job at a time).
+  std::vector<JobRow> jobs() const;
+  std::string manifest(uint64_t id) const;
+  std::string summary(uint64_t id) const;
+  // Drops one finished job's row (its interval records stay: they are history).
+  void forget(uint64_t id);
   size_t interval_count(uint64_t job_id) const;
   // Drops finished jobs older than the given Unix time; returns how many.
   int purge_finished_before(double unix_time);
 
  private:
   void exec(const char* sql);
+  std::string text_of(uint64_t id, const char* column) const;
   sqlite3* db_ = nullptr;
   std::string path_;
 };

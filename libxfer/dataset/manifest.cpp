@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "xfer/part_file.h"
+#include "xfer/text.h"
 
 namespace xfer {
 namespace {
@@ -90,17 +91,77 @@ std::string file_name_from_url(const std::string& url) {
   return name;
 }
 
-Manifest parse_manifest(std::string_view text, std::string_view origin) {
-  Manifest m;
-  std::vector<std::string> problems;
-  std::map<std::string, int> name_line;
-  auto problem = [&](int line, const std::string& what) {
-    if (problems.size() < kMaxProblems)
-      problems.push_back(std::string(origin) + ":" + std::to_string(line) + ": " + what);
-    else if (problems.size() == kMaxProblems)
-      problems.push_back(std::string(origin) + ": more problems not shown");
-  };
+ManifestBuilder::ManifestBuilder(std::string_view origin) : origin_(origin) {}
 
+void ManifestBuilder::problem(int line, const std::string& what) {
+  if (problems_.size() < kMaxProblems)
+    problems_.push_back(origin_ + ":" + std::to_string(line) + ": " + what);
+  else if (problems_.size() == kMaxProblems)
+    problems_.push_back(origin_ + ": more problems not shown");
+}
+
+bool ManifestBuilder::add(std::string url, std::optional<uint64_t> size, std::string_view sha256, int line) {
+  ManifestEntry e;
+  e.line = line;
+  e.url = std::move(url);
+  e.size = size;
+  if (std::string why = check_url(e.url); !why.empty()) {
+    problem(line, why + ": " + printable(e.url.substr(0, 200)));
+    return false;
+  }
+  if (!sha256.empty()) {
+    std::string hex(sha256);
+    for (auto& c : hex) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      problem(line, "sha256 must be 64 hex digits: '" + printable(sha256.substr(0, 80)) + "'");
+      return false;
+    }
+    e.sha256 = hex;
+  }
+  try {
+    e.name = file_name_from_url(e.url);
+  } catch (const std::invalid_argument& ex) {
+    problem(line, std::string(ex.what()) + ": " + printable(e.url.substr(0, 200)));
+    return false;
+  }
+  auto [it, fresh] = name_line_.emplace(e.name, line);
+  if (!fresh) {
+    problem(line, "file name '" + printable(e.name) + "' is already used by line " + std::to_string(it->second));
+    return false;
+  }
+  m_.entries.push_back(std::move(e));
+  return true;
+}
+
+Manifest ManifestBuilder::take() {
+  if (!problems_.empty()) throw ManifestError(problems_);
+  if (m_.entries.empty()) throw ManifestError({origin_ + ": no entries"});
+  name_line_.clear();
+  return std::move(m_);
+}
+
+std::vector<std::string_view> manifest_fields(std::string_view line) {
+  // Fields are separated by blanks; a '#' at the start of a field begins a
+  // comment to the end of the line. Inside a field it is part of it (a URL's
+  // fragment), so that no URL is cut short.
+  std::vector<std::string_view> fields;
+  constexpr std::string_view kBlank = " \t\r\v\f";
+  for (size_t i = 0; i < line.size();) {
+    if (kBlank.find(line[i]) != std::string_view::npos) {
+      ++i;
+      continue;
+    }
+    if (line[i] == '#') break;
+    size_t e = line.find_first_of(kBlank, i);
+    if (e == std::string_view::npos) e = line.size();
+    fields.push_back(line.substr(i, e - i));
+    i = e;
+  }
+  return fields;
+}
+
+Manifest parse_manifest(std::string_view text, std::string_view origin) {
+  ManifestBuilder b(origin);
   int lineno = 0;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -110,67 +171,49 @@ Manifest parse_manifest(std::string_view text, std::string_view origin) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find('\0') != std::string_view::npos) {
-      problem(lineno, "contains a NUL byte");
+      b.problem(lineno, "contains a NUL byte");
       continue;
     }
-    size_t hash = line.find('#');
-    if (hash != std::string_view::npos) line = line.substr(0, hash);
-
-    std::vector<std::string> fields;
-    std::istringstream in{std::string(line)};
-    for (std::string f; in >> f;) fields.push_back(f);
+    std::vector<std::string_view> fields = manifest_fields(line);
     if (fields.empty()) continue;
     if (fields.size() > 3) {
-      problem(lineno, "expected 'URL [SIZE] [sha256:HEX]', found " + std::to_string(fields.size()) + " fields");
+      b.problem(lineno, "expected 'URL [SIZE] [sha256:HEX]', found " + std::to_string(fields.size()) + " fields");
       continue;
     }
-
-    ManifestEntry e;
-    e.line = lineno;
-    e.url = fields[0];
-    if (std::string why = check_url(e.url); !why.empty()) {
-      problem(lineno, why + ": " + e.url.substr(0, 200));
-      continue;
-    }
-    bool ok = true;
+    std::optional<uint64_t> size;
+    std::string_view sha;
+    bool ok = true, has_sha = false;
     for (size_t i = 1; i < fields.size() && ok; ++i) {
-      const std::string& f = fields[i];
-      if (f.rfind("sha256:", 0) == 0) {
-        std::string hex = f.substr(7);
-        for (auto& c : hex) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        bool is_hex = hex.size() == 64 && hex.find_first_not_of("0123456789abcdef") == std::string::npos;
-        if (!is_hex || !e.sha256.empty()) {
-          problem(lineno, is_hex ? "sha256 given twice" : "sha256 must be 64 hex digits: '" + f + "'");
-          ok = false;
-        }
-        e.sha256 = hex;
+      std::string_view f = fields[i];
+      if (f.substr(0, 7) == "sha256:") {
+        if (has_sha) b.problem(lineno, "sha256 given twice"), ok = false;
+        sha = f.substr(7);
+        has_sha = true;
+        if (sha.empty()) b.problem(lineno, "sha256 must be 64 hex digits: '" + std::string(f) + "'"), ok = false;
       } else {
         uint64_t v = 0;
         auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-        if (ec != std::errc() || p != f.data() + f.size() || e.size) {
-          problem(lineno, e.size ? "size given twice" : "'" + f + "' is neither a size in bytes nor sha256:HEX");
+        if (ec != std::errc() || p != f.data() + f.size() || size) {
+          b.problem(lineno, size ? "size given twice" : "'" + printable(f.substr(0, 80)) + "' is neither a size in bytes nor sha256:HEX");
           ok = false;
         }
-        e.size = v;
+        size = v;
       }
     }
-    if (!ok) continue;
-    try {
-      e.name = file_name_from_url(e.url);
-    } catch (const std::invalid_argument& ex) {
-      problem(lineno, std::string(ex.what()) + ": " + e.url.substr(0, 200));
-      continue;
-    }
-    auto [it, fresh] = name_line.emplace(e.name, lineno);
-    if (!fresh) {
-      problem(lineno, "file name '" + e.name + "' is already used by line " + std::to_string(it->second));
-      continue;
-    }
-    m.entries.push_back(std::move(e));
+    if (ok) b.add(std::string(fields[0]), size, sha, lineno);
   }
-  if (!problems.empty()) throw ManifestError(problems);
-  if (m.entries.empty()) throw ManifestError({std::string(origin) + ": no entries"});
-  return m;
+  return b.take();
+}
+
+std::string to_text(const Manifest& m) {
+  std::string s;
+  for (const ManifestEntry& e : m.entries) {
+    s += e.url;
+    if (e.size) s += " " + std::to_string(*e.size);
+    if (!e.sha256.empty()) s += " sha256:" + e.sha256;
+    s += "\n";
+  }
+  return s;
 }
 
 Manifest load_manifest(const std::string& path) {

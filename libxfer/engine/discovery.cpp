@@ -85,6 +85,8 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
       if (cl >= 0) f->size = static_cast<uint64_t>(cl);
       else log::info("{}: server gives no size; fetched whole on one stream", f->entry->name);
     }
+  } else if (!r->abort_reason.empty()) {
+    fail_file(f, r->abort_reason);  // our own reason (endless headers): no retry
   } else {
     Failure why = classify(code, r->easy, r->errbuf);
     long http = 0;

@@ -2,6 +2,7 @@
 // choose params, transfer, re-tune every interval, checkpoint progress,
 // verify and rename each file, report.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "job_impl.h"
 #include "xfer/log.h"
+#include "xfer/sha256.h"
 
 namespace xfer {
 
@@ -87,21 +89,53 @@ Job::Impl::~Impl() {
   if (dir_fd >= 0) close(dir_fd);
 }
 
-// A file already at its final name: finished by an earlier run (skipped), or
-// somebody else's file, never overwritten (failed). True when it settled f.
+// A file already at its final name counts as this job's (skipped) only when
+// it is a regular file of the job's owner and matches what the manifest
+// promises: its sha256 when one is given (the file is read), else its size.
+// Anything else is another file, or somebody else's: never overwritten, never
+// counted (that file fails). True when it settled f.
 bool Job::Impl::settle_existing(FileTask& f) {
-  uint64_t have = 0;
-  if (!name_exists(dir_fd, f.entry->name, &have)) return false;
-  if (f.size && have == *f.size) {
-    f.state = FileTask::State::Skipped;
-    ++files_skipped;
-    bytes_resumed += have;
-    bytes_done += have;
-  } else {
-    fail_file(&f, "a different file named '" + f.entry->name + "' exists at the destination (" +
-                      std::to_string(have) + " bytes" + (f.size ? "" : ", and the server gives no size") +
-                      "); not overwriting it");
+  const std::string& name = f.entry->name;
+  struct stat st;
+  if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  auto refuse = [&](const std::string& why) {
+    fail_file(&f, why + "; not overwriting it");
+    return true;
+  };
+  if (!S_ISREG(st.st_mode)) return refuse("'" + name + "' at the destination is a " + file_kind(st.st_mode));
+  if (spec.owner.set() && st.st_uid != spec.owner.uid)
+    return refuse("a file named '" + name + "' that belongs to uid " + std::to_string(st.st_uid) +
+                  " exists at the destination");
+  uint64_t have = static_cast<uint64_t>(st.st_size);
+  if (f.size && have != *f.size)
+    return refuse("a different file named '" + name + "' exists at the destination (" + std::to_string(have) +
+                  " bytes, expected " + std::to_string(*f.size) + ")");
+  if (!f.entry->sha256.empty()) {
+    std::string got;
+    try {
+      int fd = open_regular(dir_fd, name, O_RDONLY, spec.owner);
+      if (fd < 0) return false;  // gone meanwhile: fetch it
+      try {
+        got = sha256_fd(fd, name);
+      } catch (...) {
+        close(fd);
+        throw;
+      }
+      close(fd);
+    } catch (const IoError& e) {
+      return refuse(std::string("'") + name + "' at the destination cannot be checked: " + e.what());
+    }
+    if (got != f.entry->sha256)
+      return refuse("a different file named '" + name + "' exists at the destination (sha256 " + got + ", expected " +
+                    f.entry->sha256 + ")");
+  } else if (!f.size) {
+    return refuse("a file named '" + name + "' exists at the destination (" + std::to_string(have) +
+                  " bytes) and neither the manifest nor the server gives a size or sha256 to compare it with");
   }
+  f.state = FileTask::State::Skipped;
+  ++files_skipped;
+  bytes_resumed += have;
+  bytes_done += have;
   return true;
 }
 
@@ -131,6 +165,11 @@ void Job::Impl::begin_transfer() {
   std::vector<uint64_t> sizes;
   for (FileTask& f : files) {
     if (f.state != FileTask::State::Pending) continue;
+    if (f.size && spec.opts.max_file_bytes && *f.size > spec.opts.max_file_bytes) {
+      fail_file(&f, std::to_string(*f.size) + " bytes, more than the limit of " + std::to_string(spec.opts.max_file_bytes) +
+                        " per file");
+      continue;
+    }
     if (!f.entry->size && settle_existing(f)) continue;
     idx.push_back(f.index);
     sizes.push_back(f.size.value_or(info.bdp_bytes));
@@ -307,8 +346,8 @@ void Job::Impl::checkpoint_all(bool sync) {
       if (sync) f.part->checkpoint();
       else f.part->record_written();
     } catch (const IoError& e) {
-      fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
-      return;
+      io_failed(&f, e);
+      if (state != JobState::Running) return;
     }
   }
 }
@@ -342,6 +381,20 @@ void Job::Impl::fatal(const std::string& reason) {
   finish_job(JobState::Failed);
 }
 
+void Job::Impl::io_failed(FileTask* f, const IoError& e) {
+  if (dynamic_cast<const NameRefused*>(&e)) {
+    fail_file(f, e.what());
+    return;
+  }
+  std::string why = "destination " + spec.dest_dir + ": " + e.what();
+  int err = e.code().value();
+  if ((err == ENOSPC || err == EDQUOT) && spec.opts.pause_when_full) {
+    pause(why + "; paused: resume once there is space");
+    return;
+  }
+  fatal(why);
+}
+
 void Job::Impl::maybe_finish_file(FileTask* f) {
   if (f->state != FileTask::State::Active || f->inflight > 0 || !f->part->complete()) return;
   try {
@@ -350,11 +403,7 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
     fail_file(f, e.what());
     return;
   } catch (const IoError& e) {
-    if (e.code().value() == EEXIST) {
-      fail_file(f, e.what());
-      return;
-    }
-    fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
+    io_failed(f, e);
     return;
   }
   f->part.reset();
@@ -393,26 +442,29 @@ void Job::Impl::finish_job(JobState s) {
   if (self->on_finished) self->on_finished();
 }
 
-void Job::Impl::pause() {
+void Job::Impl::pause(const std::string& reason) {
   if (state != JobState::Running) return;
+  pause_reason = reason;
   for (auto it = requests.begin(); it != requests.end();) {
     Request* r = (it++)->first;
     if (r->kind == RequestKind::Get) preempt(r, true);
   }
   retire_all_channels();
+  set_state(JobState::Paused);  // first: a full disk in the checkpoint below must not pause again
   checkpoint_all(true);
-  set_state(JobState::Paused);
-  log::info("job paused");
+  if (reason.empty()) log::info("job paused");
+  else log::warn("job paused: {}", reason);
 }
 
 void Job::Impl::resume() {
   if (state != JobState::Paused) return;
+  pause_reason.clear();
   set_state(JobState::Running);
   log::info("job resumed");
   pump();
 }
 
-void Job::Impl::cancel() {
+void Job::Impl::cancel(bool keep_partial) {
   if (state == JobState::Done || state == JobState::Failed || state == JobState::Cancelled) return;
   for (auto it = requests.begin(); it != requests.end();) {
     Request* r = (it++)->first;
@@ -422,6 +474,19 @@ void Job::Impl::cancel() {
       if (r->stream) std::erase(r->stream->inflight, r);
     }
     take(r);
+  }
+  if (!keep_partial) {
+    size_t removed = 0;
+    for (FileTask& f : files) {
+      if (f.state == FileTask::State::Done || f.state == FileTask::State::Skipped) continue;
+      if (f.part) {
+        f.part->discard();
+        ++removed;
+      } else if (PartFile::discard_leftover(dir_fd, f.entry->name, f.entry->url, spec.owner)) {
+        ++removed;
+      }
+    }
+    if (removed) log::info("cancelled: removed {} partial file(s)", removed);
   }
   finish_job(JobState::Cancelled);
 }
@@ -449,8 +514,26 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
   }
   if (f->state == FileTask::State::Active) {
     bool progressed = r->pos > r->req_begin;
-    if (r->io_error) {
-      fatal(std::string("destination ") + spec.dest_dir + ": " + r->abort_reason);
+    if (r->io_errno) {
+      // What this request did not write is fetched again (after a resume);
+      // a body of unknown length starts again from its first byte.
+      IoError e(r->io_errno, r->abort_reason);
+      if (r->end_known) {
+        if (r->pos < r->end) requeue(f, {r->pos, r->end}, true, 0, true);
+      } else {
+        uint64_t lost = f->part->received().bytes();
+        bytes_done -= lost;
+        f->chunk->bytes_done -= lost;
+        try {
+          f->part->reset();
+        } catch (const IoError& again) {
+          e = again;
+        }
+        ++f->gen;
+        requeue(f, {0, 0}, false, 0, true);
+      }
+      io_failed(f, e);
+      pump();
       return;
     }
     if (!r->abort_reason.empty()) {
@@ -632,12 +715,13 @@ void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
 void Job::pause() { impl_->pause(); }
 void Job::resume() { impl_->resume(); }
-void Job::cancel() { impl_->cancel(); }
+void Job::cancel(bool keep_partial) { impl_->cancel(keep_partial); }
 JobState Job::state() const { return impl_->state; }
 JobProgress Job::progress() const { return impl_->progress(); }
 const std::vector<TimelineEntry>& Job::timeline() const { return impl_->timeline; }
 const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
 const std::string& Job::fatal_error() const { return impl_->fatal_error; }
+const std::string& Job::pause_reason() const { return impl_->pause_reason; }
 nlohmann::json Job::summary() const { return impl_->summary(); }
 
 }  // namespace xfer

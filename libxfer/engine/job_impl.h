@@ -108,14 +108,18 @@ struct Job::Impl : RequestOwner {
   bool settle_existing(FileTask& f);
   void begin_transfer();
   void apply(const Params& p);
-  void pause();
+  void pause(const std::string& reason = "");
   void resume();
-  void cancel();
+  void cancel(bool keep_partial);
   void tick();
   Observation record_interval();
   void checkpoint_all(bool sync);
   void fail_file(FileTask* f, const std::string& reason);
   void fatal(const std::string& reason);
+  // A failed system call on f's files: the name's problem (NameRefused) fails
+  // f; a full destination pauses the job when the options say so; anything
+  // else on the destination stops the job.
+  void io_failed(FileTask* f, const IoError& e);
   void maybe_finish_file(FileTask* f);
   void maybe_finish_job();
   void finish_job(JobState s);
@@ -164,6 +168,7 @@ struct Job::Impl : RequestOwner {
   JobState state = JobState::Created;
   void set_state(JobState s);  // every change goes through here (and to Job::on_state)
   std::string fatal_error;
+  std::string pause_reason;
 
   std::vector<FileTask> files;
   std::vector<std::unique_ptr<Chunk>> chunks;

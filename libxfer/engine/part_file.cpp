@@ -6,8 +6,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <sstream>
+
+#include <sys/file.h>
 
 #include "xfer/log.h"
 #include "xfer/sha256.h"
@@ -16,21 +20,33 @@ namespace xfer {
 namespace {
 
 constexpr const char* kRecordMagic = "xferd-progress 2";
+// A record this job wrote is a few hundred bytes; one far larger was not
+// written by xferd, and parsing it would only cost time.
+constexpr size_t kMaxRecordBytes = 1 << 20;
+constexpr size_t kMaxRecordRanges = 65536;
 
-std::string read_small_file(int dir_fd, const std::string& name) {
-  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+// The record, read through open_regular: a FIFO, a directory or somebody
+// else's file planted at NAME.part.progress is refused, never waited on.
+std::string read_record(int dir_fd, const std::string& name, const FileOwner& owner) {
+  int fd = open_regular(dir_fd, name, O_RDONLY, owner);
   if (fd < 0) return {};
   std::string s;
-  char buf[65536];
+  char buf[16384];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     s.append(buf, static_cast<size_t>(n));
-    if (s.size() > (16u << 20)) break;  // a record is never this large
+    if (s.size() > kMaxRecordBytes) break;
   }
   ::close(fd);
   return s;
+}
+
+RangeSet parse_ranges(std::string_view text) {
+  if (std::count(text.begin(), text.end(), ',') >= std::ptrdiff_t(kMaxRecordRanges))
+    throw std::invalid_argument("more than " + std::to_string(kMaxRecordRanges) + " ranges");
+  return RangeSet::parse(std::string(text));
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -61,27 +77,75 @@ bool name_exists(int dir_fd, const std::string& name, uint64_t* size) {
   return true;
 }
 
+ProgressRecord parse_progress_record(std::string_view text) {
+  if (text.size() > kMaxRecordBytes) throw std::invalid_argument("record larger than " + std::to_string(kMaxRecordBytes) + " bytes");
+  ProgressRecord rec;
+  bool magic = false, size = false;
+  size_t pos = 0;
+  for (int lineno = 0; pos < text.size(); ++lineno) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (lineno == 0) {
+      magic = line == kRecordMagic;
+      if (!magic) throw std::invalid_argument("not a progress record of this version");
+      continue;
+    }
+    auto field = [&](std::string_view key, std::string_view* value) {
+      if (line.substr(0, key.size()) != key) return false;
+      *value = line.substr(key.size());
+      return true;
+    };
+    std::string_view v;
+    if (field("url ", &v)) rec.url = v;
+    else if (field("size ", &v)) {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), rec.size);
+      if (ec != std::errc() || p != v.data() + v.size()) throw std::invalid_argument("bad size");
+      size = true;
+    } else if (field("sha256 ", &v)) rec.sha256 = v == "-" ? std::string() : std::string(v);
+    else if (field("boot ", &v)) rec.boot = v;
+    else if (field("synced ", &v)) rec.synced = parse_ranges(v);
+    else if (field("written ", &v)) rec.written = parse_ranges(v);
+  }
+  if (!magic || !size) throw std::invalid_argument("incomplete progress record");
+  return rec;
+}
+
 PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
                    std::string sha256, FileOwner owner)
     : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
   std::string part = name_ + kPartSuffix;
   fd_ = create(part, O_RDWR);
   if (fd_ < 0 && errno == EEXIST) {
-    fd_ = openat(dir_fd_, part.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd_ >= 0 && owner_.set() &&
-        (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != owner_.uid || st.st_nlink != 1)) {
-      ::close(fd_);
-      fd_ = -1;
-      throw IoError(EPERM, part + " exists and is not a regular file of the job's owner; not touched");
-    }
+    fd_ = open_regular(dir_fd_, part, O_RDWR, owner_);  // throws NameRefused for anything but the owner's file
+    if (fd_ < 0) throw NameRefused(EAGAIN, part + " vanished while it was opened; not touched");
   }
   if (fd_ < 0) throw IoError(errno, "open " + part);
-  load_record();
+  // One writer per name: another job (of this xferd, another xferd, or an
+  // xferctl run) that holds NAME.part keeps it; this job's file fails.
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw NameRefused(EBUSY, part + " is being written by another transfer (another job or xferctl run); left to it");
+    throw IoError(err, "lock " + part);
+  }
+  try {
+    load_record();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
   if (size_ && *size_ > 0) {
     // Reserve the space now: a full disk fails here, clearly, before any byte is fetched.
     int rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
-    if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) throw IoError(rc, "reserve " + std::to_string(*size_) + " bytes for " + part);
+    if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError(rc, "reserve " + std::to_string(*size_) + " bytes for " + part);
+    }
   }
 }
 
@@ -97,43 +161,59 @@ int PartFile::create(const std::string& n, int flags) {
   return fd;
 }
 
+bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::string& url, FileOwner owner) {
+  std::string part = name + kPartSuffix;
+  struct stat st;
+  if (fstatat(dir_fd, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;  // the common case: none
+  try {
+    int fd = open_regular(dir_fd, part, O_RDWR, owner);
+    if (fd < 0) return false;
+    bool ours = false;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {  // nobody is writing it
+      try {
+        ours = parse_progress_record(read_record(dir_fd, name + kProgressSuffix, owner)).url == url;
+      } catch (const std::exception&) {
+      }
+      if (ours) {
+        unlinkat(dir_fd, (name + kProgressSuffix).c_str(), 0);
+        unlinkat(dir_fd, part.c_str(), 0);
+      }
+    }
+    ::close(fd);
+    return ours;
+  } catch (const IoError&) {
+    return false;  // not ours to remove
+  }
+}
+
 PartFile::~PartFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
 void PartFile::load_record() {
-  std::string text = read_small_file(dir_fd_, name_ + kProgressSuffix);
+  std::string text = read_record(dir_fd_, name_ + kProgressSuffix, owner_);
   struct stat st;
   if (fstat(fd_, &st) != 0) throw IoError(errno, "stat " + name_ + kPartSuffix);
   bool usable = false;
   if (!text.empty() && size_) {
-    std::istringstream in(text);
-    std::string magic, line, url, boot, synced, written;
-    uint64_t size = 0;
-    std::getline(in, magic);
-    while (std::getline(in, line)) {
-      if (line.rfind("url ", 0) == 0) url = line.substr(4);
-      else if (line.rfind("size ", 0) == 0) size = std::strtoull(line.c_str() + 5, nullptr, 10);
-      else if (line.rfind("boot ", 0) == 0) boot = line.substr(5);
-      else if (line.rfind("synced ", 0) == 0) synced = line.substr(7);
-      else if (line.rfind("written ", 0) == 0) written = line.substr(8);
-    }
-    if (magic == kRecordMagic && url == url_ && size == *size_) {
-      try {
-        durable_ = RangeSet::parse(synced);
+    try {
+      ProgressRecord rec = parse_progress_record(text);
+      if (rec.url == url_ && rec.size == *size_ && rec.sha256 == sha256_) {
+        durable_ = rec.synced;
         // Same boot: pages written before a crash of the process are still there.
         RangeSet trusted = durable_;
-        if (boot == boot_id()) trusted.add(RangeSet::parse(written));
-        else if (!written.empty()) log::info("{}: machine rebooted since the last run; trusting synced bytes only", name_);
+        if (rec.boot == boot_id()) trusted.add(rec.written);
+        else if (!rec.written.empty()) log::info("{}: machine rebooted since the last run; trusting synced bytes only", name_);
         // Never trust ranges beyond what the .part file actually holds.
         for (const Range& r : trusted.ranges())
-          received_.add({r.begin, std::min<uint64_t>(r.end, static_cast<uint64_t>(st.st_size))});
+          if (r.begin < static_cast<uint64_t>(st.st_size))
+            received_.add({r.begin, std::min<uint64_t>(r.end, static_cast<uint64_t>(st.st_size))});
         usable = true;
-      } catch (const std::exception& e) {
-        log::warn("{}: unreadable progress record ({}); fetching the file again", name_, e.what());
+      } else {
+        log::warn("{}: progress record is for another URL, size or sha256; fetching the file again", name_);
       }
-    } else {
-      log::warn("{}: progress record is for another URL or size; fetching the file again", name_);
+    } catch (const std::invalid_argument& e) {
+      log::warn("{}: unreadable progress record ({}); fetching the file again", name_, e.what());
     }
   }
   if (!usable) {
@@ -200,6 +280,7 @@ void PartFile::write_record(bool sync) {
   std::string tmp = name_ + kProgressSuffix + ".tmp";
   unlinkat(dir_fd_, tmp.c_str(), 0);  // a leftover (or a planted link) is replaced, never written through
   int fd = create(tmp, O_WRONLY);
+  if (fd < 0 && errno == EEXIST) throw NameRefused(EEXIST, tmp + " is held by something that is not a file; not touched");
   if (fd < 0) throw IoError(errno, "open " + tmp);
   ssize_t n = ::write(fd, text.data(), text.size());
   int err = n == static_cast<ssize_t>(text.size()) ? 0 : (n < 0 ? errno : ENOSPC);
@@ -208,6 +289,8 @@ void PartFile::write_record(bool sync) {
   if (!err && renameat(dir_fd_, tmp.c_str(), dir_fd_, (name_ + kProgressSuffix).c_str()) != 0) err = errno;
   if (err) {
     unlink_quiet(tmp);
+    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)
+      throw NameRefused(err, name_ + kProgressSuffix + " is a directory; not replaced");
     throw IoError(err, "write progress record " + name_ + kProgressSuffix);
   }
 }
@@ -240,7 +323,7 @@ void PartFile::finish() {
   if (renameat2(dir_fd_, part.c_str(), dir_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
     int err = errno;
     if (err == EEXIST)
-      throw IoError(err, "rename " + part + " to " + name_ + ": a file of that name appeared meanwhile; kept " + part);
+      throw NameRefused(err, "rename " + part + " to " + name_ + ": a file of that name appeared meanwhile; kept " + part);
     throw IoError(err, "rename " + part + " to " + name_);
   }
   unlink_quiet(name_ + kProgressSuffix);

@@ -8,6 +8,7 @@
 
 #include "job_impl.h"
 #include "xfer/log.h"
+#include "xfer/text.h"
 
 namespace xfer {
 namespace {
@@ -35,10 +36,20 @@ bool parse_u64(std::string_view s, uint64_t* v) {
 size_t header_cb(char* data, size_t size, size_t n, void* ud) {
   auto* r = static_cast<Request*>(ud);
   std::string_view line(data, size * n), v;
+  auto* job = static_cast<Job::Impl*>(r->owner);
+  r->header_bytes += line.size();
+  if (r->header_bytes > job->spec.opts.max_header_bytes) {
+    r->abort_reason = "the server sent more than " + std::to_string(job->spec.opts.max_header_bytes) +
+                      " bytes of response headers";
+    return 0;  // aborts the transfer
+  }
   if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirects, 100-continue)
     r->cr_start.reset();
     r->cr_total.reset();
     r->accept_ranges = false;
+    r->content_encoding.clear();
+  } else if (header_is(line, "content-encoding", &v)) {
+    r->content_encoding = v;
   } else if (header_is(line, "content-range", &v)) {
     // "bytes FIRST-LAST/TOTAL" (TOTAL may be '*')
     if (v.rfind("bytes ", 0) == 0) {
@@ -60,6 +71,23 @@ bool check_response(Request* r) {
   long code = 0;
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
   FileTask* f = r->file;
+  const EngineOptions& opts = static_cast<Job::Impl*>(r->owner)->spec.opts;
+  // libcurl is not asked to decode (no Accept-Encoding): an encoded body is
+  // not the file's bytes.
+  if (!r->content_encoding.empty() && strcasecmp(r->content_encoding.c_str(), "identity") != 0) {
+    r->abort_reason = "the server sent the body with Content-Encoding '" + printable(r->content_encoding.substr(0, 64)) +
+                      "', which was not asked for; its bytes are not the file's";
+    return false;
+  }
+  uint64_t total = r->cr_total.value_or(0);
+  curl_off_t cl0 = -1;
+  curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl0);
+  if (!r->ranged && cl0 > 0) total = static_cast<uint64_t>(cl0);
+  if (opts.max_file_bytes && total > opts.max_file_bytes) {
+    r->abort_reason = "the server announces " + std::to_string(total) + " bytes, more than the limit of " +
+                      std::to_string(opts.max_file_bytes) + " per file";
+    return false;
+  }
   if (r->ranged) {
     if (code == 206) {
       if (!r->cr_start || *r->cr_start != r->req_begin) {
@@ -105,13 +133,16 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   if (r->end_known) {
     uint64_t room = r->end > r->pos ? r->end - r->pos : 0;
     if (room < take) take = static_cast<size_t>(room);
+  } else if (uint64_t most = static_cast<Job::Impl*>(r->owner)->spec.opts.max_file_bytes; most && r->pos + take > most) {
+    r->abort_reason = "the body of a file of unknown size passed the limit of " + std::to_string(most) + " bytes per file";
+    return 0;
   }
   if (take > 0) {
     try {
       r->file->part->write(r->pos, data, take);
     } catch (const IoError& e) {
       r->abort_reason = e.what();
-      r->io_error = true;
+      r->io_errno = e.code().value() ? e.code().value() : EIO;
       return 0;
     }
     r->pos += take;
@@ -153,6 +184,14 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &header_cb);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  // https: the peer is always verified (there is no option to turn that
+  // off), against the job's own CA certificates when it has some.
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!spec.opts.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(spec.opts.ca_pem.data()), spec.opts.ca_pem.size(), CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+  }
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
   if (verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);

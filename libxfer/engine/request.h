@@ -53,7 +53,9 @@ struct Request {
   bool stopped_at_end = false;  // we cut the body at `end` on purpose
   bool range_ignored = false;   // server answered 200 to a Range with start > 0
   std::string abort_reason;     // our own reason to abort (I/O error, size changed)
-  bool io_error = false;
+  int io_errno = 0;             // the write failed with this errno (abort_reason says where)
+  size_t header_bytes = 0;      // response header bytes so far (all responses)
+  std::string content_encoding; // of the last response, when the server sent one
 
   // Parsed response headers (of the last response, after redirects).
   std::optional<uint64_t> cr_start, cr_total;  // Content-Range

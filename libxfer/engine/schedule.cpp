@@ -138,7 +138,10 @@ bool Job::Impl::activate(FileTask* f) {
     f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256,
                                          spec.owner);
   } catch (const IoError& e) {
-    fatal(std::string("destination ") + spec.dest_dir + ": " + e.what());
+    // Not opened: a name that is not ours fails the file; otherwise the file
+    // waits at the head of its chunk for the job to go on (a full disk pauses).
+    if (!dynamic_cast<const NameRefused*>(&e)) f->chunk->fresh.push_front(f);
+    io_failed(f, e);
     return false;
   }
   f->state = FileTask::State::Active;

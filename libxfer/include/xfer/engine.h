@@ -118,6 +118,21 @@ struct EngineOptions {
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
   int max_channels = 32;
   std::string user_agent = "xferd/0.1";
+  // A full destination (ENOSPC, EDQUOT) pauses the job with the reason, to
+  // carry on after resume() once there is space (the daemon); false: the job
+  // stops (xferctl run, whose user can run it again).
+  bool pause_when_full = false;
+  // A file larger than this fails (0: no limit): checked against the size a
+  // manifest or server announces, and while the body of a file without a
+  // known size arrives (a server that never stops sending).
+  uint64_t max_file_bytes = 0;
+  // Response headers larger than this fail the request (a server sending
+  // endless headers); libcurl's own limit is higher.
+  size_t max_header_bytes = 64 * 1024;
+  // PEM certificates that https servers are verified against instead of the
+  // system's store (a private CA); empty: the system's. Verification itself
+  // is never turned off.
+  std::string ca_pem;
 };
 
 enum class JobState { Created, Discovering, Running, Paused, Done, Failed, Cancelled };
@@ -181,7 +196,11 @@ class Job {
   void apply(const Params& p);  // live: takes effect at once
   void pause();
   void resume();
-  void cancel();
+  // Stops the job. keep_partial: every .part stays with its record, for a
+  // later run to resume (xferctl interrupted, the daemon stopping for a
+  // restart). Otherwise the job's partial files are removed, so that a
+  // cancelled job's bytes never count as another job's.
+  void cancel(bool keep_partial = true);
 
   JobState state() const;
   JobProgress progress() const;
@@ -189,6 +208,8 @@ class Job {
   const std::vector<FailedFile>& failed() const;
   // Error that ended the job (destination unusable, disk full), empty if none.
   const std::string& fatal_error() const;
+  // Why the job paused by itself (a full destination), empty otherwise.
+  const std::string& pause_reason() const;
   nlohmann::json summary() const;  // the --json result
 
   std::function<void()> on_finished;

@@ -19,17 +19,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
+#include <string_view>
 
 #include "xfer/ranges.h"
+#include "xfer/safe_open.h"
 
 namespace xfer {
-
-// A failed system call on the destination, with the path it concerned.
-class IoError : public std::system_error {
- public:
-  IoError(int err, const std::string& what) : std::system_error(err, std::generic_category(), what) {}
-};
 
 // The downloaded bytes do not match what the manifest promised.
 class VerifyError : public std::runtime_error {
@@ -37,15 +32,14 @@ class VerifyError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Who the engine's files belong to. The daemon runs as root and writes into
-// the caller's directory: every file it creates there is chowned to the caller,
-// and an existing .part is reused only when it is the caller's own regular file
-// with a single link (never a file someone planted to make root write elsewhere).
-struct FileOwner {
-  uid_t uid = static_cast<uid_t>(-1);
-  gid_t gid = static_cast<gid_t>(-1);
-  bool set() const { return uid != static_cast<uid_t>(-1); }
+// The record NAME.part.progress, parsed. Throws std::invalid_argument when
+// the text is not a record of this version (the record is then not used).
+struct ProgressRecord {
+  std::string url, sha256, boot;  // sha256 "" when the manifest gave none
+  uint64_t size = 0;
+  RangeSet synced, written;
 };
+ProgressRecord parse_progress_record(std::string_view text);
 
 class PartFile {
  public:
@@ -55,9 +49,13 @@ class PartFile {
   // True for names the engine writes itself (a manifest may not ask for them).
   static bool is_engine_name(const std::string& name);
 
-  // Opens or creates NAME.part in dir_fd (O_NOFOLLOW). A progress record that
-  // matches url and size is loaded; one that does not is discarded with the
-  // .part contents, and resumed_bytes() says 0.
+  // Opens or creates NAME.part in dir_fd (open_regular: no symlink, no FIFO,
+  // the owner's own file) and takes an exclusive lock on it, so that no other
+  // transfer (another job, another process) writes the same name meanwhile.
+  // A progress record that matches url, size and sha256 is loaded; one that
+  // does not is discarded with the .part contents, and resumed_bytes() says 0.
+  // Throws NameRefused when the name is not this job's to use (the file
+  // fails), IoError when the destination fails (full, read-only, ...).
   PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
            std::string sha256, FileOwner owner = {});
   ~PartFile();
@@ -88,8 +86,11 @@ class PartFile {
   // Stop without finishing: checkpoint (synced), and remove the .part when it
   // holds no byte worth keeping.
   void close_for_resume();
-  // Remove .part and record (content known to be bad).
+  // Remove .part and record (content known to be bad, or the job cancelled).
   void discard();
+  // A job cancelled before it opened NAME.part: its leftover of an earlier
+  // run (the owner's file, with a record for url) is removed. True if it was.
+  static bool discard_leftover(int dir_fd, const std::string& name, const std::string& url, FileOwner owner);
 
  private:
   void load_record();

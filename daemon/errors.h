@@ -1,0 +1,37 @@
+// The daemon's refusals: a D-Bus error name and a sentence a person can act
+// on. Shared by the service, the bus glue and the argument decoding.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace xferd {
+
+// Error names, org.xferd.Xferd1.Error.*: every refusal carries one and a
+// sentence a person can act on.
+namespace err {
+inline constexpr const char* kInvalidManifest = "org.xferd.Xferd1.Error.InvalidManifest";
+inline constexpr const char* kUnsupportedUrl = "org.xferd.Xferd1.Error.UnsupportedURL";
+inline constexpr const char* kBadFileName = "org.xferd.Xferd1.Error.BadFileName";
+inline constexpr const char* kDestination = "org.xferd.Xferd1.Error.DestinationNotWritable";
+inline constexpr const char* kTooManyEntries = "org.xferd.Xferd1.Error.TooManyEntries";
+inline constexpr const char* kTooManyJobs = "org.xferd.Xferd1.Error.TooManyJobs";
+inline constexpr const char* kUnknownPolicy = "org.xferd.Xferd1.Error.UnknownPolicy";
+inline constexpr const char* kPolicyForbidden = "org.xferd.Xferd1.Error.PolicyForbidden";
+inline constexpr const char* kInvalidArguments = "org.xferd.Xferd1.Error.InvalidArguments";
+inline constexpr const char* kNoSuchJob = "org.xferd.Xferd1.Error.NoSuchJob";
+inline constexpr const char* kNotOwner = "org.xferd.Xferd1.Error.NotJobOwner";
+inline constexpr const char* kBadState = "org.xferd.Xferd1.Error.BadJobState";
+inline constexpr const char* kConfig = "org.xferd.Xferd1.Error.ConfigInvalid";
+inline constexpr const char* kNotPrivileged = "org.xferd.Xferd1.Error.NotPrivileged";
+inline constexpr const char* kInternal = "org.xferd.Xferd1.Error.Internal";
+inline constexpr const char* kNameInUse = "org.xferd.Xferd1.Error.NameInUse";
+}  // namespace err
+
+// A refusal: the D-Bus error name and its message.
+struct Refusal : std::runtime_error {
+  Refusal(const char* n, const std::string& m) : std::runtime_error(m), name(n) {}
+  const char* name;
+};
+
+}  // namespace xferd

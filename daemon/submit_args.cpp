@@ -1,0 +1,156 @@
+#include "submit_args.h"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <optional>
+
+#include "job_options.h"
+#include "xfer/text.h"
+
+namespace xferd {
+
+namespace {
+
+void check(int r, const char* what) {
+  if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
+}
+
+Refusal too_many(size_t max_entries) {
+  return Refusal(err::kTooManyEntries,
+                 fmt::format("the manifest has more than {} entries, the most this daemon takes per job "
+                             "(limits.max_entries_per_job); split it into several jobs",
+                             max_entries));
+}
+
+// The checks of one entry that have an error name of their own.
+void check_entry(const std::string& url, const std::string& where) {
+  if (std::string why = xfer::check_url(url); !why.empty())
+    throw Refusal(err::kUnsupportedUrl, fmt::format("{}: {}: {}", where, xfer::printable(url.substr(0, 300)), why));
+  try {
+    xfer::file_name_from_url(url);
+  } catch (const std::invalid_argument& e) {
+    throw Refusal(err::kBadFileName, fmt::format("{}: {}: {}; the file name must stay inside the destination", where,
+                                                 xfer::printable(url.substr(0, 300)), e.what()));
+  }
+}
+
+xfer::Manifest finish(xfer::ManifestBuilder& b) {
+  try {
+    return b.take();
+  } catch (const xfer::ManifestError& e) {
+    throw Refusal(err::kInvalidManifest, std::string("manifest rejected, nothing fetched:\n") + e.what());
+  }
+}
+
+}  // namespace
+
+xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries) {
+  size_t n = 0, pos = 0;
+  int lineno = 0;
+  std::vector<std::pair<int, std::string_view>> urls;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    ++lineno;
+    std::vector<std::string_view> fields = xfer::manifest_fields(line);
+    if (fields.empty()) continue;
+    if (++n > max_entries) throw too_many(max_entries);
+    urls.emplace_back(lineno, fields[0]);
+  }
+  for (const auto& [l, url] : urls) check_entry(std::string(url), fmt::format("entry on line {}", l));
+  try {
+    return xfer::parse_manifest(text, "manifest");
+  } catch (const xfer::ManifestError& e) {
+    throw Refusal(err::kInvalidManifest, std::string("manifest rejected, nothing fetched:\n") + e.what());
+  }
+}
+
+nlohmann::json read_options(sd_bus_message* m) {
+  nlohmann::json out = nlohmann::json::object();
+  check(sd_bus_message_enter_container(m, 'a', "{sv}"), "options");
+  for (;;) {
+    int r = sd_bus_message_enter_container(m, 'e', "sv");
+    check(r, "options");
+    if (r == 0) break;
+    const char* key = nullptr;
+    check(sd_bus_message_read(m, "s", &key), "option name");
+    const JobOption* opt = nullptr;
+    for (const JobOption& o : kJobOptions)
+      if (std::strcmp(o.name, key) == 0) opt = &o;
+    if (!opt) {
+      std::string known;
+      for (const JobOption& o : kJobOptions) known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", o.name, o.type);
+      throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", xfer::printable(key), known));
+    }
+    char type = 0;
+    const char* contents = nullptr;
+    check(sd_bus_message_peek_type(m, &type, &contents), "option value");
+    std::string vt = contents ? contents : "";
+    check(sd_bus_message_enter_container(m, 'v', contents), "option value");
+    if (opt->type == 's') {
+      if (vt != "s") throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a string (s), not '{}'", key, vt));
+      const char* v = nullptr;
+      check(sd_bus_message_read(m, "s", &v), key);
+      if (std::strlen(v) > 200) throw Refusal(err::kInvalidArguments, fmt::format("option {}: at most 200 bytes", key));
+      out[key] = v;
+    } else {
+      double v = 0;
+      if (vt == "d") check(sd_bus_message_read(m, "d", &v), key);
+      else if (vt == "u") { uint32_t x; check(sd_bus_message_read(m, "u", &x), key); v = x; }
+      else if (vt == "i") { int32_t x; check(sd_bus_message_read(m, "i", &x), key); v = x; }
+      else if (vt == "t") { uint64_t x; check(sd_bus_message_read(m, "t", &x), key); v = double(x); }
+      else throw Refusal(err::kInvalidArguments, fmt::format("option {} takes a number (d, u, i or t), not '{}'", key, vt));
+      bool pct = std::strcmp(key, "target_pct") == 0;
+      if (!(v > 0) || (pct && v > 100) || v > 1e7)
+        throw Refusal(err::kInvalidArguments, fmt::format("option {}: {} is out of range", key, v));
+      if (opt->type == 'u') out[key] = int(v);
+      else out[key] = v;
+    }
+    check(sd_bus_message_exit_container(m), "option value");
+    check(sd_bus_message_exit_container(m), "options");
+  }
+  check(sd_bus_message_exit_container(m), "options");
+  return out;
+}
+
+SubmitRequest read_submit(sd_bus_message* m, size_t max_entries) {
+  SubmitRequest req;
+  xfer::ManifestBuilder b("entries");
+  check(sd_bus_message_enter_container(m, 'a', "(sts)"), "entries");
+  int n = 0;
+  for (;;) {
+    const char *url = nullptr, *sha = nullptr;
+    uint64_t size = 0;
+    int r = sd_bus_message_read(m, "(sts)", &url, &size, &sha);
+    check(r, "entries");
+    if (r == 0) break;
+    if (size_t(++n) > max_entries) throw too_many(max_entries);
+    std::string u(url);
+    check_entry(u, fmt::format("entry {}", n));
+    // 0: the size is not known; HEAD finds it.
+    b.add(std::move(u), size > 0 ? std::optional<uint64_t>(size) : std::nullopt, sha, n);
+  }
+  check(sd_bus_message_exit_container(m), "entries");
+  const char *dest = nullptr, *policy = nullptr;
+  check(sd_bus_message_read(m, "ss", &dest, &policy), "destination, policy");
+  req.dest = dest;
+  req.policy = policy;
+  req.options = read_options(m);
+  if (n == 0) throw Refusal(err::kInvalidManifest, "no entries: nothing to fetch");
+  req.manifest = finish(b);
+  return req;
+}
+
+SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries) {
+  SubmitRequest req;
+  const char *text = nullptr, *dest = nullptr, *policy = nullptr;
+  check(sd_bus_message_read(m, "sss", &text, &dest, &policy), "manifest, destination, policy");
+  req.dest = dest;
+  req.policy = policy;
+  req.options = read_options(m);
+  req.manifest = manifest_from_text(text, max_entries);
+  return req;
+}
+
+}  // namespace xferd

@@ -1,0 +1,36 @@
+// Submit's and SubmitManifest's arguments as the daemon takes them: decoded
+// from the message with every check that needs no state (how many entries,
+// each URL, file name and sha256, the options' names and types), each
+// refusal with its own error name. Entries of Submit are data: they are never
+// turned into manifest text and parsed again, so no byte of a URL can become
+// a comment or a second entry.
+#pragma once
+
+#include <systemd/sd-bus.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "errors.h"
+#include "xfer/manifest.h"
+
+namespace xferd {
+
+struct SubmitRequest {
+  xfer::Manifest manifest;
+  std::string dest, policy;
+  nlohmann::json options = nlohmann::json::object();
+};
+
+// Submit: (a(sts) entries, s destination, s policy, a{sv} options). More than
+// max_entries entries are refused as soon as the one too many is read.
+SubmitRequest read_submit(sd_bus_message* m, size_t max_entries);
+// SubmitManifest: (s manifest, s destination, s policy, a{sv} options).
+SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries);
+// The a{sv} options against job_options.h's table.
+nlohmann::json read_options(sd_bus_message* m);
+// Manifest text (SubmitManifest, a job carried on from the store), checked the
+// same way: the entry limit before anything is parsed.
+xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries);
+
+}  // namespace xferd

@@ -1,0 +1,51 @@
+// Names in a directory that somebody else controls. xferd runs as root and
+// writes into callers' directories, where any name it opens may already hold
+// a FIFO (open() would block the daemon's only thread), a socket, a device, a
+// directory, a symlink to a file elsewhere, a hard link to another user's
+// file, or a regular file under a lease (open() would wait for the lease).
+// Every such open goes through open_regular(): it never follows a symlink,
+// never blocks, and hands back only a regular file of the expected owner.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <system_error>
+
+namespace xfer {
+
+// A failed system call on the destination, with the path it concerned.
+class IoError : public std::system_error {
+ public:
+  IoError(int err, const std::string& what) : std::system_error(err, std::generic_category(), what) {}
+};
+
+// The name holds something that is not this job's to use: that file fails
+// with the reason, the job goes on (unlike an IoError on the destination).
+class NameRefused : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+// Who the engine's files belong to. The daemon runs as root and writes into
+// the caller's directory: every file it creates there is chowned to the
+// caller, and an existing file is used only when it is the caller's own
+// regular file with a single link.
+struct FileOwner {
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+  bool set() const { return uid != static_cast<uid_t>(-1); }
+};
+
+// Opens NAME in dir_fd with flags (O_RDONLY or O_RDWR) plus O_NOFOLLOW,
+// O_NONBLOCK (cleared again once the file is known to be regular), O_NOCTTY
+// and O_CLOEXEC. Returns the descriptor, or -1 with errno ENOENT when the
+// name does not exist. Throws NameRefused when the name is a symlink, not a
+// regular file, held by a lease, or (owner set) not the owner's single-link
+// file; IoError for any other failure.
+int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner& owner = {});
+
+// What a stat mode is, in words ("FIFO", "directory", ...).
+const char* file_kind(mode_t mode);
+
+}  // namespace xfer

@@ -1,0 +1,19 @@
+// Text that came from a caller (a label, a URL, a policy name, a manifest
+// line) is data: wherever it is printed to a terminal or written to a log it
+// goes through printable(), so that it can neither move the cursor, change
+// colours, retitle a window, nor forge a line of its own.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace xfer {
+
+// s with every byte or character that a terminal or a line-oriented log
+// would act on written as an escape: C0 controls and DEL as \xNN (newline
+// \n, tab \t, carriage return \r), C1 controls (U+0080-U+009F) and the
+// bidirectional overrides (U+202A-U+202E, U+2066-U+2069) as \u{NNNN}, and
+// bytes that are not valid UTF-8 as \xNN. Printable UTF-8 stays as it is.
+std::string printable(std::string_view s);
+
+}  // namespace xfer

@@ -1,0 +1,63 @@
+#include "xfer/safe_open.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace xfer {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device node";
+  return "special file";
+}
+
+int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner& owner) {
+  int fd = openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    switch (e) {
+      case ENOENT: return -1;
+      case ELOOP: throw NameRefused(e, name + " is a symbolic link; not followed");
+      case EISDIR: throw NameRefused(e, name + " is a directory, not a regular file; not touched");
+      case ENXIO: throw NameRefused(e, name + " is a socket or a FIFO, not a regular file; not touched");
+      case EWOULDBLOCK: throw NameRefused(e, name + " is under another process's lease; not waited for");
+      case ETXTBSY: throw NameRefused(e, name + " is a running program; not touched");
+      default: throw IoError(e, "open " + name);
+    }
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw IoError(e, "stat " + name);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw NameRefused(EINVAL, name + " is a " + file_kind(st.st_mode) + ", not a regular file; not touched");
+  }
+  if (owner.set() && (st.st_uid != owner.uid || st.st_nlink != 1)) {
+    ::close(fd);
+    throw NameRefused(EPERM, name + (st.st_uid != owner.uid ? " belongs to uid " + std::to_string(st.st_uid) +
+                                                                   ", not to the job's owner (uid " +
+                                                                   std::to_string(owner.uid) + ")"
+                                                             : " has " + std::to_string(st.st_nlink) +
+                                                                   " hard links (another name may be another user's)") +
+                                   "; not touched");
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw IoError(e, "fcntl " + name);
+  }
+  return fd;
+}
+
+}  // namespace xfer
