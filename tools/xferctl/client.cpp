@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include "xfer/text.h"
+
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
@@ -159,7 +161,7 @@ int exit_for(const nlohmann::json& props) {
 void print_finished(const nlohmann::json& props, bool json) {
   nlohmann::json s = nlohmann::json::parse(props.value("Summary", std::string("{}")), nullptr, false);
   if (json) {
-    std::cout << (s.is_discarded() ? props : s).dump(2) << std::endl;
+    std::cout << (s.is_discarded() ? props : s).dump(2, ' ', true) << std::endl;
     return;
   }
   std::string title = fmt::format("job {}", props.value("Id", uint64_t(0)));
@@ -168,10 +170,10 @@ void print_finished(const nlohmann::json& props, bool json) {
     if (s.contains("energy"))
       fmt::print("  {:<11} {:.2f} J ({})\n", "energy", s["energy"].value("joules", 0.0), s["energy"].value("source", "?"));
     if (s.contains("kernel") && s["kernel"].contains("note"))
-      fmt::print("  {:<11} {}\n", "kernel", s["kernel"]["note"].get<std::string>());
+      fmt::print("  {:<11} {}\n", "kernel", xfer::printable(s["kernel"]["note"].get<std::string>()));
   } else {
-    fmt::print("{}: {}{}\n", title, props.value("State", "?"),
-               props.value("Error", std::string()).empty() ? "" : " — " + props.value("Error", std::string()));
+    fmt::print("{}: {}{}\n", title, xfer::printable(props.value("State", "?")),
+               props.value("Error", std::string()).empty() ? "" : " — " + xfer::printable(props.value("Error", std::string())));
   }
 }
 
@@ -233,7 +235,15 @@ std::string read_manifest(const std::string& path) {
     if (!in) throw ClientError("cannot read the manifest " + path + ": " + strerror(errno), kUsage);
     out << in.rdbuf();
   }
-  return out.str();
+  std::string text = out.str();
+  // D-Bus strings end at a NUL: the daemon would see a manifest cut short.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    size_t line = size_t(std::count(text.begin(), text.begin() + long(nul), '\n')) + 1;
+    throw ClientError("the manifest " + xfer::printable(path) + " contains a NUL byte on line " + std::to_string(line) +
+                          "; nothing submitted",
+                      kUsage);
+  }
+  return text;
 }
 
 std::string absolute(const std::string& dir) {
@@ -259,7 +269,9 @@ int submit(const SubmitArgs& a) {
     for (const auto& [key, value] : a.options) {
       for (const xferd::JobOption& o : xferd::kJobOptions) {
         if (key != o.name || r < 0) continue;
-        if (o.type == 's') r = sd_bus_message_append(m, "{sv}", o.name, "s", value.c_str());
+        // A file the daemon reads (as the caller) is named by its absolute path.
+        if (key == "ca_file") r = sd_bus_message_append(m, "{sv}", o.name, "s", absolute(value).c_str());
+        else if (o.type == 's') r = sd_bus_message_append(m, "{sv}", o.name, "s", value.c_str());
         else if (o.type == 'u') r = sd_bus_message_append(m, "{sv}", o.name, "u", uint32_t(std::stoul(value)));
         else r = sd_bus_message_append(m, "{sv}", o.name, "d", std::stod(value));
       }
@@ -285,7 +297,7 @@ int status(const std::string& job, bool json) {
   Bus bus;
   nlohmann::json props = job_properties(bus, job_path(job));
   if (json) {
-    std::cout << props.dump(2) << std::endl;
+    std::cout << props.dump(2, ' ', true) << std::endl;
     return kOk;
   }
   for (const char* k : {"Id", "State", "Owner", "Policy", "Label", "Destination", "FilesDone", "FilesTotal", "FilesFailed",
@@ -294,11 +306,11 @@ int status(const std::string& job, bool json) {
     const auto& v = props[k];
     std::string s = v.is_string() ? v.get<std::string>() : v.dump();
     if (std::string(k) == "ThroughputBps") s = fmt::format("{:.1f} Mbit/s", v.get<double>() / 1e6);
-    fmt::print("  {:<14} {}\n", k, s);
+    fmt::print("  {:<14} {}\n", k, xfer::printable(s));
   }
   std::string ps;
   for (const auto& c : props["Params"])
-    ps += fmt::format("{}:cc={} p={} pp={}  ", c["kind"].get<std::string>(), c["cc"].get<int>(), c["p"].get<int>(),
+    ps += fmt::format("{}:cc={} p={} pp={}  ", xfer::printable(c["kind"].get<std::string>()), c["cc"].get<int>(), c["p"].get<int>(),
                       c["pp"].get<int>());
   fmt::print("  {:<14} {}\n", "Params", ps);
   return kOk;
@@ -306,6 +318,7 @@ int status(const std::string& job, bool json) {
 
 struct ListRow {
   std::string path, state, policy, label;
+  std::string shown_state, shown_policy, shown_label;  // escaped for a terminal
   uint64_t id = 0, done = 0, total = 0;
   uint32_t uid = 0;
 };
@@ -322,6 +335,10 @@ std::vector<ListRow> list_jobs(Bus& bus) {
     r.state = state;
     r.policy = policy;
     r.label = label;
+    // Shown on a terminal: a label or policy name is the caller's text.
+    r.shown_state = xfer::printable(state);
+    r.shown_policy = xfer::printable(policy);
+    r.shown_label = xfer::printable(label);
     rows.push_back(r);
   }
   return rows;
@@ -343,8 +360,8 @@ int list(bool json, bool history) {
     if (!history) {
       if (json) out.push_back({{"job", r.id}, {"path", r.path}, {"state", r.state}, {"uid", r.uid}, {"policy", r.policy},
                                {"label", r.label}, {"bytes_done", r.done}, {"bytes_total", r.total}});
-      else fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10}  {}\n", r.id, r.state, r.uid, r.policy, human_bytes(double(r.done)),
-                      human_bytes(double(r.total)), r.label);
+      else fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10}  {}\n", r.id, r.shown_state, r.uid, r.shown_policy,
+                      human_bytes(double(r.done)), human_bytes(double(r.total)), r.shown_label);
       continue;
     }
     nlohmann::json props = job_properties(bus, r.path);
@@ -356,11 +373,11 @@ int list(bool json, bool history) {
       out.push_back({{"job", r.id}, {"state", r.state}, {"policy", r.policy}, {"label", r.label}, {"summary", s}});
       continue;
     }
-    fmt::print("{:>5} {:<10} {:<20} {:>4}/{:<4} {:>10} {:>9.2f} {:>11.1f} {:>10.2f}  {}\n", r.id, r.state, r.policy,
-               s.value("files_ok", 0) + s.value("files_skipped", 0), s.value("files", 0), human_bytes(double(r.done)), secs,
-               mbps, joules, r.label);
+    fmt::print("{:>5} {:<10} {:<20} {:>4}/{:<4} {:>10} {:>9.2f} {:>11.1f} {:>10.2f}  {}\n", r.id, r.shown_state,
+               r.shown_policy, s.value("files_ok", 0) + s.value("files_skipped", 0), s.value("files", 0),
+               human_bytes(double(r.done)), secs, mbps, joules, r.shown_label);
   }
-  if (json) std::cout << out.dump(2) << std::endl;
+  if (json) std::cout << out.dump(2, ' ', true) << std::endl;
   return kOk;
 }
 
@@ -385,9 +402,10 @@ int policies(bool json) {
     if (json)
       out.push_back({{"name", name}, {"algorithm", algo}, {"kernel", bool(kernel)}, {"usable", bool(usable)}, {"description", desc}});
     else
-      fmt::print("{:<22} {:<18} {:<7} {:<6} {}\n", name, algo, kernel ? "yes" : "no", usable ? "yes" : "no", desc);
+      fmt::print("{:<22} {:<18} {:<7} {:<6} {}\n", xfer::printable(name), xfer::printable(algo), kernel ? "yes" : "no",
+                 usable ? "yes" : "no", xfer::printable(desc));
   }
-  if (json) std::cout << out.dump(2) << std::endl;
+  if (json) std::cout << out.dump(2, ' ', true) << std::endl;
   return kOk;
 }
 
@@ -395,7 +413,7 @@ int guarded(const std::function<int()>& f) {
   try {
     return f();
   } catch (const ClientError& e) {
-    fmt::print(stderr, "xferctl: {}\n", e.what());
+    fmt::print(stderr, "xferctl: {}\n", xfer::printable(e.what()));
     return e.code;
   }
 }

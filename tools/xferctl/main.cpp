@@ -9,7 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "client.h"
 #include "progress.h"
@@ -18,6 +20,7 @@
 #include "xfer/kernel.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
+#include "xfer/text.h"
 #include "xfer/tuner.h"
 
 namespace {
@@ -53,6 +56,8 @@ struct RunArgs {
   long interval_ms = 5000, sync_ms = 5000;
   double bandwidth_mbps = 1000, rtt_ms = 0;
   int max_channels = 32;
+  std::string ca_file;
+  uint64_t max_file_bytes = 0;
   bool json = false, no_progress = false;
   std::string flows = "ebpf";
   double target_mbps = 0, target_pct = 0;
@@ -144,6 +149,17 @@ int run(const RunArgs& a) {
   opts.bandwidth_mbps = a.bandwidth_mbps;
   opts.rtt_ms = a.rtt_ms;
   opts.max_channels = a.max_channels;
+  opts.max_file_bytes = a.max_file_bytes;
+  if (!a.ca_file.empty()) {
+    std::ifstream ca(a.ca_file, std::ios::binary);
+    std::ostringstream pem;
+    pem << ca.rdbuf();
+    opts.ca_pem = pem.str();
+    if (!ca || opts.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      fmt::print(stderr, "xferctl: --ca-file {}: not a readable file of PEM certificates\n", xfer::printable(a.ca_file));
+      return kUsage;
+    }
+  }
 
   int rc = kOk;
   std::unique_ptr<xfer::FlowMonitor> monitor;
@@ -354,6 +370,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--bandwidth-mbps", ra.bandwidth_mbps, "link rate used for the BDP")->check(CLI::PositiveNumber);
   run_cmd->add_option("--rtt-ms", ra.rtt_ms, "RTT used for the BDP (default: measured)")->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--max-channels", ra.max_channels, "cap on channels (files in flight) over all chunks")->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--ca-file", ra.ca_file, "https: verify servers against these PEM CA certificates instead of the system's");
+  run_cmd->add_option("--max-file-bytes", ra.max_file_bytes, "a file larger than this fails (0: no limit)");
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
   run_cmd->add_option("--flows", ra.flows, "per-flow metrics: ebpf (falls back to tcp_info), tcp_info, off")
       ->check(CLI::IsMember({"ebpf", "tcp_info", "off"}));

@@ -1,5 +1,7 @@
 #include "progress.h"
 
+#include "xfer/text.h"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -52,8 +54,10 @@ std::string brief_params(const nlohmann::json& chunks) {
 
 void print_result(const nlohmann::json& s, const std::string& title) {
   double secs = s["seconds"].get<double>();
-  fmt::print("{}: {}{}\n", title, s["state"].get<std::string>(),
-             s.contains("error") ? " — " + s["error"].get<std::string>() : "");
+  // Everything here may hold a caller's text (URLs, reasons with names in
+  // them, a label): printable() keeps it from acting on the terminal.
+  fmt::print("{}: {}{}\n", title, xfer::printable(s["state"].get<std::string>()),
+             s.contains("error") ? " — " + xfer::printable(s["error"].get<std::string>()) : "");
   fmt::print("  {:<11} {} ok, {} already there, {} failed (of {})\n", "files", s["files_ok"].get<size_t>(),
              s["files_skipped"].get<size_t>(), s["files_failed"].get<size_t>(), s["files"].get<size_t>());
   fmt::print("  {:<11} {} fetched, {} resumed, {} in the dataset\n", "bytes",
@@ -61,10 +65,10 @@ void print_result(const nlohmann::json& s, const std::string& title) {
              human_bytes(s["bytes"].get<double>()));
   fmt::print("  {:<11} {:.2f} s\n", "time", secs);
   fmt::print("  {:<11} {:.1f} Mbit/s\n", "throughput", s["throughput_mbps"].get<double>());
-  fmt::print("  {:<11} {} (RTT {:.3f} ms, BDP {})\n", "policy", s["policy"].get<std::string>(),
+  fmt::print("  {:<11} {} (RTT {:.3f} ms, BDP {})\n", "policy", xfer::printable(s["policy"].get<std::string>()),
              s["rtt_ms"].get<double>(), human_bytes(s["bdp_bytes"].get<double>()));
   for (const auto& o : s["origins"])
-    fmt::print("  {:<11} {} {}\n", "server", o["origin"].get<std::string>(), o["protocol"].get<std::string>());
+    fmt::print("  {:<11} {} {}\n", "server", xfer::printable(o["origin"].get<std::string>()), o["protocol"].get<std::string>());
   if (!s["chunks"].empty()) {
     fmt::print("\n  {:<8} {:>7} {:>10} {:>10} {:>4} {:>4} {:>4}\n", "chunk", "files", "bytes", "avg", "cc", "p", "pp");
     for (const auto& c : s["chunks"])
@@ -85,7 +89,8 @@ void print_result(const nlohmann::json& s, const std::string& title) {
   if (!s["failed"].empty()) {
     fmt::print("\n  failed files:\n");
     for (const auto& f : s["failed"])
-      fmt::print("    {}\n      {}\n", f["url"].get<std::string>(), f["reason"].get<std::string>());
+      fmt::print("    {}\n      {}\n", xfer::printable(f["url"].get<std::string>()),
+                 xfer::printable(f["reason"].get<std::string>()));
   }
 }
 
