@@ -166,4 +166,12 @@ std::string job_property(const std::string& path, const std::string& prop) {
   return v;
 }
 
+uint64_t Xferd::rss_bytes(const char* field) const {
+  std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(std::strlen(field))) * 1024;  // "NNN kB"
+  return 0;
+}
+
 }  // namespace xtest

@@ -34,6 +34,9 @@ class Xferd {
   void stop();    // SIGTERM, wait
   void kill9();   // SIGKILL, wait
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  // Resident memory of the running xferd (VmRSS, or VmHWM: its peak), in bytes.
+  uint64_t rss_bytes(const char* field = "VmRSS:") const;
   // Notifications received so far ("READY=1", "STATUS=...", "WATCHDOG=1").
   std::vector<std::string> notifications(int wait_ms = 0);
   std::string log() const;
