@@ -159,3 +159,60 @@ TEST(Errors, FullDiskStopsTheJobClearlyAndCorruptsNothing) {
   umount2(dest.c_str(), MNT_DETACH);
   fs::remove_all(dest);
 }
+
+// Issue 12: servers that lie or never stop. Each file fails with its reason
+// or recovers; nothing that is not the file's bytes reaches a final name; the
+// job goes on to its end.
+TEST(Errors, HostileServersFailOrRecoverFileByFile) {
+  std::string content(1 << 20, '\0');
+  std::mt19937_64 rng(7);
+  for (auto& c : content) c = char(rng());
+  std::string sha = xfer::sha256_hex(content);
+  FlakyServer srv(content);
+  std::string dest = make_temp_dir("dest");
+  std::string base = "http://127.0.0.1:" + std::to_string(srv.port);
+  std::string sized = " " + std::to_string(content.size()) + " sha256:" + sha + "\n";
+  struct Case {
+    const char* path;
+    bool sized;
+    const char* reason;  // "" : recovers, byte-identical
+  };
+  const Case cases[] = {
+      {"/plain/ok.bin", true, ""},
+      {"/overlong/overlong.bin", true, ""},            // the extra bytes are never written
+      {"/overrange/overrange.bin", true, ""},          // only the range asked for is taken
+      {"/norange/norange.bin", true, ""},              // 200 to a Range: one stream from the start
+      {"/endless/endless-sized.bin", true, ""},        // the size is known: the body is cut there
+      {"/endless/endless.bin", false, "passed the limit of"},
+      {"/wrongrange/wrongrange.bin", true, "with another range"},
+      {"/stall/stall.bin", true, "Timeout was reached"},
+      {"/gzip/gzip.bin", true, "Content-Encoding 'gzip'"},
+      {"/bigheaders/bigheaders.bin", true, "bytes of response headers"},
+      {"/loop/loop.bin", true, "redirects"},
+  };
+  std::string m;
+  for (const Case& c : cases) m += base + c.path + (c.sized ? sized : "\n");
+  xfer::EngineOptions o;
+  o.max_retries = 1;
+  o.stall_timeout_s = 2;
+  o.max_file_bytes = 4 * content.size();
+  auto r = run_job(m, dest, "static", {6, 2, 1}, o, {}, 180);
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  for (const Case& c : cases) {
+    std::string name = fs::path(c.path).filename();
+    std::string reason;
+    for (const auto& f : r.summary["failed"])
+      if (f["url"].get<std::string>().find(c.path) != std::string::npos) reason = f["reason"];
+    if (!*c.reason) {
+      EXPECT_EQ(reason, "") << name;
+      int fd = open((fs::path(dest) / name).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << name;
+      EXPECT_EQ(xfer::sha256_fd(fd, name), sha) << name;
+      close(fd);
+    } else {
+      EXPECT_NE(reason.find(c.reason), std::string::npos) << name << ": " << reason;
+      EXPECT_FALSE(fs::exists(fs::path(dest) / name)) << name << " reached its final name";
+    }
+  }
+  fs::remove_all(dest);
+}

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace xtest {
@@ -118,20 +119,49 @@ void FlakyServer::serve(int fd) {
       if (!send_all(fd, resp.data(), resp.size())) break;
       continue;
     }
+    if (kind == "loop") {  // a redirect to itself, forever
+      std::string resp = "HTTP/1.1 302 Found\r\nLocation: " + path + "\r\nContent-Length: 0\r\n\r\n";
+      if (!send_all(fd, resp.data(), resp.size())) break;
+      continue;
+    }
     uint64_t len = b - a + 1;
-    std::string resp = std::string("HTTP/1.1 ") + (ranged ? "206 Partial Content" : "200 OK") +
-                       "\r\nContent-Length: " + std::to_string(len) + "\r\n";
+    uint64_t cr_a = a, cr_b = b;
+    if (kind == "wrongrange" && ranged) cr_a = a + 1;  // a Content-Range for bytes not asked for
+    if (kind == "overrange" && ranged) cr_b = std::min<uint64_t>(b + 4096, content_.size() - 1), len = cr_b - a + 1;
+    std::string resp = std::string("HTTP/1.1 ") + (ranged ? "206 Partial Content" : "200 OK") + "\r\n";
+    if (kind == "endless") resp += "Connection: close\r\n";  // no length: the body ends when the connection does
+    else resp += "Content-Length: " + std::to_string(len) + "\r\n";
     if (kind != "norange") resp += "Accept-Ranges: bytes\r\n";
+    if (kind == "gzip") resp += "Content-Encoding: gzip\r\n";
+    if (kind == "bigheaders")
+      for (int i = 0; i < 100; ++i) resp += "X-Pad-" + std::to_string(i) + ": " + std::string(1024, 'p') + "\r\n";
     if (ranged)
-      resp += "Content-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+      resp += "Content-Range: bytes " + std::to_string(cr_a) + "-" + std::to_string(cr_b) + "/" +
               std::to_string(content_.size()) + "\r\n";
     resp += "\r\n";
     if (!send_all(fd, resp.data(), resp.size())) break;
     if (method == "HEAD") continue;
+    if (kind == "endless") {  // the content again and again (bounded, so a broken client cannot keep it busy)
+      for (int i = 0; i < 256 && !stop_; ++i) {
+        if (!send_all(fd, content_.data() + a, content_.size() - a)) break;
+        body_bytes += content_.size() - a;
+        a = 0;
+      }
+      break;
+    }
+    if (kind == "overrange" || kind == "overlong") {  // more than asked for / more than Content-Length
+      std::string more = content_.substr(a, len) + (kind == "overlong" ? std::string(4096, 'X') : std::string());
+      send_all(fd, more.data(), more.size());
+      break;
+    }
     bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
-    uint64_t send_len = once_bad ? len / 2 : len;
+    uint64_t send_len = once_bad || kind == "stall" ? len / 2 : len;
     if (!send_all(fd, content_.data() + a, send_len)) break;
     body_bytes += send_len;
+    if (kind == "stall") {  // half the body, then silence on an open connection
+      for (int i = 0; i < 600 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      break;
+    }
     if (once_bad) {
       if (kind == "reset-once") reset_close(fd);
       else close(fd);

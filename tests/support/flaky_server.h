@@ -5,6 +5,15 @@
 //   /truncate-once/...  first GET: headers and half the body, then a clean close
 //   /fail-twice/...     first two GETs: 500
 //   /norange/...        ignores Range: always 200 and the whole body
+// and the hostile ones (issue 12):
+//   /overlong/...       sends 4 KiB more than its Content-Length, then closes
+//   /overrange/...      answers a Range with 4 KiB more than asked (Content-Range says so)
+//   /wrongrange/...     answers a Range with a Content-Range for other bytes
+//   /endless/...        no Content-Length: the content again and again
+//   /stall/...          half the body, then silence on an open connection
+//   /gzip/...           Content-Encoding: gzip the client did not ask for
+//   /bigheaders/...     100 KiB of response headers
+//   /loop/...           redirects to itself
 //   anything else       behaves
 #pragma once
 
