@@ -25,6 +25,17 @@ using namespace xtest;
 
 namespace {
 
+// Under AddressSanitizer xferd's own baseline is ~130 MB (shadow memory, the
+// allocator's metadata) and freed memory waits in a quarantine: there the
+// memory test bounds what a job adds to the baseline; in a release build, the
+// absolute figures the issue gives (e.g. build/bin/integration_tests
+// --gtest_filter=Trust.Memory*).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 double seconds_of(const std::function<void()>& f) {
   auto t0 = std::chrono::steady_clock::now();
   f();
@@ -281,6 +292,8 @@ TEST(Trust, DamagedStoreAndDirectoryConfigStopStartup) {
 // users are held to the documented limits; a 1,000,000-entry Submit is
 // refused without being copied. Before: 83 -> 244 MB and 386 MB peaks.
 TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
+  if (kSanitized)  // freed memory goes back at once, as it would without the sanitizer
+    setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0:detect_leaks=0", 1);
   Env env;
   FlakyServer server(std::string(100, 'm'));  // every path serves the same 100 bytes
   std::string base = "http://127.0.0.1:" + std::to_string(server.port) + "/f/";
@@ -295,7 +308,7 @@ TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
   Shell sub;
   double submit_s = seconds_of([&] { sub = run(bin("xferctl") + " submit --manifest " + mfile + " --dest " + dest); });
   ASSERT_EQ(sub.status, 0) << sub.out;
-  EXPECT_LT(submit_s, 2.0);
+  EXPECT_LT(submit_s, kSanitized ? 10.0 : 2.0);  // an unoptimised sanitizer build parses ~4x slower
   std::string path = path_in(sub.out);
   wait_bytes(path, 100 * 1000, 60);  // a thousand files in
   uint64_t running = 0;
@@ -313,7 +326,8 @@ TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
   RecordProperty("submit_ms", std::to_string(int(submit_s * 1000)));
   std::printf("100k-file job: submit %.2f s; RSS baseline %llu MB, running %llu MB, after cancel %llu MB\n", submit_s,
               (unsigned long long)(baseline >> 20), (unsigned long long)(running >> 20), (unsigned long long)(after >> 20));
-  EXPECT_LT(running, 100ull << 20);
+  uint64_t floor = kSanitized ? baseline : 0;
+  EXPECT_LT(running - floor, 100ull << 20);
   EXPECT_LT(after, baseline + (20ull << 20));
 
   // Twenty such jobs from root and nobody, each into its own directory.
@@ -332,34 +346,37 @@ TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
               (unsigned long long)(peak_twenty >> 20));
   EXPECT_EQ(accepted, 4);  // 2 x 100,000 per user (limits.max_entries_per_user = 200,000)
   EXPECT_EQ(refused, 16);
-  EXPECT_LT(peak_twenty, 400ull << 20);
+  EXPECT_LT(peak_twenty - floor, 400ull << 20);
   Shell list = run(bin("xferctl") + " list --json");
   for (const auto& j : nlohmann::json::parse(list.out.substr(list.out.find('['))))
     if (j["state"] != "cancelled") run(bin("xferctl") + " cancel " + std::to_string(j["job"].get<uint64_t>()));
 
-  // One Submit of 1,000,000 entries, from a client of our own (busctl takes
-  // arguments on its command line): refused at the 100,001st entry.
+  // One Submit of 700,000 entries (28 MB: the bus itself refuses messages over
+  // 32 MB), from a client of our own (busctl takes arguments on its command
+  // line): refused at the 100,001st entry, without a copy of the rest.
   sd_bus* bus = nullptr;
   ASSERT_GE(sd_bus_open_system(&bus), 0);
   sd_bus_message* m = nullptr;
   ASSERT_GE(sd_bus_message_new_method_call(bus, &m, "org.xferd.Xferd1", "/org/xferd/Xferd1", "org.xferd.Manager1", "Submit"), 0);
   ASSERT_GE(sd_bus_message_open_container(m, 'a', "(sts)"), 0);
-  for (int i = 0; i < 1000000; ++i) {
-    std::string u = base + std::to_string(i);
+  for (int i = 0; i < 700000; ++i) {
+    std::string u = "http://h/" + std::to_string(i);
     ASSERT_GE(sd_bus_message_append(m, "(sts)", u.c_str(), uint64_t(100), ""), 0);
   }
   ASSERT_GE(sd_bus_message_close_container(m), 0);
   ASSERT_GE(sd_bus_message_append(m, "ssa{sv}", dest.c_str(), "", 0), 0);
   sd_bus_error e = SD_BUS_ERROR_NULL;
   sd_bus_message* reply = nullptr;
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the cancelled jobs retired
+  std::ofstream("/proc/" + std::to_string(env.xferd.pid()) + "/clear_refs") << "5";  // VmHWM := VmRSS
   uint64_t hwm_before = env.xferd.rss_bytes("VmHWM:");
   int r = sd_bus_call(bus, m, 60 * 1000000ull, &e, &reply);
   EXPECT_LT(r, 0);
   EXPECT_STREQ(e.name, "org.xferd.Xferd1.Error.TooManyEntries") << (e.message ? e.message : "");
   uint64_t hwm = env.xferd.rss_bytes("VmHWM:");
-  std::printf("1,000,000-entry Submit: %s; peak RSS %llu MB (before %llu MB)\n", e.name ? e.name : "accepted",
+  std::printf("700,000-entry Submit: %s; peak RSS %llu MB (before %llu MB)\n", e.name ? e.name : "accepted",
               (unsigned long long)(hwm >> 20), (unsigned long long)(hwm_before >> 20));
-  EXPECT_LT(hwm, std::max(hwm_before, uint64_t(150) << 20) + (150ull << 20));
+  EXPECT_LT(hwm, hwm_before + (100ull << 20));  // the message itself (28 MB) and little else
   sd_bus_error_free(&e);
   sd_bus_message_unref(reply);
   sd_bus_message_unref(m);
