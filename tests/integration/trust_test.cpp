@@ -328,7 +328,8 @@ TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
               (unsigned long long)(baseline >> 20), (unsigned long long)(running >> 20), (unsigned long long)(after >> 20));
   uint64_t floor = kSanitized ? baseline : 0;
   EXPECT_LT(running - floor, 100ull << 20);
-  EXPECT_LT(after, baseline + (20ull << 20));
+  // ASan's allocator keeps some freed pages (malloc_trim does not reach it).
+  EXPECT_LT(after, baseline + ((kSanitized ? 40ull : 20ull) << 20));
 
   // Twenty such jobs from root and nobody, each into its own directory.
   int accepted = 0, refused = 0;
