@@ -41,6 +41,7 @@ void Job::Impl::dispatch_heads() {
     }
     Request* r = new_request(RequestKind::Head, it->file, *discovery);
     r->probe = it->probe;
+    if (it->fresh_connection) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
     ++heads_inflight;
     discovery->add(r);
     it = heads.erase(it);
@@ -93,8 +94,8 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
     if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
       log::info("{}: server refuses HEAD ({}); size learned from the download", f->entry->name, why.reason);
-    } else if (why.retryable && ++f->failures <= spec.opts.max_retries) {
-      heads.push_back({f, probe, eng.now_us() + backoff_us(f->failures)});
+    } else if (why.retryable && (!counts_as_attempt(f, why) || ++f->failures <= spec.opts.max_retries)) {
+      heads.push_back({f, probe, eng.now_us() + backoff_us(f->failures), why.fresh_connection});
       dispatch_heads();
       return;
     } else {

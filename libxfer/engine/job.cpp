@@ -559,21 +559,23 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
       requeue(f, {r->pos, r->end}, r->end_known, 0, true);
     } else {
       Failure why = classify(code, r->easy, r->errbuf);
-      f->failures = progressed ? 0 : f->failures + 1;
+      if (progressed) f->failures = 0;
+      else if (counts_as_attempt(f, why)) ++f->failures;
       if (!why.retryable) {
         fail_file(f, why.reason);
       } else if (f->failures > spec.opts.max_retries) {
         fail_file(f, why.reason + " (after " + std::to_string(f->failures) + " attempts)");
       } else {
         log::info("{}: {}; retrying bytes {}-{}", f->entry->name, why.reason, r->pos, r->end);
-        if (r->end_known) requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false);
+        if (r->end_known)
+          requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
         else {
           uint64_t lost = f->part->received().bytes();
           bytes_done -= lost;
           f->chunk->bytes_done -= lost;
           f->part->reset();
           ++f->gen;
-          requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false);
+          requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
         }
       }
     }

@@ -32,6 +32,7 @@ struct FileTask {
   std::unique_ptr<PartFile> part;
   int inflight = 0;   // requests of this file in flight
   int failures = 0;   // consecutive failed requests without a byte of progress
+  int garbled = 0;    // answers that were not HTTP (see Failure::fresh_connection)
   unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
   Chunk* chunk = nullptr;
 };
@@ -43,6 +44,7 @@ struct Piece {
   unsigned gen = 0;
   bool end_known = true;
   uint64_t not_before_us = 0;  // retry backoff
+  bool fresh_connection = false;  // the last try read garbage from a reused connection
 };
 
 // One TCP connection: a multi handle whose connection pool only this stream uses.
@@ -84,6 +86,7 @@ struct HeadItem {
   FileTask* file = nullptr;
   bool probe = false;
   uint64_t not_before_us = 0;
+  bool fresh_connection = false;
 };
 
 // RAII for an sd-event source.
@@ -143,7 +146,7 @@ struct Job::Impl : RequestOwner {
   void start_get(Stream& s, const Piece& p);
   void preempt(Request* r, bool requeue);
   void drop_stream(Stream& s, bool requeue);
-  void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front);
+  void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection = false);
   void collapse_to_single_stream(FileTask* f);
   void arm_retry(uint64_t at_us);
   // Channels and streams leave the tree here; their multi handles are freed
@@ -213,7 +216,19 @@ struct Job::Impl : RequestOwner {
 struct Failure {
   std::string reason;
   bool retryable = true;
+  bool fresh_connection = false;  // retry on a new connection, not one from the pool
 };
 Failure classify(CURLcode code, CURL* easy, const char* errbuf);
+
+// Whether a failure counts against the file's max_retries. A garbled answer
+// is most often the tail of another response on a reused connection (a
+// server that sent more than its Content-Length, the excess arriving after
+// curl put the connection back in its pool). curl closes such a connection
+// when it fails, so each garbled failure removes one; the first few are
+// free, up to a bound that stops a server that only ever answers garbage.
+constexpr int kFreeGarbledRetries = 4;
+inline bool counts_as_attempt(FileTask* f, const Failure& why) {
+  return !why.fresh_connection || ++f->garbled > kFreeGarbledRetries;
+}
 
 }  // namespace xfer

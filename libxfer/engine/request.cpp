@@ -263,6 +263,14 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
   if (errbuf && *errbuf) f.reason += std::string(": ") + errbuf;
   switch (code) {
     case CURLE_UNSUPPORTED_PROTOCOL:
+      if (f.reason.find("HTTP/0.9") != std::string::npos) {
+        // Bytes that are not an HTTP answer: most often the tail of an earlier,
+        // overlong answer on a reused connection. curl closes that connection,
+        // so a retry runs on a fresh one.
+        f.reason = "the server's answer is not HTTP (" + f.reason + ")";
+        f.fresh_connection = true;
+        break;
+      }
       f.reason = "redirected to a URL that is not http or https (" + f.reason + ")";
       f.retryable = false;
       break;

@@ -22,8 +22,8 @@ bool Job::Impl::stream_has_room(const Stream& s, int pp) const {
   return o.h2 && static_cast<int>(s.inflight.size()) < pp;
 }
 
-void Job::Impl::requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front) {
-  Piece p{f, r, f->gen, end_known, delay_us ? eng.now_us() + delay_us : 0};
+void Job::Impl::requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection) {
+  Piece p{f, r, f->gen, end_known, delay_us ? eng.now_us() + delay_us : 0, fresh_connection};
   if (front) f->chunk->requeued.push_front(p);
   else f->chunk->requeued.push_back(p);
   if (p.not_before_us) arm_retry(p.not_before_us);
@@ -249,6 +249,7 @@ void Job::Impl::start_get(Stream& s, const Piece& p) {
     std::string range = std::to_string(p.r.begin) + "-" + std::to_string(p.r.end - 1);
     curl_easy_setopt(r->easy, CURLOPT_RANGE, range.c_str());
   }
+  if (p.fresh_connection) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
   s.inflight.push_back(r);
   ++f->inflight;
   s.multi.add(r);

@@ -155,10 +155,11 @@ void FlakyServer::serve(int fd) {
       break;
     }
     bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
-    uint64_t send_len = once_bad || kind == "stall" ? len / 2 : len;
+    uint64_t send_len = once_bad ? len / 2 : len;
+    if (kind == "stall") send_len = n == 1 ? len / 2 : 0;  // then never a byte more: retries make no progress
     if (!send_all(fd, content_.data() + a, send_len)) break;
     body_bytes += send_len;
-    if (kind == "stall") {  // half the body, then silence on an open connection
+    if (kind == "stall") {  // silence on an open connection
       for (int i = 0; i < 600 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       break;
     }

@@ -10,7 +10,7 @@
 //   /overrange/...      answers a Range with 4 KiB more than asked (Content-Range says so)
 //   /wrongrange/...     answers a Range with a Content-Range for other bytes
 //   /endless/...        no Content-Length: the content again and again
-//   /stall/...          half the body, then silence on an open connection
+//   /stall/...          half the body on the first GET, none on later ones, then silence on an open connection
 //   /gzip/...           Content-Encoding: gzip the client did not ask for
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
