@@ -7,6 +7,8 @@
 # RATE (default 2m); /error500/NAME always 500; /reset/NAME closes the
 # connection without a reply (nginx's 444); /redir-file/NAME redirects to
 # file:///etc/passwd; /redir/NAME redirects to /NAME.
+# More servers (https tests: their certificates, ports and ALPN) may be put in
+# RUNDIR/sites.d/*.conf before start; each includes RUNDIR/locations.conf.
 # Access log: RUNDIR/access.log, one request a line:
 #   msec request_time connection connection_requests protocol status body_bytes "request" "range" port
 set -euo pipefail
@@ -31,7 +33,7 @@ h1=${4:?H1_PORT missing}
 h2=${5:?H2C_PORT missing}
 rate=${6:-2m}
 addr=${7:-127.0.0.1}
-mkdir -p "$run/tmp"
+mkdir -p "$run/tmp" "$run/sites.d"
 
 cat >"$run/locations.conf" <<CONF
 root $data;
@@ -67,6 +69,7 @@ http {
   http2_max_concurrent_streams 128;
   server { listen $addr:$h1; include $run/locations.conf; }
   server { listen $addr:$h2 http2; include $run/locations.conf; }
+  include $run/sites.d/*.conf;
 }
 CONF
 

@@ -25,6 +25,7 @@ void Job::Impl::start_discovery() {
     const std::string& mode = spec.opts.http;
     bool http = f.entry->url.rfind("http:", 0) == 0;
     o.prior_knowledge = http && mode != "1.1";
+    if (!http) log::info("{}: https, {}", f.origin, tls_trust());
     heads.push_back({&f, true, 0});
   }
   dispatch_heads();

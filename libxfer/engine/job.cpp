@@ -634,8 +634,11 @@ nlohmann::json Job::Impl::summary() const {
                            {"pp", c.params.pp}});
   }
   j["origins"] = json::array();
-  for (const auto& [key, o] : origins)
+  for (const auto& [key, o] : origins) {
     j["origins"].push_back({{"origin", key}, {"protocol", !o.known ? "unknown" : (o.h2 ? "HTTP/2" : "HTTP/1.1")}});
+    if (key.size() > 6 && strncasecmp(key.c_str(), "https:", 6) == 0)
+      j["origins"].back()["tls"] = tls_trust();
+  }
   j["timeline"] = json::array();
   for (const TimelineEntry& e : timeline) {
     json params = json::array();

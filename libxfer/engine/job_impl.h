@@ -130,6 +130,11 @@ struct Job::Impl : RequestOwner {
   void on_get_done(std::unique_ptr<Request> r, CURLcode code);
   nlohmann::json summary() const;
   JobProgress progress() const;
+  // How https servers are checked (there is no way to turn that off).
+  const char* tls_trust() const {
+    return spec.opts.ca_pem.empty() ? "certificate verified against the system's CA store"
+                                    : "certificate verified against the job's own CA certificates only";
+  }
 
   // discovery.cpp: protocol probe per origin, sizes by HEAD
   void start_discovery();

@@ -190,7 +190,8 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!spec.opts.ca_pem.empty()) {
     curl_blob ca{const_cast<char*>(spec.opts.ca_pem.data()), spec.opts.ca_pem.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);  // replaces the CA bundle file...
+    curl_easy_setopt(e, CURLOPT_CAPATH, nullptr);   // ...and the hashed directory: only these CAs
   }
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
@@ -274,9 +275,12 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
       f.reason = "redirected to a URL that is not http or https (" + f.reason + ")";
       f.retryable = false;
       break;
+    case CURLE_PEER_FAILED_VERIFICATION:  // the reason is in errbuf: self-signed, expired, host name, issuer
+      f.reason = "TLS: the server's certificate was refused (" + std::string(errbuf && *errbuf ? errbuf : "") + ")";
+      f.retryable = false;
+      break;
     case CURLE_URL_MALFORMAT:
     case CURLE_TOO_MANY_REDIRECTS:
-    case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_REMOTE_ACCESS_DENIED:

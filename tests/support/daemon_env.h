@@ -28,8 +28,8 @@ inline std::string config(const std::string& extra = "") {
 }
 
 struct Env {
-  explicit Env(const std::string& extra = "", const std::string& rate = "4m")
-      : data(dataset(12, 2, 1, 0.1)), nginx(data.dir, rate), xferd(with_state(extra)) {
+  explicit Env(const std::string& extra = "", const std::string& rate = "4m", std::vector<TlsSite> tls = {})
+      : data(dataset(12, 2, 1, 0.1)), nginx(data.dir, rate, std::move(tls)), xferd(with_state(extra)) {
     xferd.start();
   }
   std::string with_state(const std::string& extra) {

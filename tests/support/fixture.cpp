@@ -71,11 +71,19 @@ int sh(const std::string& cmd) {
 
 std::string bin(const std::string& name) { return std::string(XFER_BIN_DIR) + "/" + name; }
 
-Nginx::Nginx(const std::string& data_dir, const std::string& rate) {
+Nginx::Nginx(const std::string& data_dir, const std::string& rate, std::vector<TlsSite> sites) : tls(std::move(sites)) {
   run = make_temp_dir("nginx");
   for (int attempt = 0; attempt < 5; ++attempt) {
     h1 = free_port();
     h2 = free_port();
+    fs::create_directories(run + "/sites.d");
+    std::ofstream conf(run + "/sites.d/tls.conf", std::ios::trunc);
+    for (TlsSite& s : tls) {
+      s.port = free_port();
+      conf << "server { listen 127.0.0.1:" << s.port << " ssl" << (s.h2 ? " http2" : "") << "; ssl_certificate "
+           << s.cert_file << "; ssl_certificate_key " << s.key_file << "; include " << run << "/locations.conf; }\n";
+    }
+    conf.close();
     std::string cmd = std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh start " + run + " " +
                       data_dir + " " + std::to_string(h1) + " " + std::to_string(h2) + " " + rate;
     if (sh(cmd) == 0) return;

@@ -43,12 +43,23 @@ struct LogLine {
   double start_s() const { return end_s - dur_s; }
 };
 
+// An https server of the private nginx: its certificate and key (PEM files)
+// and whether ALPN offers h2 (else only http/1.1). The port is nginx's choice
+// of the fixture's, filled in when it starts.
+struct TlsSite {
+  std::string cert_file, key_file;
+  bool h2 = false;
+  int port = 0;
+  std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
+};
+
 class Nginx {
  public:
   // rate: nginx limit_rate for /slow/ (per connection, or per stream on h2).
-  explicit Nginx(const std::string& data_dir, const std::string& rate = "4m");
+  explicit Nginx(const std::string& data_dir, const std::string& rate = "4m", std::vector<TlsSite> tls = {});
   ~Nginx();
   std::string url(bool h2c, const std::string& path) const;
+  std::vector<TlsSite> tls;
   std::vector<LogLine> log() const;
   void clear_log() const;
   int h1 = 0, h2 = 0;
