@@ -18,6 +18,7 @@
 #include "daemon_env.h"
 #include "fixture.h"
 #include "flaky_server.h"
+#include "tls.h"
 #include "xfer/sha256.h"
 
 namespace fs = std::filesystem;
@@ -237,6 +238,65 @@ TEST(Trust, CallerTextIsEscapedWhereverItIsShown) {
 
 // A full destination pauses the job with the reason; Resume once there is
 // space completes it byte-identical. Before: the job failed.
+// https through the daemon. A caller's ca_file is read as the caller (one
+// nobody may not read is refused at Submit, nothing fetched); a policy's
+// ca_file is the admin's; without either the system's store decides, and it
+// does not know the test CA. Verification cannot be turned off.
+TEST(Trust, HttpsIsVerifiedAgainstTheCallersOrThePolicysCaFile) {
+  TestCa ca;
+  std::string certs = make_temp_dir("certs");
+  chmod(certs.c_str(), 0755);
+  std::string server = ca.issue({}).write(certs, "server");
+  std::string ca_public = certs + "/ca.pem", ca_private = certs + "/ca-root-only.pem";
+  std::ofstream(ca_public) << ca.cert_pem();
+  std::ofstream(ca_private) << ca.cert_pem();
+  chmod(ca_public.c_str(), 0644);
+  chmod(ca_private.c_str(), 0600);
+  Env env("[policy.min-energy]\nalgorithm = \"min-energy\"\nkernel = true\n"
+          "[policy.app-min-energy]\nalgorithm = \"min-energy\"\n"
+          "[policy.internal]\nalgorithm = \"max-throughput\"\nca_file = \"" + ca_private + "\"\n",
+          "4m", {{server + ".crt", server + ".key", true}});
+  Dataset some;
+  for (const auto& f : env.data.files)
+    if (f.name.rfind("html-00", 0) == 0) some.files.push_back(f);
+  std::string manifest = some.manifest(env.nginx.tls[0].url("/"));
+
+  // No CA of the job's or the policy's: the system's store refuses the server.
+  std::string dest = env.dest(kNobody);
+  std::string path = submit_as_nobody(env, manifest, dest);
+  ASSERT_EQ(wait_state(path, {"done", "failed", "cancelled"}), "done");
+  nlohmann::json s = summary_of(path);
+  EXPECT_EQ(s["files_failed"], some.files.size()) << s.dump(1);
+  EXPECT_NE(failure_of(s, some.files[0].name).find("unable to get local issuer certificate"), std::string::npos)
+      << s["failed"].dump(1);
+  for (const auto& f : some.files) EXPECT_FALSE(fs::exists(dest + "/" + f.name)) << f.name;
+  EXPECT_NE(s["origins"][0].value("tls", "").find("system's CA store"), std::string::npos) << s["origins"].dump();
+
+  // A ca_file nobody may not read: refused at Submit, and the reason says why.
+  std::string m = env.manifest_file(manifest);
+  chmod(fs::path(m).parent_path().c_str(), 0755);
+  chmod(m.c_str(), 0644);
+  Shell refused = run(as_nobody(bin("xferctl") + " submit --manifest " + m + " --dest " + dest + " --ca-file " +
+                                ca_private));
+  EXPECT_NE(refused.status, 0) << refused.out;
+  EXPECT_NE(refused.out.find("ca_file"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("Permission denied"), std::string::npos) << refused.out;
+
+  // The caller's own CA file, and the policy's (read as root).
+  for (const std::string& extra : {"--ca-file " + ca_public, std::string("--policy internal")}) {
+    std::string d = env.dest(kNobody);
+    std::string p = submit_as_nobody(env, manifest, d, extra);
+    ASSERT_EQ(wait_state(p, {"done", "failed", "cancelled"}), "done") << extra;
+    nlohmann::json ok = summary_of(p);
+    EXPECT_EQ(ok["files_failed"], 0) << extra << ": " << ok["failed"].dump(1);
+    EXPECT_NE(ok["origins"][0].value("tls", "").find("job's own CA certificates only"), std::string::npos)
+        << ok["origins"].dump();
+    expect_identical(some, d);
+    for (const auto& f : some.files) EXPECT_EQ(owner_of(d + "/" + f.name), kNobody) << f.name;
+  }
+  fs::remove_all(certs);
+}
+
 TEST(Trust, DiskFullPausesTheJobAndResumeCarriesItOn) {
   Env env;
   std::string dest = make_temp_dir("tmpfs");
