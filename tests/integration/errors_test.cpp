@@ -17,16 +17,6 @@
 namespace fs = std::filesystem;
 using namespace xtest;
 
-namespace {
-
-std::string reason_of(const nlohmann::json& s, const std::string& url_part) {
-  for (const auto& f : s["failed"])
-    if (f["url"].get<std::string>().find(url_part) != std::string::npos) return f["reason"];
-  return "<not failed>";
-}
-
-}  // namespace
-
 TEST(Errors, NotFoundServerErrorResetAndFileRedirectAreReportedWhileTheJobGoesOn) {
   Dataset d = dataset(20, 4, 1, 0.5);
   Nginx nginx(d.dir);
@@ -45,12 +35,12 @@ TEST(Errors, NotFoundServerErrorResetAndFileRedirectAreReportedWhileTheJobGoesOn
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
   EXPECT_EQ(r.summary["files_ok"], 3);
   EXPECT_EQ(r.summary["files_failed"], 4);
-  EXPECT_EQ(reason_of(r.summary, "/no-such-file"), "HTTP 404");
-  EXPECT_EQ(reason_of(r.summary, "/error500/"), "HTTP 500 (after 3 attempts)");
-  std::string reset = reason_of(r.summary, "/reset/");
+  EXPECT_EQ(failure_of(r.summary, "/no-such-file"), "HTTP 404");
+  EXPECT_EQ(failure_of(r.summary, "/error500/"), "HTTP 500 (after 3 attempts)");
+  std::string reset = failure_of(r.summary, "/reset/");
   EXPECT_NE(reset.find("Server returned nothing"), std::string::npos) << reset;
   EXPECT_NE(reset.find("(after 3 attempts)"), std::string::npos) << reset;
-  std::string redir = reason_of(r.summary, "/redir-file/");
+  std::string redir = failure_of(r.summary, "/redir-file/");
   EXPECT_NE(redir.find("redirected to a URL that is not http or https"), std::string::npos) << redir;
   EXPECT_FALSE(fs::exists(fs::path(dest) / f[4].name));
   expect_identical(d, dest, {f[2].name, f[3].name, f[5].name});
@@ -200,9 +190,7 @@ TEST(Errors, HostileServersFailOrRecoverFileByFile) {
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
   for (const Case& c : cases) {
     std::string name = fs::path(c.path).filename();
-    std::string reason;
-    for (const auto& f : r.summary["failed"])
-      if (f["url"].get<std::string>().find(c.path) != std::string::npos) reason = f["reason"];
+    std::string reason = failure_of(r.summary, c.path);
     if (!*c.reason) {
       EXPECT_EQ(reason, "") << name;
       int fd = open((fs::path(dest) / name).c_str(), O_RDONLY);

@@ -20,12 +20,6 @@ using namespace xtest;
 
 namespace {
 
-std::string reason_of(const nlohmann::json& s, const std::string& url_part) {
-  for (const auto& f : s["failed"])
-    if (f["url"].get<std::string>().find(url_part) != std::string::npos) return f["reason"];
-  return "";
-}
-
 std::string line(const std::string& url, const xfer::GeneratedFile& f) {
   return url + " " + std::to_string(f.size) + " sha256:" + f.sha256 + "\n";
 }
@@ -97,7 +91,7 @@ TEST(Tls, UntrustedCertificatesFailTheirFileWithTheReason) {
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(1);
   for (const Case& c : cases) {
     const std::string& name = f[c.site].name;
-    std::string why = reason_of(r.summary, nginx.tls[c.site].url("/"));
+    std::string why = failure_of(r.summary, nginx.tls[c.site].url("/"));
     if (!*c.reason) {
       EXPECT_EQ(why, "") << name;
       expect_identical(d, dest, {name});
@@ -116,7 +110,7 @@ TEST(Tls, UntrustedCertificatesFailTheirFileWithTheReason) {
   std::string dest2 = make_temp_dir("dest");
   auto r2 = run_job(line(nginx.tls[0].url("/" + f[0].name), f[0]), dest2, "static", {1, 1, 1}, {});
   ASSERT_EQ(r2.state, xfer::JobState::Done) << r2.summary.dump(1);
-  std::string why = reason_of(r2.summary, f[0].name);
+  std::string why = failure_of(r2.summary, f[0].name);
   EXPECT_NE(why.find("unable to get local issuer certificate"), std::string::npos) << why;
   EXPECT_FALSE(fs::exists(dest2 + "/" + f[0].name));
   expect_no_partials(dest2);
@@ -151,7 +145,7 @@ TEST(Tls, AJobsCaCertificatesReplaceTheSystemStore) {
     o.ca_pem = pem;
     auto r = run_job(m, dest, "static", {1, 1, 1}, o);
     ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(1);
-    std::string why = reason_of(r.summary, f.name);
+    std::string why = failure_of(r.summary, f.name);
     if (pem.empty()) {
       EXPECT_EQ(why, "");
       expect_identical(d, dest, {f.name});

@@ -64,12 +64,6 @@ Shell gdbus_submit(const std::string& entries, const std::string& dest, const st
                        "org.xferd.Manager1.Submit " + shq(entries) + " " + shq(dest) + " " + shq(policy) + " '{}'"));
 }
 
-std::string failure_of(const nlohmann::json& s, const std::string& name) {
-  for (const auto& f : s["failed"])
-    if (f["url"].get<std::string>().find(name) != std::string::npos) return f["reason"];
-  return "";
-}
-
 std::string path_in(const std::string& out) {
   std::smatch mt;
   std::regex_search(out, mt, std::regex("/org/xferd/Xferd1/job/[0-9]+"));

@@ -140,6 +140,12 @@ std::string Dataset::manifest(const std::string& base, bool with_size, bool with
   return m;
 }
 
+std::string failure_of(const nlohmann::json& summary, const std::string& url_part) {
+  for (const auto& f : summary["failed"])
+    if (f["url"].get<std::string>().find(url_part) != std::string::npos) return f["reason"];
+  return "";
+}
+
 Dataset dataset(int html, int image, int video, double video_scale) {
   std::string name = "h" + std::to_string(html) + "-i" + std::to_string(image) + "-v" + std::to_string(video) + "x" +
                      std::to_string(int(video_scale * 100));

@@ -88,6 +88,9 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
 
 // Every file of the dataset (or the named ones) is in dest, byte-identical.
 void expect_identical(const Dataset& d, const std::string& dest, const std::vector<std::string>& only = {});
+// The reason a job summary gives for the failed file whose URL contains
+// url_part; "" when no such file failed.
+std::string failure_of(const nlohmann::json& summary, const std::string& url_part);
 // No .part / .progress leftovers in dest.
 void expect_no_partials(const std::string& dest);
 // Client-side TCP connections in ESTABLISHED state to 127.0.0.1:port.
