@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "xfer/safe_open.h"
 #include "xfer/text.h"
 
 namespace xferd {
@@ -224,22 +225,14 @@ std::string read_file_as(const Caller& c, const std::string& path, size_t max_by
   int fd = open_as(c, path, OpenAs::ReadableFile, why);
   if (fd < 0) return {};
   std::string out;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *why = "file " + xfer::printable(path) + ": " + strerror(errno);
-      out.clear();
-      break;
-    }
-    if (n == 0) break;
-    out.append(buf, size_t(n));
+  try {
+    out = xfer::read_bounded(fd, max_bytes, path);
     if (out.size() > max_bytes) {
       *why = "file " + xfer::printable(path) + " is larger than " + std::to_string(max_bytes) + " bytes";
       out.clear();
-      break;
     }
+  } catch (const xfer::IoError& e) {
+    *why = "file " + xfer::printable(path) + ": " + e.code().message();
   }
   close(fd);
   return out;

@@ -180,23 +180,15 @@ std::string read_config_file(const std::string& file) {
     throw ConfigError(file + ": is a " + xfer::file_kind(st.st_mode) + ", not a configuration file");
   }
   std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      close(fd);
-      throw ConfigError(file + ": cannot read: " + std::string(strerror(e)));
-    }
-    if (n == 0) break;
-    text.append(buf, size_t(n));
-    if (text.size() > kMaxConfigBytes) {
-      close(fd);
-      throw ConfigError(file + ": larger than " + std::to_string(kMaxConfigBytes) + " bytes; not a configuration file");
-    }
+  try {
+    text = xfer::read_bounded(fd, kMaxConfigBytes, file);
+  } catch (const xfer::IoError& e) {
+    close(fd);
+    throw ConfigError(file + ": cannot read: " + e.code().message());
   }
   close(fd);
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(file + ": larger than " + std::to_string(kMaxConfigBytes) + " bytes; not a configuration file");
   return text;
 }
 

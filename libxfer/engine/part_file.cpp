@@ -31,13 +31,10 @@ std::string read_record(int dir_fd, const std::string& name, const FileOwner& ow
   int fd = open_regular(dir_fd, name, O_RDONLY, owner);
   if (fd < 0) return {};
   std::string s;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    s.append(buf, static_cast<size_t>(n));
-    if (s.size() > kMaxRecordBytes) break;
+  try {
+    s = read_bounded(fd, kMaxRecordBytes, name);  // more than the bound: parse_progress_record refuses it
+  } catch (const IoError&) {
+    s.clear();  // unreadable: no record, the file starts again
   }
   ::close(fd);
   return s;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace xfer {
@@ -58,6 +59,20 @@ int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner
     throw IoError(e, "fcntl " + name);
   }
   return fd;
+}
+
+std::string read_bounded(int fd, size_t max_bytes, const std::string& what) {
+  std::string out;
+  char buf[16384];
+  while (out.size() <= max_bytes) {
+    size_t want = std::min(sizeof buf, max_bytes + 1 - out.size());
+    ssize_t n = read(fd, buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError(errno, what);
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
 }
 
 }  // namespace xfer

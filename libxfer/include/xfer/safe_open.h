@@ -48,4 +48,9 @@ int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner
 // What a stat mode is, in words ("FIFO", "directory", ...).
 const char* file_kind(mode_t mode);
 
+// Reads fd to its end but no further than max_bytes + 1 bytes: a result
+// longer than max_bytes means the file is too large (and was not read
+// whole). A read error throws IoError naming `what`.
+std::string read_bounded(int fd, size_t max_bytes, const std::string& what);
+
 }  // namespace xfer
