@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 
+#include "file_work.h"
 #include "request.h"
 #include "xfer/log.h"
 
@@ -20,11 +21,14 @@ struct CurlGlobal {
 };
 }  // namespace
 
-Engine::Engine(sd_event* loop) : loop_(sd_event_ref(loop)) {
+Engine::Engine(sd_event* loop) : loop_(sd_event_ref(loop)), file_work_(std::make_unique<FileWork>(loop)) {
   static CurlGlobal global;
 }
 
-Engine::~Engine() { sd_event_unref(loop_); }
+Engine::~Engine() {
+  file_work_.reset();
+  sd_event_unref(loop_);
+}
 
 uint64_t Engine::now_us() const {
   uint64_t t = 0;

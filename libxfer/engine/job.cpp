@@ -111,32 +111,52 @@ bool Job::Impl::settle_existing(FileTask& f) {
     return refuse("a different file named '" + name + "' exists at the destination (" + std::to_string(have) +
                   " bytes, expected " + std::to_string(*f.size) + ")");
   if (!f.entry->sha256.empty()) {
-    std::string got;
+    int fd;
     try {
-      int fd = open_regular(dir_fd, name, O_RDONLY, spec.owner);
-      if (fd < 0) return false;  // gone meanwhile: fetch it
-      try {
-        got = sha256_fd(fd, name);
-      } catch (...) {
-        close(fd);
-        throw;
-      }
-      close(fd);
+      fd = open_regular(dir_fd, name, O_RDONLY, spec.owner);
     } catch (const IoError& e) {
       return refuse(std::string("'") + name + "' at the destination cannot be checked: " + e.what());
     }
-    if (got != f.entry->sha256)
-      return refuse("a different file named '" + name + "' exists at the destination (sha256 " + got + ", expected " +
-                    f.entry->sha256 + ")");
-  } else if (!f.size) {
+    if (fd < 0) return false;  // gone meanwhile: fetch it
+    // Its sha256 is computed off the loop (it may be any size); the file
+    // waits in Checking and is settled by settle_checked.
+    auto owned = std::make_shared<UniqueFd>(fd);
+    f.state = FileTask::State::Checking;
+    f.checking = eng.file_work().post(
+        spec.owner.uid, [owned, name](const FileWork::Stop& stop) { return sha256_fd(owned->fd, name, &stop); },
+        [this, &f, have](std::string got, std::exception_ptr error) { settle_checked(f, have, got, error); });
+    return true;
+  }
+  if (!f.size)
     return refuse("a file named '" + name + "' exists at the destination (" + std::to_string(have) +
                   " bytes) and neither the manifest nor the server gives a size or sha256 to compare it with");
+  skip_existing(f, have);
+  return true;
+}
+
+void Job::Impl::settle_checked(FileTask& f, uint64_t have, const std::string& got, std::exception_ptr error) {
+  f.checking = {};
+  if (f.state != FileTask::State::Checking) return;
+  const std::string& name = f.entry->name;
+  std::string why;
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const IoError& e) {
+    why = "'" + name + "' at the destination cannot be checked: " + e.what();
   }
+  if (why.empty() && got != f.entry->sha256)
+    why = "a different file named '" + name + "' exists at the destination (sha256 " + got + ", expected " +
+          f.entry->sha256 + ")";
+  if (why.empty()) skip_existing(f, have);
+  else fail_file(&f, why + "; not overwriting it");
+  pump();
+}
+
+void Job::Impl::skip_existing(FileTask& f, uint64_t have) {
   f.state = FileTask::State::Skipped;
   ++files_skipped;
   bytes_resumed += have;
   bytes_done += have;
-  return true;
 }
 
 void Job::Impl::start() {
@@ -395,10 +415,14 @@ void Job::Impl::io_failed(FileTask* f, const IoError& e) {
   fatal(why);
 }
 
+// A complete file is verified and synced off the loop (finish_checked
+// renames it): a sha256 of gigabytes would stop every transfer meanwhile.
 void Job::Impl::maybe_finish_file(FileTask* f) {
-  if (f->state != FileTask::State::Active || f->inflight > 0 || !f->part->complete()) return;
+  if (f->state != FileTask::State::Active || f->inflight > 0 || f->checking || !f->part->complete()) return;
+  std::shared_ptr<UniqueFd> owned;
   try {
-    f->part->finish();
+    f->part->check_size();
+    owned = std::make_shared<UniqueFd>(f->part->dup_fd());
   } catch (const VerifyError& e) {
     fail_file(f, e.what());
     return;
@@ -406,17 +430,47 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
     io_failed(f, e);
     return;
   }
+  std::string sha = f->part->expected_sha256(), what = f->entry->name + PartFile::kPartSuffix;
+  f->checking = eng.file_work().post(
+      spec.owner.uid,
+      [owned, sha, what](const FileWork::Stop& stop) {
+        std::string got = sha.empty() ? std::string() : sha256_fd(owned->fd, what, &stop);
+        if (fsync(owned->fd) != 0) throw IoError(errno, "sync " + what);
+        return got;
+      },
+      [this, f](std::string got, std::exception_ptr error) { finish_checked(f, got, error); });
+}
+
+void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::exception_ptr error) {
+  f->checking = {};
+  if (f->state != FileTask::State::Active || !f->part) return;
+  try {
+    if (error) std::rethrow_exception(error);
+    if (!f->part->expected_sha256().empty()) f->part->verify_sha256(got);
+    f->part->commit();
+  } catch (const VerifyError& e) {
+    fail_file(f, e.what());
+    pump();
+    return;
+  } catch (const IoError& e) {
+    io_failed(f, e);
+    pump();
+    return;
+  }
   f->part.reset();
   f->state = FileTask::State::Done;
   ++files_done;
   ++f->chunk->files_done;
   log::debug("{}: done", f->entry->name);
+  pump();
 }
 
 void Job::Impl::maybe_finish_job() {
   if (state != JobState::Running) return;
   for (const FileTask& f : files)
-    if (f.state == FileTask::State::Pending || f.state == FileTask::State::Active) return;
+    if (f.state == FileTask::State::Pending || f.state == FileTask::State::Checking ||
+        f.state == FileTask::State::Active)
+      return;
   finish_job(JobState::Done);
 }
 
@@ -431,8 +485,10 @@ void Job::Impl::finish_job(JobState s) {
   if (state == JobState::Running && eng.now_us() - last_tick_us > 50000) record_interval();
   set_state(s);
   end_us = eng.now_us();
-  for (FileTask& f : files)
+  for (FileTask& f : files) {
+    f.checking.cancel();
     if (f.part) f.part->close_for_resume();
+  }
   retire_all_channels();
   tick_src.reset();
   checkpoint_src.reset();

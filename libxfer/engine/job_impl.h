@@ -4,6 +4,7 @@
 #pragma once
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include <deque>
 #include <map>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "file_work.h"
 #include "request.h"
 #include "xfer/engine.h"
 #include "xfer/part_file.h"
@@ -21,8 +23,20 @@ namespace xfer {
 struct Chunk;
 struct Channel;
 
+// A descriptor closed with its last owner (work handed to FileWork holds one).
+struct UniqueFd {
+  explicit UniqueFd(int f) : fd(f) {}
+  ~UniqueFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int fd;
+};
+
 struct FileTask {
-  enum class State { Pending, Active, Done, Failed, Skipped };
+  // Checking: a file already at the final name, its sha256 being computed.
+  enum class State { Pending, Checking, Active, Done, Failed, Skipped };
   size_t index = 0;
   const ManifestEntry* entry = nullptr;
   std::optional<uint64_t> size;
@@ -35,6 +49,9 @@ struct FileTask {
   int garbled = 0;    // answers that were not HTTP (see Failure::fresh_connection)
   unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
   Chunk* chunk = nullptr;
+  // The sha256 (and fsync) of the file running off the loop: of the existing
+  // final file (Checking) or of the complete .part (Active).
+  FileWork::Handle checking;
 };
 
 // A byte range of one file waiting for a stream.
@@ -109,6 +126,8 @@ struct Job::Impl : RequestOwner {
   // job.cpp: life cycle, control interval, checkpoints
   void start();
   bool settle_existing(FileTask& f);
+  void settle_checked(FileTask& f, uint64_t have, const std::string& got, std::exception_ptr error);
+  void skip_existing(FileTask& f, uint64_t have);
   void begin_transfer();
   void apply(const Params& p);
   void pause(const std::string& reason = "");
@@ -124,6 +143,7 @@ struct Job::Impl : RequestOwner {
   // else on the destination stops the job.
   void io_failed(FileTask* f, const IoError& e);
   void maybe_finish_file(FileTask* f);
+  void finish_checked(FileTask* f, const std::string& got, std::exception_ptr error);
   void maybe_finish_job();
   void finish_job(JobState s);
   void on_request_done(Request* r, CURLcode code) override;

@@ -301,6 +301,13 @@ void PartFile::reset() {
 }
 
 void PartFile::finish() {
+  check_size();
+  if (!sha256_.empty()) verify_sha256(sha256_fd(fd_, name_ + kPartSuffix));
+  if (fsync(fd_) != 0) throw IoError(errno, "sync " + name_ + kPartSuffix);
+  commit();
+}
+
+void PartFile::check_size() {
   std::string part = name_ + kPartSuffix;
   struct stat st;
   if (fstat(fd_, &st) != 0) throw IoError(errno, "stat " + part);
@@ -309,14 +316,22 @@ void PartFile::finish() {
     discard();
     throw VerifyError("size mismatch: expected " + std::to_string(*size_) + " bytes, got " + std::to_string(have));
   }
-  if (!sha256_.empty()) {
-    std::string got = sha256_fd(fd_, part);
-    if (got != sha256_) {
-      discard();
-      throw VerifyError("sha256 mismatch: expected " + sha256_ + ", got " + got);
-    }
-  }
-  if (fsync(fd_) != 0) throw IoError(errno, "sync " + part);
+}
+
+int PartFile::dup_fd() const {
+  int fd = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) throw IoError(errno, "dup " + name_ + kPartSuffix);
+  return fd;
+}
+
+void PartFile::verify_sha256(const std::string& got) {
+  if (got == sha256_) return;
+  discard();
+  throw VerifyError("sha256 mismatch: expected " + sha256_ + ", got " + got);
+}
+
+void PartFile::commit() {
+  std::string part = name_ + kPartSuffix;
   if (renameat2(dir_fd_, part.c_str(), dir_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
     int err = errno;
     if (err == EEXIST)

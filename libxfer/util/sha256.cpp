@@ -33,11 +33,12 @@ std::string Sha256::hex() {
   return s;
 }
 
-std::string sha256_fd(int fd, const std::string& what) {
+std::string sha256_fd(int fd, const std::string& what, const std::atomic<bool>* stop) {
   Sha256 d;
   std::vector<char> buf(1 << 20);
   off_t off = 0;
   for (;;) {
+    if (stop && *stop) throw IoError(ECANCELED, "read " + what);
     ssize_t n = pread(fd, buf.data(), buf.size(), off);
     if (n < 0) {
       if (errno == EINTR) continue;

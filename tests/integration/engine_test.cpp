@@ -166,7 +166,12 @@ TEST_F(EngineTest, ConcurrencyRaisedFromOneToEightMidJob) {
   EXPECT_EQ(tl[tl.size() - 1]["params"][0]["cc"], 8);
   auto g = gets("/");
   EXPECT_EQ(g.size(), html.files.size());  // each file one request: nothing restarted
-  EXPECT_GE(max_overlap(g), 6);
+  // Eight transfers at once over HTTP/1.1 need eight connections. (nginx's
+  // request times cannot show the overlap: a 100 KB file fits the socket
+  // buffer, so nginx logs it as written in 0 ms while tbf still paces it.)
+  std::set<long> conns;
+  for (const auto& l : g) conns.insert(l.conn);
+  EXPECT_GE(conns.size(), 6u);
 }
 
 // cc 8 -> 2 and p 1 -> 3 mid-job: surplus requests are pre-empted and their

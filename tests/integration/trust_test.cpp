@@ -291,6 +291,63 @@ TEST(Trust, HttpsIsVerifiedAgainstTheCallersOrThePolicysCaFile) {
   fs::remove_all(certs);
 }
 
+// A file at a final name is checked (sha256) off the daemon's loop, on a
+// thread of its owner's: a sparse terabyte nobody plants there, with its size
+// and some sha256 in the manifest, keeps neither the bus nor another user's
+// job waiting, and Cancel stops the check. Before: xferd read the terabyte
+// on its only thread (about ten minutes at 1.7 GB/s).
+TEST(Trust, ChecksumsOfHugeFilesDoNotHoldUpTheDaemon) {
+  Env env;
+  std::string dest = env.dest(kNobody);
+  ASSERT_EQ(run(as_nobody("truncate -s 1T " + dest + "/huge.bin")).status, 0);
+  std::string path = submit_as_nobody(
+      env, env.nginx.url(false, "/huge.bin") + " 1099511627776 sha256:" + std::string(64, 'a') + "\n", dest);
+  ASSERT_FALSE(path.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < 5; ++i) {
+    Shell l;
+    double secs = seconds_of([&] { l = run(as_nobody("busctl --timeout=5 call org.xferd.Xferd1 /org/xferd/Xferd1 "
+                                                     "org.xferd.Manager1 ListJobs")); });
+    EXPECT_EQ(l.status, 0) << l.out;
+    EXPECT_LT(secs, 2.0) << "ListJobs took " << secs << " s";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // root's job, with a file of its own to check, completes meanwhile.
+  std::string rdest = env.dest();
+  const auto& f = env.data.files;
+  fs::copy_file(env.data.dir + "/" + f[0].name, rdest + "/" + f[0].name);
+  Dataset two;
+  two.files = {f[0], f[1]};
+  Shell r = run(bin("xferctl") + " submit --manifest " + env.manifest_file(two.manifest(env.nginx.url(false, "/"))) +
+                " --dest " + rdest);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string rpath = path_in(r.out);
+  EXPECT_EQ(wait_state(rpath, {"done", "failed", "cancelled"}, 30), "done");
+  nlohmann::json rs = summary_of(rpath);
+  EXPECT_EQ(rs["files_skipped"], 1) << rs.dump(1);
+  expect_identical(two, rdest);
+  EXPECT_NE(job_property(path, "State"), "done") << "the terabyte was read already?";
+  // Cancel: answered at once, and the check stops (xferd's CPU time stops).
+  ASSERT_EQ(run(as_nobody(bin("xferctl") + " cancel " + path.substr(path.rfind('/') + 1))).status, 0);
+  EXPECT_EQ(wait_state(path, {"cancelled"}, 5), "cancelled");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto cpu_s = [&] {
+    std::ifstream st("/proc/" + std::to_string(env.xferd.pid()) + "/stat");
+    std::string line;
+    std::getline(st, line);
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i)
+      if (i == 14 || i == 15) ticks += std::stol(field);  // utime, stime
+    return double(ticks) / double(sysconf(_SC_CLK_TCK));
+  };
+  double before = cpu_s();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_LT(cpu_s() - before, 0.5) << "xferd still busy after the cancel";
+  EXPECT_TRUE(fs::exists(dest + "/huge.bin"));  // what the user planted is left as it was
+}
+
 TEST(Trust, DiskFullPausesTheJobAndResumeCarriesItOn) {
   Env env;
   std::string dest = make_temp_dir("tmpfs");

@@ -48,6 +48,7 @@ typedef void CURLM;
 namespace xfer {
 
 struct Request;
+class FileWork;
 
 // One curl_multi on an sd-event loop, through libcurl's socket and timer
 // callbacks. Every Stream of a job owns one: libcurl keeps its connection pool
@@ -97,9 +98,12 @@ class Engine {
 
   sd_event* loop() const { return loop_; }
   uint64_t now_us() const;
+  // Whole-file work (sha256) off the loop, one thread per owner.
+  FileWork& file_work() { return *file_work_; }
 
  private:
   sd_event* loop_;
+  std::unique_ptr<FileWork> file_work_;
 };
 
 struct EngineOptions {

@@ -83,6 +83,15 @@ class PartFile {
   // Verify size and sha256, fsync, rename to the final name, drop the record.
   // Throws VerifyError (bad content; the .part is removed) or IoError.
   void finish();
+  // finish() in three steps, so that the long one can run off the loop:
+  // check_size() (throws as finish does); then, with a descriptor of its own
+  // (dup_fd(), anywhere), the sha256 (verify_sha256()) and an fsync; then
+  // commit(): the rename to the final name, dropping the record.
+  void check_size();
+  int dup_fd() const;
+  const std::string& expected_sha256() const { return sha256_; }
+  void verify_sha256(const std::string& got);  // a mismatch discards and throws VerifyError
+  void commit();
   // Stop without finishing: checkpoint (synced), and remove the .part when it
   // holds no byte worth keeping.
   void close_for_resume();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,8 +21,9 @@ class Sha256 {
 };
 
 // Lower-case hex SHA-256 of everything readable from fd (pread from 0).
-// Throws IoError on a read error.
-std::string sha256_fd(int fd, const std::string& what);
+// Throws IoError on a read error, and IoError(ECANCELED) when *stop turns
+// true (checked between 1 MiB blocks).
+std::string sha256_fd(int fd, const std::string& what, const std::atomic<bool>* stop = nullptr);
 std::string sha256_hex(std::string_view data);
 
 }  // namespace xfer
