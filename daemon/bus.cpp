@@ -149,7 +149,7 @@ int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus
   if (n == "FilesDone") return sd_bus_message_append(r, "u", uint32_t(p.files_done + p.files_skipped));
   if (n == "FilesTotal") return sd_bus_message_append(r, "u", uint32_t(p.files_total));
   if (n == "FilesFailed") return sd_bus_message_append(r, "u", uint32_t(p.files_failed));
-  if (n == "ThroughputBps") return sd_bus_message_append(r, "d", p.throughput_bps);
+  if (n == "ThroughputBps") return sd_bus_message_append(r, "d", j.throughput_bps);
   if (n == "EnergyJoules") return sd_bus_message_append(r, "d", j.joules);
   if (n == "EnergySource") return sd_bus_message_append(r, "s", j.energy_source.c_str());
   if (n == "Cores") return sd_bus_message_append(r, "i", int32_t(j.params.cores));

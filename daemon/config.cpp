@@ -115,6 +115,7 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
         {"max_freq_khz", integer(&Config::max_freq_khz, 0, 100000000)},
         {"group", text(&Config::kernel_group)},
         {"state_file", text(&Config::kernel_state)}}},
+      {"energy", {{"power_model", text(&Config::power_model)}}},
       {"network",
        {{"bandwidth_mbps", number(&Config::bandwidth_mbps, 0.001, 1e7)},
         {"http", text(&Config::http, {"auto", "1.1", "h2c"})},
@@ -169,27 +170,12 @@ void apply_table(const std::string& file, const std::string& where, const toml::
   }
 }
 
-// A config file's text: a regular file (not a directory, not a FIFO that
-// would block the reader), of a sane size.
 std::string read_config_file(const std::string& file) {
-  int fd = open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) throw ConfigError(file + ": cannot read: " + std::string(strerror(errno)));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    throw ConfigError(file + ": is a " + xfer::file_kind(st.st_mode) + ", not a configuration file");
-  }
-  std::string text;
   try {
-    text = xfer::read_bounded(fd, kMaxConfigBytes, file);
-  } catch (const xfer::IoError& e) {
-    close(fd);
-    throw ConfigError(file + ": cannot read: " + e.code().message());
+    return xfer::read_small_file(file, kMaxConfigBytes, "configuration file");
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
   }
-  close(fd);
-  if (text.size() > kMaxConfigBytes)
-    throw ConfigError(file + ": larger than " + std::to_string(kMaxConfigBytes) + " bytes; not a configuration file");
-  return text;
 }
 
 }  // namespace
@@ -228,7 +214,7 @@ void apply_config_text(const std::string& text, const std::string& file, Config&
     auto sect = global_keys().find(section);
     if (sect == global_keys().end())
       throw ConfigError(at(file, k.source()) + ": unknown section [" + section +
-                        "] (known: daemon, limits, kernel, network, policy.NAME)");
+                        "] (known: daemon, limits, kernel, energy, network, policy.NAME)");
     apply_table(file, section, *tbl, sect->second, c);
   }
   c.files.push_back(file);
@@ -259,6 +245,11 @@ void check_config(const Config& c) {
       throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");
   }
   std::string where = c.files.empty() ? "built-in defaults" : c.files.back();
+  try {
+    xfer::load_power_model(c.power_model);
+  } catch (const std::exception& e) {
+    throw ConfigError(where + ": [energy] power_model: " + e.what());
+  }
   if (c.max_freq_khz > 0 && c.min_freq_khz > c.max_freq_khz)
     throw ConfigError(where + ": [kernel] min_freq_khz is above max_freq_khz");
   if (!c.policies.count(c.default_policy))

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/energy.h"
 #include "xfer/kernel.h"
 
 namespace xferd {
@@ -57,6 +58,10 @@ struct Config {
   long min_freq_khz = 0, max_freq_khz = 0;  // the range any policy may use (0: the driver's)
   std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
   std::string kernel_state = xfer::KernelJournal::kDefaultPath;
+  // [energy]
+  // The power model's coefficients where there is no RAPL (`xferctl
+  // calibrate` writes them); the paper's defaults when no file is there.
+  std::string power_model = xfer::kDefaultPowerModelPath;
   // [network]
   double bandwidth_mbps = 1000;     // link rate for the BDP
   std::string http = "auto";

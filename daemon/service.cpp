@@ -86,6 +86,7 @@ Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o))
     throw StoreError("state directory " + dir + ": " + strerror(errno));
   store = std::make_unique<Store>(dir + "/xferd.db");
   if (cfg.flows != "off") flows = xfer::make_flow_monitor(cfg.flows == "ebpf");
+  machine = xfer::make_machine(xfer::load_power_model(cfg.power_model), xfer::EnergyScope::Machine);
   // A journal a crashed xferd left: cores and frequency go back now.
   if (cfg.kernel_mode != "off") {
     try {
@@ -116,8 +117,8 @@ Service::~Service() {
 
 void Service::retire(JobEntry& j) {
   bool had_job = j.job != nullptr;
+  j.loop.reset();
   j.job.reset();
-  j.meter.reset();
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
   if (j.holds_kernel) {
@@ -367,39 +368,46 @@ void Service::start(JobEntry& j) {
   eo.max_channels = j.policy.max_channels > 0 ? j.policy.max_channels : cfg.max_channels;
   if (j.options.contains("max_channels")) eo.max_channels = std::min(eo.max_channels, j.options["max_channels"].get<int>());
   try {
-    j.meter = xfer::make_energy_meter({}, xfer::EnergyScope::Machine);
-    j.energy_source = j.meter->source();
     xfer::Job::Spec spec{std::move(*j.manifest), j.row.dest, eo};
     j.manifest.reset();
     spec.dest_dir_fd = j.dir_fd;
     spec.owner = xfer::FileOwner{j.row.uid, j.row.gid};
-    j.job = std::make_unique<xfer::Job>(engine, std::move(spec), std::move(tuner));
+    j.job = std::make_unique<xfer::Job>(engine, std::move(spec));
   } catch (const std::exception& e) {
     return fail(e.what());  // retires what it took
   }
   if (flows) j.job->set_flow_monitor(flows.get(), uint32_t(id));
-  j.job->set_energy_meter(j.meter.get());
-  if (j.holds_kernel) j.job->set_kernel_layer(kernel.get());
+  xfer::LoopParts parts;
+  parts.flows = flows.get();
+  parts.machine = machine.get();
+  parts.kernel = j.holds_kernel ? kernel.get() : nullptr;
+  parts.id = uint32_t(id);
+  parts.interval_ms = eo.interval_ms;
+  parts.link_bps = eo.bandwidth_mbps * 1e6;
+  j.loop = std::make_unique<xfer::ControlLoop>(engine, *j.job, std::move(tuner), parts);
+  j.energy_source = machine->meter() ? machine->meter()->source() : "none";
   JobEntry* jp = &j;
-  j.job->on_interval = [this, jp](const xfer::TimelineEntry& e) {
+  j.loop->on_interval = [this, jp](const xfer::IntervalRecord& r) {
     JobEntry& x = *jp;
-    x.params = e.params;
-    x.joules += e.joules;
-    if (x.kinds.empty()) {
-      nlohmann::json s = x.job->summary();
-      for (const auto& c : s["chunks"]) x.kinds.push_back(c.value("kind", "?"));
-    }
+    const xfer::Observation& o = r.obs;
+    x.params = r.decided ? *r.decided : o.params;
+    x.throughput_bps = o.throughput_bps;
+    x.joules = x.loop->joules().value_or(0);
+    if (x.kinds.empty())
+      for (const xfer::ChunkStatus& c : x.job->chunks()) x.kinds.push_back(xfer::to_string(c.plan.kind));
     try {
-      store->add_interval(x.row.id, x.seq++, x.policy.algorithm, e, x.kinds, x.energy_source,
-                          x.holds_kernel && kernel ? kernel->freq_khz() : 0, x.progress.files_total, x.progress.bytes_total);
+      store->add_interval(x.row.id, x.seq++, x.policy.algorithm, o, x.kinds, x.progress.files_total,
+                          x.progress.bytes_total);
     } catch (const StoreError& err) {
       log::error("job {}: interval record: {}", x.row.id, err.what());
     }
     std::string ps;
-    for (size_t i = 0; i < e.params.chunks.size(); ++i)
-      ps += fmt::format("{}{}:{}", ps.empty() ? "" : " ", i < x.kinds.size() ? x.kinds[i] : "?", xfer::to_string(e.params.chunks[i]));
-    log::info("job {}: {:.1f} Mbit/s, {:.1f} J, cores {} | {} | {}", x.row.id, e.throughput_bps / 1e6, e.joules, e.cores, ps,
-              e.params.reason);
+    for (size_t i = 0; i < o.params.chunks.size(); ++i)
+      ps += fmt::format("{}{}:{}", ps.empty() ? "" : " ", i < x.kinds.size() ? x.kinds[i] : "?",
+                        xfer::to_string(o.params.chunks[i]));
+    log::info("job {}: {:.1f} Mbit/s, {}, cores {} | {} | {}", x.row.id, o.throughput_bps / 1e6,
+              o.joules ? fmt::format("{:.1f} J", *o.joules) : std::string("no energy figure"),
+              o.cores ? std::to_string(*o.cores) : std::string("as they are"), ps, o.params.reason);
     x.progress = x.job->progress();
     if (on_changed) on_changed(x);
   };
@@ -422,7 +430,7 @@ void Service::finished(JobEntry& j) {
   if (stopping) return;  // a shutdown: the job stays unfinished in the store and carries on at the next start
   j.progress = j.job->progress();
   std::string st = xfer::to_string(j.job->state());
-  nlohmann::json s = j.job->summary();
+  nlohmann::json s = xfer::job_report(*j.job, j.loop.get());
   s["job"] = j.row.id;
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
@@ -529,8 +537,10 @@ std::string Service::reload() {
   try {
     Config c = load_config(opts.config, opts.config_dir);
     if (!opts.state_dir.empty()) c.state_dir = opts.state_dir;
+    xfer::PowerCoefficients model = xfer::load_power_model(c.power_model);  // read again: it may be recalibrated
     cfg = std::move(c);
-  } catch (const ConfigError& e) {
+    machine->replace_meter(xfer::make_energy_meter(model, xfer::EnergyScope::Machine));
+  } catch (const std::runtime_error& e) {  // ConfigError, or the model file changed meanwhile
     log::error("reload: {}; the configuration in use is kept", e.what());
     return e.what();
   }

@@ -19,10 +19,12 @@
 #include "config.h"
 #include "store.h"
 #include "submit_args.h"
+#include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
+#include "xfer/machine.h"
 
 namespace xferd {
 
@@ -49,8 +51,8 @@ struct JobEntry {
   std::optional<xfer::Manifest> manifest;
   // While it runs:
   int dir_fd = -1;
-  std::unique_ptr<xfer::EnergyMeter> meter;
   std::unique_ptr<xfer::Job> job;
+  std::unique_ptr<xfer::ControlLoop> loop;  // tunes job; goes before it
   bool holds_kernel = false;
   std::string kernel_note;
   int seq = 0;
@@ -58,6 +60,7 @@ struct JobEntry {
   // Last known figures (kept after the job ends):
   xfer::JobProgress progress;
   xfer::Params params;
+  double throughput_bps = 0;  // the last interval's
   double joules = 0;
   std::string energy_source;
   std::string error;
@@ -90,6 +93,8 @@ struct Service {
   std::unique_ptr<Store> store;
   xfer::Engine engine;
   std::unique_ptr<xfer::FlowMonitor> flows;
+  // Energy, interface bytes and CPU, measured once and shared among the jobs.
+  std::unique_ptr<xfer::Machine> machine;
   std::unique_ptr<xfer::KernelLayer> kernel;  // lent to one running kernel job at a time
   uint64_t kernel_job = 0;
   sd_bus* bus = nullptr;
@@ -131,7 +136,7 @@ struct Service {
   // The one way a job ends: state, error and summary kept, stored, announced.
   void record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary);
   void set_state(JobEntry& j, const std::string& s);  // stored and announced when it changes
-  // Tears down what a job held while it ran: the Job, its meter, the
+  // Tears down what a job held while it ran: its loop, the Job, the
   // destination descriptor, and the kernel layer (restoring cores and frequency).
   void retire(JobEntry& j);
   size_t running() const;

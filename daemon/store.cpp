@@ -3,27 +3,46 @@
 #include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace xferd {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
-const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS jobs(
-  id INTEGER PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL,
-  dest TEXT NOT NULL, manifest TEXT NOT NULL, policy TEXT NOT NULL, options TEXT NOT NULL,
-  state TEXT NOT NULL, submitted_at REAL NOT NULL, finished_at REAL,
-  error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS intervals(
-  job_id INTEGER NOT NULL, seq INTEGER NOT NULL, algorithm TEXT NOT NULL,
-  t_s REAL NOT NULL, throughput_bps REAL NOT NULL, bytes_done INTEGER NOT NULL,
-  cc INTEGER NOT NULL, p INTEGER NOT NULL, pp INTEGER NOT NULL, params TEXT NOT NULL,
-  cores INTEGER NOT NULL, freq_khz INTEGER NOT NULL, joules REAL NOT NULL, energy_source TEXT NOT NULL,
-  rtt_ms REAL, retrans_per_mb REAL, files_total INTEGER NOT NULL, bytes_total INTEGER NOT NULL,
-  PRIMARY KEY(job_id, seq));
-)sql";
+// intervals: one row per control interval of a job (the history the
+// learning reads). A figure the job had no source for is NULL, never 0.
+#define XFERD_INTERVALS_COLUMNS                                                                            \
+  "job_id INTEGER NOT NULL, seq INTEGER NOT NULL, algorithm TEXT NOT NULL,"                                \
+  "t_s REAL NOT NULL, throughput_bps REAL NOT NULL, bytes_done INTEGER NOT NULL,"                          \
+  "cc INTEGER NOT NULL, p INTEGER NOT NULL, pp INTEGER NOT NULL, params TEXT NOT NULL,"                     \
+  "cores INTEGER, freq_khz INTEGER, joules REAL, energy_source TEXT NOT NULL,"                             \
+  "rtt_ms REAL, retrans_per_mb REAL, files_total INTEGER NOT NULL, bytes_total INTEGER NOT NULL,"          \
+  "ext_load REAL, cpu_pct REAL,"                                                                           \
+  "PRIMARY KEY(job_id, seq)"
+
+const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS jobs("
+    "  id INTEGER PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+    "  dest TEXT NOT NULL, manifest TEXT NOT NULL, policy TEXT NOT NULL, options TEXT NOT NULL,"
+    "  state TEXT NOT NULL, submitted_at REAL NOT NULL, finished_at REAL,"
+    "  error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');"
+    "CREATE TABLE IF NOT EXISTS intervals(" XFERD_INTERVALS_COLUMNS ");";
+
+// Version 1 -> 2: intervals gain ext_load and cpu_pct, and cores, freq_khz
+// and joules may be missing (NULL). SQLite changes constraints only by
+// copying the table; the rows keep their values.
+const char* kFromV1 =
+    "BEGIN;"
+    "ALTER TABLE intervals RENAME TO intervals_v1;"
+    "CREATE TABLE intervals(" XFERD_INTERVALS_COLUMNS ");"
+    "INSERT INTO intervals(job_id,seq,algorithm,t_s,throughput_bps,bytes_done,cc,p,pp,params,cores,freq_khz,joules,"
+    "  energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total)"
+    "  SELECT job_id,seq,algorithm,t_s,throughput_bps,bytes_done,cc,p,pp,params,cores,NULLIF(freq_khz,0),joules,"
+    "  energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total FROM intervals_v1;"
+    "DROP TABLE intervals_v1;"
+    "COMMIT;";
 
 // One prepared statement, finalized on every path.
 class Stmt {
@@ -83,6 +102,7 @@ Store::Store(const std::string& path) : path_(path) {
     if (version > kSchemaVersion)
       throw StoreError("job store " + path + " has schema version " + std::to_string(version) +
                        ", newer than this xferd's " + std::to_string(kSchemaVersion));
+    if (version == 1) exec(kFromV1);
     exec(kSchema);
     exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
   } catch (const StoreError& e) {
@@ -131,29 +151,37 @@ void Store::finish(uint64_t id, const std::string& state, const std::string& err
   s.bind(1, state).bind(2, error).bind(3, summary).bind(4, int64_t(id)).step();
 }
 
-void Store::add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::TimelineEntry& e,
-                         const std::vector<std::string>& kinds, const std::string& energy_source, long freq_khz,
-                         size_t files_total, uint64_t bytes_total) {
+void Store::add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::Observation& o,
+                         const std::vector<std::string>& kinds, size_t files_total, uint64_t bytes_total) {
   nlohmann::json chunks = nlohmann::json::array();
   int cc = 0, p = 0, pp = 0;
-  for (size_t i = 0; i < e.params.chunks.size(); ++i) {
-    const xfer::ChunkParams& c = e.params.chunks[i];
+  for (size_t i = 0; i < o.params.chunks.size(); ++i) {
+    const xfer::ChunkParams& c = o.params.chunks[i];
     chunks.push_back({{"kind", i < kinds.size() ? kinds[i] : "?"}, {"cc", c.cc}, {"p", c.p}, {"pp", c.pp}});
     cc += c.cc;
     p += c.cc * c.p;
     pp = std::max(pp, c.pp);
   }
-  nlohmann::json params = {{"chunks", chunks}, {"reason", e.params.reason}};
+  nlohmann::json params = {{"chunks", chunks}, {"reason", o.params.reason}};
   Stmt s(db_,
          "INSERT OR REPLACE INTO intervals(job_id,seq,algorithm,t_s,throughput_bps,bytes_done,cc,p,pp,params,cores,"
-         "freq_khz,joules,energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total) "
-         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  s.bind(1, int64_t(job_id)).bind(2, int64_t(seq)).bind(3, algorithm).bind(4, e.t_s).bind(5, e.throughput_bps);
-  s.bind(6, int64_t(e.bytes_done)).bind(7, int64_t(cc)).bind(8, int64_t(p)).bind(9, int64_t(pp)).bind(10, params.dump());
-  s.bind(11, int64_t(e.cores)).bind(12, int64_t(freq_khz)).bind(13, e.joules).bind(14, energy_source);
-  if (e.flow) s.bind(15, e.flow->rtt_ms).bind(16, e.flow->retrans_per_mb);
-  else s.null(15).null(16);
+         "freq_khz,joules,energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total,ext_load,cpu_pct) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  s.bind(1, int64_t(job_id)).bind(2, int64_t(seq)).bind(3, algorithm).bind(4, o.t_s).bind(5, o.throughput_bps);
+  s.bind(6, int64_t(o.bytes_done)).bind(7, int64_t(cc)).bind(8, int64_t(p)).bind(9, int64_t(pp)).bind(10, params.dump());
+  auto opt = [&](int i, const auto& v) {
+    if (v) s.bind(i, *v);
+    else s.null(i);
+  };
+  opt(11, o.cores ? std::optional<int64_t>(*o.cores) : std::nullopt);
+  opt(12, o.freq_khz ? std::optional<int64_t>(*o.freq_khz) : std::nullopt);
+  opt(13, o.joules);
+  s.bind(14, o.joules ? o.energy_source : std::string("none"));
+  opt(15, o.flow ? std::optional<double>(o.flow->rtt_ms) : std::nullopt);
+  opt(16, o.flow ? std::optional<double>(o.flow->retrans_per_mb) : std::nullopt);
   s.bind(17, int64_t(files_total)).bind(18, int64_t(bytes_total));
+  opt(19, o.ext_load);
+  opt(20, o.cpu_pct);
   s.step();
 }
 

@@ -72,8 +72,8 @@ class Store {
   void set_state(uint64_t id, const std::string& state);
   void finish(uint64_t id, const std::string& state, const std::string& error, const std::string& summary);
   // kinds: the chunks' names (small, medium, large) in Params order.
-  void add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::TimelineEntry& e,
-                    const std::vector<std::string>& kinds, const std::string& energy_source, long freq_khz, size_t files_total, uint64_t bytes_total);
+  void add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::Observation& o,
+                    const std::vector<std::string>& kinds, size_t files_total, uint64_t bytes_total);
   // Every kept job, oldest first, without its manifest and summary (which can
   // be large: read them one job at a time).
   std::vector<JobRow> jobs() const;

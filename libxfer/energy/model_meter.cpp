@@ -4,9 +4,12 @@
 //   P_t = C_cpu,n u_cpu TDP_SR / TDP_SL                                      (eq. 3)
 // Utilisations in percent. The model predicts the power of the load (no
 // constant term); idle_watts, when known, is added for the total.
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 
 #include <fstream>
 #include <sstream>
@@ -15,6 +18,7 @@
 #include "xfer/clock.h"
 #include "xfer/energy.h"
 #include "xfer/log.h"
+#include "xfer/safe_open.h"
 
 namespace xfer {
 double PowerCoefficients::dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const {
@@ -24,26 +28,41 @@ double PowerCoefficients::dynamic_watts(int cores, double u_cpu, double u_mem, d
 PowerCoefficients PowerCoefficients::load(const std::string& path) {
   toml::table t;
   try {
-    t = toml::parse_file(path);
+    t = toml::parse(read_small_file(path, 64 * 1024, "power model file"), path);
   } catch (const toml::parse_error& e) {
     throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   PowerCoefficients c;
+  std::string fitted;
   for (auto&& [k, v] : t) {
     std::string key(k.str());
     double* field = key == "cpu_a" ? &c.cpu_a : key == "cpu_b" ? &c.cpu_b : key == "cpu_c" ? &c.cpu_c
                   : key == "memory" ? &c.memory : key == "disk" ? &c.disk : key == "nic" ? &c.nic
                   : key == "tdp_ratio" ? &c.tdp_ratio : key == "idle_watts" ? &c.idle_watts : nullptr;
     if (key == "origin") {
-      c.origin = v.value_or(std::string());
+      fitted = v.value_or(std::string());
       continue;
     }
     if (!field) throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": unknown key '" + key + "'");
     auto d = v.value<double>();
-    if (!d) throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": '" + key + "' must be a number");
+    if (!d || !std::isfinite(*d))
+      throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": '" + key + "' must be a finite number");
     *field = *d;
   }
+  c.origin = path + (fitted.empty() ? std::string() : " (" + fitted + ")");
   return c;
+}
+
+PowerCoefficients load_power_model(const std::string& path) {
+  struct stat st;
+  if (!path.empty() && lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    PowerCoefficients c;
+    log::warn("energy: no power model at {}; the model uses the paper's coefficients ({}). `xferctl calibrate` fits "
+              "one to this machine where RAPL exists", path, c.origin);
+    return c;
+  }
+  if (path.empty()) return {};
+  return PowerCoefficients::load(path);
 }
 
 void PowerCoefficients::save(const std::string& path) const {
@@ -61,22 +80,28 @@ UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic
   sample();  // prime the counters
 }
 
+CpuTimes read_cpu_times(const std::string& proc) {
+  // The "cpu" line: user nice system idle iowait irq softirq steal (clock ticks).
+  std::ifstream f(proc + "/stat");
+  std::string label;
+  uint64_t v[8] = {0};
+  f >> label;
+  for (auto& x : v) f >> x;
+  CpuTimes t;
+  for (auto x : v) t.total += x;
+  t.busy = t.total - v[3] - v[4];
+  return t;
+}
+
 Utilisation UtilisationProbe::sample() {
   Utilisation u;
   uint64_t now = monotonic_ns();
   double dt = last_ns_ ? double(now - last_ns_) / 1e9 : 0;
   last_ns_ = now;
-  {  // /proc/stat "cpu" line: user nice system idle iowait irq softirq steal
-    std::ifstream f(proc_ + "/stat");
-    std::string label;
-    uint64_t v[8] = {0};
-    f >> label;
-    for (auto& x : v) f >> x;
-    uint64_t idle = v[3] + v[4], total = 0;
-    for (auto x : v) total += x;
-    uint64_t busy = total - idle;
-    if (total > total_) u.cpu = 100.0 * double(busy - busy_) / double(total - total_);
-    busy_ = busy, total_ = total;
+  {
+    CpuTimes t = read_cpu_times(proc_);
+    if (t.total > total_) u.cpu = 100.0 * double(t.busy - busy_) / double(t.total - total_);
+    busy_ = t.busy, total_ = t.total;
   }
   {  // memory in use
     std::ifstream f(proc_ + "/meminfo");

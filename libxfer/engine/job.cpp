@@ -2,6 +2,7 @@
 // choose params, transfer, re-tune every interval, checkpoint progress,
 // verify and rename each file, report.
 #include <fcntl.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,8 +48,7 @@ std::string to_string(const ChunkParams& p) {
   return "cc=" + std::to_string(p.cc) + " p=" + std::to_string(p.p) + " pp=" + std::to_string(p.pp);
 }
 
-Job::Impl::Impl(Job* s, Engine& e, Spec sp, std::unique_ptr<Tuner> t)
-    : self(s), eng(e), spec(std::move(sp)), tuner(std::move(t)) {
+Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp)) {
   dir_fd = spec.dest_dir_fd >= 0 ? fcntl(spec.dest_dir_fd, F_DUPFD_CLOEXEC, 3)
                                  : open(spec.dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) throw IoError(errno, "destination " + spec.dest_dir);
@@ -160,7 +160,7 @@ void Job::Impl::skip_existing(FileTask& f, uint64_t have) {
 }
 
 void Job::Impl::start() {
-  start_us = last_tick_us = eng.now_us();
+  start_us = eng.now_us();
   // Files the manifest gives a size for are compared now; the others once
   // discovery has asked the server (begin_transfer).
   for (FileTask& f : files)
@@ -170,7 +170,6 @@ void Job::Impl::start() {
 
 void Job::Impl::begin_transfer() {
   if (state != JobState::Discovering) return;
-  set_state(JobState::Running);
   if (spec.opts.rtt_ms > 0) rtt_s = spec.opts.rtt_ms / 1e3;
   if (rtt_s <= 0) rtt_s = 1e-4;
   info.rtt_s = rtt_s;
@@ -178,7 +177,6 @@ void Job::Impl::begin_transfer() {
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;
-  if (kernel) info.kernel = kernel->caps();
 
   // Sizes for partitioning; a file of unknown size counts as one BDP (Medium).
   std::vector<size_t> idx;
@@ -211,6 +209,7 @@ void Job::Impl::begin_transfer() {
     chunks.push_back(std::move(c));
   }
   for (FileTask& f : files) bytes_total += f.size.value_or(0);
+  set_state(JobState::Running);  // with its chunks and totals known
   log::info("job: {} files, {} bytes; RTT {:.3f} ms{}, link {:.0f} Mbit/s{}, BDP {} bytes, {} chunks",
             files.size(), bytes_total, rtt_s * 1e3, spec.opts.rtt_ms > 0 ? " (configured)" : " (measured)",
             spec.opts.bandwidth_mbps, " (configured or default)", info.bdp_bytes, chunks.size());
@@ -218,25 +217,8 @@ void Job::Impl::begin_transfer() {
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
               c->plan.bytes, c->plan.avg_size());
 
-  if (flow_monitor) {
-    accountant = std::make_unique<FlowAccountant>(info.bandwidth_bps);
-    chunk_accountants.assign(chunks.size(), FlowAccountant(info.bandwidth_bps));
-  }
-  // Timers first: the first pump may already finish the job (every file was
-  // on disk), and finish_job disarms them.
-  last_tick_us = eng.now_us();
-  last_tick_bytes = bytes_fetched;
-  sd_event_add_time_relative(
-      eng.loop(), &tick_src.s, CLOCK_MONOTONIC, uint64_t(spec.opts.interval_ms) * 1000, 1000,
-      [](sd_event_source* s, uint64_t, void* ud) {
-        auto* self = static_cast<Job::Impl*>(ud);
-        self->tick();
-        if (!self->tick_src.s) return 0;  // the job ended in there
-        sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.interval_ms) * 1000);
-        return 0;
-      },
-      this);
-  sd_event_source_set_enabled(tick_src.s, SD_EVENT_ON);
+  // The checkpoint timer first: the first pump may already finish the job
+  // (every file was on disk), and finish_job disarms it.
   last_sync_us = eng.now_us();
   sd_event_add_time_relative(
       eng.loop(), &checkpoint_src.s, CLOCK_MONOTONIC, uint64_t(spec.opts.record_ms) * 1000, 1000,
@@ -252,8 +234,14 @@ void Job::Impl::begin_transfer() {
       },
       this);
   sd_event_source_set_enabled(checkpoint_src.s, SD_EVENT_ON);
-  if (energy) energy->sample();  // the first interval's energy starts now
-  apply(tuner->init(info));  // applies and pumps
+  Params first;
+  if (controller) {
+    first = controller->transfer_begins(info);
+  } else {
+    first.chunks.assign(chunks.size(), ChunkParams{});
+    first.reason = "no controller: cc 1, p 1, pp 1 until apply()";
+  }
+  apply(first);  // applies and pumps
 }
 
 void Job::Impl::apply(const Params& p) {
@@ -261,10 +249,11 @@ void Job::Impl::apply(const Params& p) {
     log::error("params for {} chunks given to a job of {} chunks; ignored", p.chunks.size(), chunks.size());
     return;
   }
-  bool changed = !p.same_knobs(current);
-  bool kernel_changed = p.cores != current.cores || p.freq_khz != current.freq_khz;
+  bool changed = p.chunks != current.chunks || p.rate_cap_bps != current.rate_cap_bps;
   bool cap_toggled = (p.rate_cap_bps > 0) != (current.rate_cap_bps > 0);
   current = p;
+  current.cores = 0;
+  current.freq_khz = 0;
   if (cap_toggled) {
     // libcurl takes a request's rate limit when the request starts: when a
     // cap is set or lifted, long requests in flight are re-issued (the rest
@@ -277,13 +266,6 @@ void Job::Impl::apply(const Params& p) {
       if (r->kind == RequestKind::Get && r->end_known && r->end > r->pos && r->end - r->pos > kRecapBytes)
         long_ones.push_back(r);
     for (Request* r : long_ones) preempt(r, true);
-  }
-  if (kernel && kernel_changed && (p.cores > 0 || p.freq_khz > 0)) {
-    std::string err = kernel->apply(p.cores, p.freq_khz);
-    if (!err.empty()) kernel_error = err;
-    ++kernel_changes;
-    log::info("kernel: {} cores ({}){} ({})", kernel->cores(), kernel->mode_name(),
-              p.freq_khz > 0 ? fmt::format(", {} kHz", p.freq_khz) : std::string(), p.reason);
   }
   if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -299,64 +281,12 @@ void Job::Impl::apply(const Params& p) {
   pump();
 }
 
-// Closes the interval: throughput per chunk, a timeline entry, the observation.
-Observation Job::Impl::record_interval() {
-  uint64_t now = eng.now_us();
-  double dt = std::max(1e-6, to_s(now - last_tick_us));
-  TimelineEntry e;
-  e.t_s = to_s(now - start_us);
-  e.throughput_bps = double(bytes_fetched - last_tick_bytes) * 8 / dt;
-  e.bytes_done = bytes_done;
-  e.params = current;
-  if (flow_monitor && accountant) {
-    std::vector<FlowCounters> all = flow_monitor->flows(job_id);
-    e.flow = accountant->interval(all, dt, interface_rx_bytes());
-    std::vector<std::vector<FlowCounters>> by_chunk(chunks.size());
-    for (const FlowCounters& f : all) {
-      auto it = flow_chunk.find(f.id);
-      if (it == flow_chunk.end()) continue;
-      if (it->second < by_chunk.size()) by_chunk[it->second].push_back(f);
-      if (f.closed) flow_chunk.erase(it);
-    }
-    for (size_t i = 0; i < chunks.size(); ++i)
-      e.chunk_flow.push_back(chunk_accountants[i].interval(by_chunk[i], dt, 0));  // external load: job-wide only
-  }
-  Observation obs;
-  obs.t_s = e.t_s;
-  obs.interval_s = dt;
-  obs.throughput_bps = e.throughput_bps;
-  obs.bytes_done = bytes_done;
-  obs.bytes_total = bytes_total;
-  obs.bytes_interval = bytes_fetched - last_tick_bytes;
-  obs.near_end = bytes_total > bytes_done && bytes_total - bytes_done < 2 * obs.bytes_interval;
-  if (energy) {
-    EnergySample es = energy->sample();
-    e.joules = obs.joules = es.joules;
-    obs.energy_source = es.source;
-    joules_total += es.joules;
-  }
-  e.cores = obs.cores = kernel ? kernel->cores() : 0;
-  obs.freq_khz = current.freq_khz;
-  for (auto& c : chunks) {
-    double thr = double(c->interval_bytes) * 8 / dt;
-    e.chunk_throughput_bps.push_back(thr);
-    obs.chunks.push_back({c->plan.kind, c->params, c->bytes_total, c->bytes_done, c->plan.files.size(),
-                          c->files_done, thr, c->finished});
-    c->interval_bytes = 0;
-  }
-  last_tick_us = now;
-  last_tick_bytes = bytes_fetched;
-  last_throughput_bps = e.throughput_bps;
-  timeline.push_back(e);
-  if (self->on_interval) self->on_interval(e);
-  return obs;
-}
-
-void Job::Impl::tick() {
-  if (state != JobState::Running && state != JobState::Paused) return;
-  Observation obs = record_interval();
-  if (state != JobState::Running) return;
-  if (std::optional<Params> next = tuner->decide(obs)) apply(*next);
+void Job::Impl::reset_file(FileTask* f) {
+  uint64_t lost = f->part->received().bytes();
+  bytes_done -= lost;
+  f->chunk->bytes_done -= lost;
+  ++f->gen;
+  f->part->reset();
 }
 
 void Job::Impl::checkpoint_all(bool sync) {
@@ -481,8 +411,8 @@ void Job::Impl::set_state(JobState s) {
 }
 
 void Job::Impl::finish_job(JobState s) {
-  // One last timeline entry for the tail of the transfer.
-  if (state == JobState::Running && eng.now_us() - last_tick_us > 50000) record_interval();
+  // The controller records the tail of the transfer while the job still runs.
+  if ((state == JobState::Running || state == JobState::Paused) && controller) controller->transfer_ends();
   set_state(s);
   end_us = eng.now_us();
   for (FileTask& f : files) {
@@ -490,7 +420,6 @@ void Job::Impl::finish_job(JobState s) {
     if (f.part) f.part->close_for_resume();
   }
   retire_all_channels();
-  tick_src.reset();
   checkpoint_src.reset();
   retry_src.reset();
   log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
@@ -577,15 +506,11 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
       if (r->end_known) {
         if (r->pos < r->end) requeue(f, {r->pos, r->end}, true, 0, true);
       } else {
-        uint64_t lost = f->part->received().bytes();
-        bytes_done -= lost;
-        f->chunk->bytes_done -= lost;
         try {
-          f->part->reset();
+          reset_file(f);
         } catch (const IoError& again) {
           e = again;
         }
-        ++f->gen;
         requeue(f, {0, 0}, false, 0, true);
       }
       io_failed(f, e);
@@ -626,11 +551,7 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
         if (r->end_known)
           requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
         else {
-          uint64_t lost = f->part->received().bytes();
-          bytes_done -= lost;
-          f->chunk->bytes_done -= lost;
-          f->part->reset();
-          ++f->gen;
+          reset_file(f);
           requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
         }
       }
@@ -654,124 +575,18 @@ JobProgress Job::Impl::progress() const {
   p.files_failed = files_failed;
   p.files_skipped = files_skipped;
   p.seconds = to_s((end_us ? end_us : eng.now_us()) - start_us);
-  p.throughput_bps = last_throughput_bps;
   return p;
-}
-
-nlohmann::json Job::Impl::summary() const {
-  using nlohmann::json;
-  JobProgress p = progress();
-  json j;
-  j["state"] = to_string(state);
-  j["policy"] = tuner->name();
-  j["files"] = p.files_total;
-  j["files_ok"] = p.files_done;
-  j["files_skipped"] = p.files_skipped;
-  j["files_failed"] = p.files_failed;
-  j["bytes"] = p.bytes_total;
-  j["bytes_fetched"] = p.bytes_fetched;
-  j["bytes_resumed"] = p.bytes_resumed;
-  j["seconds"] = p.seconds;
-  j["throughput_mbps"] = p.seconds > 0 ? double(p.bytes_fetched) * 8 / p.seconds / 1e6 : 0.0;
-  j["rtt_ms"] = info.rtt_s * 1e3;
-  j["bdp_bytes"] = info.bdp_bytes;
-  if (!fatal_error.empty()) j["error"] = fatal_error;
-  j["failed"] = json::array();
-  for (const auto& f : failed) j["failed"].push_back({{"url", f.url}, {"reason", f.reason}});
-  j["chunks"] = json::array();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Chunk& c = *chunks[i];
-    j["chunks"].push_back({{"kind", to_string(c.plan.kind)},
-                           {"files", c.plan.files.size()},
-                           {"bytes", c.bytes_total},
-                           {"avg_size", c.plan.avg_size()},
-                           {"cc", c.params.cc},
-                           {"p", c.params.p},
-                           {"pp", c.params.pp}});
-  }
-  j["origins"] = json::array();
-  for (const auto& [key, o] : origins) {
-    j["origins"].push_back({{"origin", key}, {"protocol", !o.known ? "unknown" : (o.h2 ? "HTTP/2" : "HTTP/1.1")}});
-    if (key.size() > 6 && strncasecmp(key.c_str(), "https:", 6) == 0)
-      j["origins"].back()["tls"] = tls_trust();
-  }
-  j["timeline"] = json::array();
-  for (const TimelineEntry& e : timeline) {
-    json params = json::array();
-    for (size_t i = 0; i < e.params.chunks.size(); ++i) {
-      const ChunkParams& cp = e.params.chunks[i];
-      params.push_back({{"chunk", i < chunks.size() ? to_string(chunks[i]->plan.kind) : "?"},
-                        {"cc", cp.cc},
-                        {"p", cp.p},
-                        {"pp", cp.pp},
-                        {"throughput_mbps", i < e.chunk_throughput_bps.size() ? e.chunk_throughput_bps[i] / 1e6 : 0}});
-      if (i < e.chunk_flow.size()) {
-        const FlowInterval& cf = e.chunk_flow[i];
-        params.back()["rtt_ms"] = cf.rtt_ms;
-        params.back()["delta_rtt_ms"] = cf.delta_rtt_ms;
-        params.back()["retransmits_per_mb"] = cf.retrans_per_mb;
-        params.back()["flows"] = cf.flows;
-      }
-    }
-    json entry = {{"t", e.t_s},
-                  {"throughput_mbps", e.throughput_bps / 1e6},
-                  {"bytes_done", e.bytes_done},
-                  {"params", params},
-                  {"reason", e.params.reason}};
-    if (energy) entry["joules"] = e.joules;
-    if (kernel) entry["cores"] = e.cores;
-    if (e.params.freq_khz > 0) entry["freq_khz"] = e.params.freq_khz;
-    if (e.params.rate_cap_bps > 0) entry["rate_cap_mbps"] = e.params.rate_cap_bps / 1e6;
-    if (e.flow) {
-      entry["flow_throughput_mbps"] = e.flow->throughput_bps / 1e6;
-      entry["rtt_ms"] = e.flow->rtt_ms;
-      entry["delta_rtt_ms"] = e.flow->delta_rtt_ms;
-      entry["retransmits_per_mb"] = e.flow->retrans_per_mb;
-      entry["flows"] = e.flow->flows;
-      entry["ext_load"] = e.flow->ext_load;
-    }
-    j["timeline"].push_back(entry);
-  }
-  j["tuner"] = tuner->summary();
-  if (energy) {
-    j["energy"] = {{"source", energy->source()},
-                   {"measured", energy->measured()},
-                   {"joules", joules_total},
-                   {"joules_per_gb", p.bytes_fetched ? joules_total / (double(p.bytes_fetched) / 1e9) : 0.0}};
-  } else {
-    j["energy"] = {{"source", "none"}};
-  }
-  if (kernel) {
-    j["kernel"] = {{"mode", kernel->mode_name()}, {"cores", kernel->cores()}, {"changes", kernel_changes}};
-    if (kernel->freq_khz()) j["kernel"]["freq_khz"] = kernel->freq_khz();
-    if (!kernel_error.empty()) j["kernel"]["error"] = kernel_error;
-  } else {
-    j["kernel"] = {{"mode", "off"}};
-  }
-  j["flow_source"] = flow_monitor ? flow_monitor->source() : "none";
-  uint64_t flow_bytes = 0;
-  for (const TimelineEntry& e : timeline)
-    if (e.flow) flow_bytes += e.flow->bytes;
-  j["flow_bytes"] = flow_bytes;  // TCP payload the flows received: bytes_fetched plus HTTP headers
-  if (flow_monitor) {
-    FlowMonitor::Overhead o = flow_monitor->overhead();
-    j["flow_overhead"] = {{"bpf_run_ms", double(o.bpf_run_ns) / 1e6}, {"bpf_runs", o.bpf_runs},
-                          {"reader_cpu_ms", double(o.reader_ns) / 1e6}};
-  }
-  return j;
 }
 
 // ---- the public facade ----
 
-Job::Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner)
-    : impl_(std::make_unique<Impl>(this, engine, std::move(spec), std::move(tuner))) {}
+Job::Job(Engine& engine, Spec spec) : impl_(std::make_unique<Impl>(this, engine, std::move(spec))) {}
 Job::~Job() = default;
 void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
   impl_->flow_monitor = m;
   impl_->job_id = job_id;
 }
-void Job::set_energy_meter(EnergyMeter* m) { impl_->energy = m; }
-void Job::set_kernel_layer(KernelLayer* k) { impl_->kernel = k; }
+void Job::set_controller(JobController* c) { impl_->controller = c; }
 void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
 void Job::pause() { impl_->pause(); }
@@ -779,10 +594,34 @@ void Job::resume() { impl_->resume(); }
 void Job::cancel(bool keep_partial) { impl_->cancel(keep_partial); }
 JobState Job::state() const { return impl_->state; }
 JobProgress Job::progress() const { return impl_->progress(); }
-const std::vector<TimelineEntry>& Job::timeline() const { return impl_->timeline; }
+const JobInfo& Job::info() const { return impl_->info; }
 const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
 const std::string& Job::fatal_error() const { return impl_->fatal_error; }
 const std::string& Job::pause_reason() const { return impl_->pause_reason; }
-nlohmann::json Job::summary() const { return impl_->summary(); }
+
+std::vector<ChunkStatus> Job::chunks() const {
+  std::vector<ChunkStatus> out;
+  for (const auto& c : impl_->chunks)
+    out.push_back({c->plan, c->params, c->bytes_total, c->bytes_done, c->bytes_fetched, c->files_done, c->finished});
+  return out;
+}
+
+std::vector<OriginStatus> Job::origins() const {
+  std::vector<OriginStatus> out;
+  for (const auto& [key, o] : impl_->origins) {
+    OriginStatus st{key, !o.known ? "unknown" : (o.h2 ? "HTTP/2" : "HTTP/1.1"), ""};
+    if (key.size() > 6 && strncasecmp(key.c_str(), "https:", 6) == 0) st.tls = impl_->tls_trust();
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+std::optional<size_t> Job::chunk_of_flow(uint64_t flow_id) const {
+  auto it = impl_->flow_chunk.find(flow_id);
+  if (it == impl_->flow_chunk.end()) return std::nullopt;
+  return it->second;
+}
+
+void Job::forget_flow(uint64_t flow_id) { impl_->flow_chunk.erase(flow_id); }
 
 }  // namespace xfer

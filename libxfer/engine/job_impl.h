@@ -85,7 +85,7 @@ struct Chunk {
   std::deque<FileTask*> fresh;   // files no channel has taken yet
   std::deque<Piece> requeued;    // remainders of pre-empted / failed requests
   std::vector<std::unique_ptr<Channel>> channels;
-  uint64_t bytes_total = 0, bytes_done = 0, interval_bytes = 0;
+  uint64_t bytes_total = 0, bytes_done = 0, bytes_fetched = 0;
   size_t files_done = 0;
   bool finished = false;
 };
@@ -120,10 +120,10 @@ struct EventSource {
 constexpr uint64_t kRecapBytes = 4 * 1024 * 1024;
 
 struct Job::Impl : RequestOwner {
-  Impl(Job* self, Engine& e, Spec spec, std::unique_ptr<Tuner> tuner);
+  Impl(Job* self, Engine& e, Spec spec);
   ~Impl() override;
 
-  // job.cpp: life cycle, control interval, checkpoints
+  // job.cpp: life cycle, checkpoints
   void start();
   bool settle_existing(FileTask& f);
   void settle_checked(FileTask& f, uint64_t have, const std::string& got, std::exception_ptr error);
@@ -133,9 +133,11 @@ struct Job::Impl : RequestOwner {
   void pause(const std::string& reason = "");
   void resume();
   void cancel(bool keep_partial);
-  void tick();
-  Observation record_interval();
   void checkpoint_all(bool sync);
+  // What f received so far no longer counts: its .part starts again from
+  // byte 0 (a body of unknown length that cannot be resumed by range, a
+  // server that ignores Range). Throws IoError from the truncation.
+  void reset_file(FileTask* f);
   void fail_file(FileTask* f, const std::string& reason);
   void fatal(const std::string& reason);
   // A failed system call on f's files: the name's problem (NameRefused) fails
@@ -148,7 +150,6 @@ struct Job::Impl : RequestOwner {
   void finish_job(JobState s);
   void on_request_done(Request* r, CURLcode code) override;
   void on_get_done(std::unique_ptr<Request> r, CURLcode code);
-  nlohmann::json summary() const;
   JobProgress progress() const;
   // How https servers are checked (there is no way to turn that off).
   const char* tls_trust() const {
@@ -191,7 +192,7 @@ struct Job::Impl : RequestOwner {
   Job* self;
   Engine& eng;
   Spec spec;
-  std::unique_ptr<Tuner> tuner;
+  JobController* controller = nullptr;
   int dir_fd = -1;
   JobState state = JobState::Created;
   void set_state(JobState s);  // every change goes through here (and to Job::on_state)
@@ -211,30 +212,21 @@ struct Job::Impl : RequestOwner {
   double rtt_s = 0;
 
   JobInfo info;
-  Params current;
-  std::vector<TimelineEntry> timeline;
+  Params current;  // the application layer's: cc, p, pp per chunk, rate cap
   std::vector<FailedFile> failed;
 
-  uint64_t start_us = 0, end_us = 0, last_tick_us = 0, last_tick_bytes = 0, retry_at_us = 0, last_sync_us = 0;
+  uint64_t start_us = 0, end_us = 0, retry_at_us = 0, last_sync_us = 0;
   uint64_t bytes_fetched = 0, bytes_resumed = 0, bytes_done = 0, bytes_total = 0;
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
-  double last_throughput_bps = 0;
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Stream>> retired_streams;
   std::vector<std::unique_ptr<CurlMulti>> retired_multis;
   FlowMonitor* flow_monitor = nullptr;
   uint32_t job_id = 0;
-  std::unique_ptr<FlowAccountant> accountant;
-  std::vector<FlowAccountant> chunk_accountants;
   std::map<uint64_t, size_t> flow_chunk;  // flow id -> chunk index
-  EnergyMeter* energy = nullptr;
-  double joules_total = 0;
-  KernelLayer* kernel = nullptr;
-  std::string kernel_error;  // the last change the kernel refused, if any
-  int kernel_changes = 0;
 
-  EventSource tick_src, checkpoint_src, retry_src, reap_src;
+  EventSource checkpoint_src, retry_src, reap_src;
 };
 
 // Human-readable reason for a failed request and whether it is worth a retry.

@@ -150,7 +150,7 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
     job->bytes_fetched += take;
     job->bytes_done += take;
     r->file->chunk->bytes_done += take;
-    r->file->chunk->interval_bytes += take;
+    r->file->chunk->bytes_fetched += take;
   }
   if (take < len) {
     r->stopped_at_end = true;  // the rest belongs to another stream (or never existed)

@@ -87,10 +87,12 @@ void Job::Impl::preempt(Request* r, bool requeue_rest) {
   if (!requeue_rest || f->state != FileTask::State::Active) return;
   if (!r->end_known) {
     // A body of unknown length cannot be resumed by range: start it over.
-    bytes_done -= f->part->received().bytes();
-    f->chunk->bytes_done -= f->part->received().bytes();
-    f->part->reset();
-    ++f->gen;
+    try {
+      reset_file(f);
+    } catch (const IoError& e) {
+      io_failed(f, e);
+      return;
+    }
     requeue(f, {0, 0}, false, 0, true);
   } else if (r->pos < r->end) {
     requeue(f, {r->pos, r->end}, true, 0, true);
@@ -326,11 +328,12 @@ void Job::Impl::collapse_to_single_stream(FileTask* f) {
     Request* r = (it++)->first;
     if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
   }
-  uint64_t lost = f->part->received().bytes();
-  bytes_done -= lost;
-  f->chunk->bytes_done -= lost;
-  f->part->reset();
-  ++f->gen;
+  try {
+    reset_file(f);
+  } catch (const IoError& e) {
+    io_failed(f, e);
+    return;
+  }
   requeue(f, {0, *f->size}, true, 0, true);
 }
 

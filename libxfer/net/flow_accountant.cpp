@@ -1,5 +1,3 @@
-#include <algorithm>
-
 #include "xfer/flow_monitor.h"
 #include "xfer/sysfs.h"
 
@@ -13,7 +11,7 @@ uint64_t interface_rx_bytes() {
   return b;
 }
 
-FlowInterval FlowAccountant::interval(const std::vector<FlowCounters>& now, double dt_s, uint64_t iface_rx) {
+FlowInterval FlowAccountant::interval(const std::vector<FlowCounters>& now, double dt_s) {
   FlowInterval out;
   double weighted = 0;
   uint64_t loss = 0;
@@ -34,13 +32,6 @@ FlowInterval FlowAccountant::interval(const std::vector<FlowCounters>& now, doub
   if (out.rtt_ms > 0 && last_rtt_ms_ > 0) out.delta_rtt_ms = out.rtt_ms - last_rtt_ms_;
   if (out.rtt_ms > 0) last_rtt_ms_ = out.rtt_ms;
   if (out.bytes > 0) out.retrans_per_mb = double(loss) / (double(out.bytes) / 1e6);
-  if (primed_ && dt_s > 0 && capacity_bps_ > 0 && iface_rx >= last_iface_) {
-    // Interface bytes include headers our TCP byte counts do not: allow 5%.
-    double other = double(iface_rx - last_iface_) - double(out.bytes) * 1.05;
-    out.ext_load = std::clamp(other * 8 / dt_s / capacity_bps_, 0.0, 1.0);
-  }
-  last_iface_ = iface_rx;
-  primed_ = true;
   return out;
 }
 

@@ -81,13 +81,13 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
     if (!obs.near_end) return std::nullopt;
   } else {
     Score s;
-    s.mbps = obs.interval_s > 0 ? double(obs.bytes_interval) * 8 / obs.interval_s / 1e6 : 0;
-    s.joules = obs.joules;
-    s.bytes_per_joule = obs.joules > 0 ? double(obs.bytes_interval) / obs.joules : 0;
+    double joules = obs.joules.value_or(0);
+    s.mbps = obs.throughput_bps / 1e6;
+    s.joules = joules;
+    s.bytes_per_joule = joules > 0 ? double(obs.bytes_interval) / joules : 0;
     if (basis_.empty()) {
-      basis_ = obs.joules > 0 ? "throughput per joule (" + obs.energy_source + ")"
-                              : "throughput only: no energy figures";
-      if (obs.joules <= 0) log::warn("energy-efficient: no energy figures; the search ranks levels by throughput");
+      basis_ = joules > 0 ? "throughput per joule (" + obs.energy_source + ")" : "throughput only: no energy figures";
+      if (joules <= 0) log::warn("energy-efficient: no energy figures; the search ranks levels by throughput");
     }
     scores_[levels_[next_]] = s;
     ++next_;

@@ -50,18 +50,18 @@ Params MinEnergyTuner::init(const JobInfo& info) {
 
 std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
   ++intervals_;
-  joules_ += obs.joules;
+  joules_ += obs.joules.value_or(0);
   bytes_ += obs.bytes_interval;
   // The first interval holds connection set-up and slow start; the tail
   // (every file taken, channels draining) says little about the knobs.
   if (intervals_ < 2 || obs.near_end || obs.bytes_interval == 0) return std::nullopt;
-  if (obs.joules <= 0) {
+  if (!obs.joules || *obs.joules <= 0) {
     if (!warned_no_energy_ && kernel_enabled_)
       log::warn("min-energy: no energy figures; the kernel layer stays where it started");
     warned_no_energy_ = true;
     return std::nullopt;
   }
-  double cost = obs.joules / double(obs.bytes_interval);
+  double cost = *obs.joules / double(obs.bytes_interval);
   std::string why = kernel_.step(true, cost, current_.total_channels(), current_);
   if (why.empty()) return std::nullopt;
   current_.reason = "min-energy: " + why;

@@ -109,8 +109,9 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
 }
 
 std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
-  double thr = obs.interval_s > 0 ? double(obs.bytes_interval) * 8 / obs.interval_s : 0;
-  double cost = obs.joules > 0 && obs.bytes_interval ? obs.joules / double(obs.bytes_interval) : 0;
+  double thr = obs.throughput_bps;
+  double joules = obs.joules.value_or(0);
+  double cost = joules > 0 && obs.bytes_interval ? joules / double(obs.bytes_interval) : 0;
   if (phase_ == Phase::Probe) {
     // Measure until the rate stops rising: at least kProbeIntervals, more
     // while an interval beats the best so far by over 10% (connections and

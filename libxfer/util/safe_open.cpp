@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <stdexcept>
 
 namespace xfer {
 
@@ -73,6 +75,27 @@ std::string read_bounded(int fd, size_t max_bytes, const std::string& what) {
     out.append(buf, size_t(n));
   }
   return out;
+}
+
+std::string read_small_file(const std::string& path, size_t max_bytes, const std::string& noun) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::string(strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw std::runtime_error(path + ": is a " + file_kind(st.st_mode) + ", not a " + noun);
+  }
+  std::string text;
+  try {
+    text = read_bounded(fd, max_bytes, path);
+  } catch (const IoError& e) {
+    close(fd);
+    throw std::runtime_error(path + ": cannot read: " + e.code().message());
+  }
+  close(fd);
+  if (text.size() > max_bytes)
+    throw std::runtime_error(path + ": larger than " + std::to_string(max_bytes) + " bytes; not a " + noun);
+  return text;
 }
 
 }  // namespace xfer

@@ -16,6 +16,7 @@
 #include "daemon_env.h"
 #include "fixture.h"
 #include "store.h"
+#include "xfer/energy.h"
 
 namespace fs = std::filesystem;
 using namespace xtest;
@@ -414,4 +415,48 @@ TEST(Systemd, UnitVerifies) {
   EXPECT_TRUE(fs::is_directory(root + "/var/lib/xferd"));
   EXPECT_EQ(fs::status(root + "/var/lib/xferd").permissions() & fs::perms::all, fs::perms::owner_all);
   fs::remove_all(root);
+}
+
+// The power model `xferctl calibrate` writes is a configuration key
+// ([energy] power_model) the daemon's jobs are measured with: a model of a
+// constant 40 W (idle only) gives a job 40 W x its time, and its report names
+// the file. A malformed model stops xferd (and --check-config) with the file
+// and line; no file at all means the paper's coefficients, said in the log.
+TEST(Daemon, ACalibratedPowerModelReachesItsJobs) {
+  std::string dir = make_temp_dir("model");
+  std::string model = dir + "/power-model.toml";
+  xfer::PowerCoefficients c;
+  c.cpu_a = c.cpu_b = c.cpu_c = 0;
+  c.idle_watts = 40;
+  c.origin = "test: a constant 40 W";
+  c.save(model);
+  {
+    Env env("[energy]\npower_model = \"" + model + "\"\n", "4m");
+    Dataset images;
+    for (const auto& f : env.data.files)
+      if (f.name.rfind("image-", 0) == 0) images.files.push_back(f);
+    std::string dest = env.dest();
+    Shell a = run(bin("xferctl") + " submit --manifest " +
+                  env.manifest_file(images.manifest(env.nginx.url(false, "/slow/"))) + " --dest " + dest +
+                  " --policy app-max-throughput --wait --json");
+    ASSERT_EQ(a.status, 0) << a.out;
+    nlohmann::json s = nlohmann::json::parse(a.out.substr(a.out.find('{')));
+    ASSERT_EQ(s["state"], "done");
+    ASSERT_EQ(s["energy"]["source"], "model:cpu") << s["energy"].dump();
+    EXPECT_NE(s["energy"]["basis"].get<std::string>().find(model), std::string::npos) << s["energy"].dump();
+    double secs = s["seconds"].get<double>(), joules = s["energy"]["joules"].get<double>();
+    std::printf("[ model ] %.3f J over %.3f s: %.1f W (the file says 40 W)\n", joules, secs, joules / secs);
+    ASSERT_GT(secs, 0.3);
+    EXPECT_NEAR(joules / secs, 40, 4);
+  }
+  std::ofstream(model, std::ios::app) << "cpu_a = \"many\"\n";
+  std::string conf = dir + "/xferd.conf";
+  std::ofstream(conf) << "[energy]\npower_model = \"" << model << "\"\n";
+  Shell bad = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find(model + ":"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("configuration OK"), std::string::npos) << bad.out;
+  std::ofstream(conf) << "[energy]\npower_model = \"" << dir << "/none.toml\"\n";
+  Shell none = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
+  EXPECT_EQ(none.status, 0) << none.out;
 }

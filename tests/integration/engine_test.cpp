@@ -95,7 +95,7 @@ TEST_F(EngineTest, ParallelismFourOpensFourConnectionsForOneFile) {
   Dataset one = subset("image-001");
   int most = 0;
   auto r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 4, 1}, opts(10),
-                   [&](xfer::Job&, const xfer::TimelineEntry&) { most = std::max(most, established_to(nginx->h1)); });
+                   [&](xfer::ControlLoop&, const xfer::IntervalRecord&) { most = std::max(most, established_to(nginx->h1)); });
   ASSERT_EQ(r.state, xfer::JobState::Done);
   expect_identical(one, dest);
   EXPECT_EQ(most, 4) << "established connections seen at most";
@@ -149,13 +149,13 @@ TEST_F(EngineTest, ConcurrencyRaisedFromOneToEightMidJob) {
   Dataset html = subset("html-");
   double switch_at = -1;
   auto r = run_job(html.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, opts(50),
-                   [&](xfer::Job& job, const xfer::TimelineEntry& e) {
+                   [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
                      if (switch_at >= 0) return;
-                     xfer::Params p = e.params;
+                     xfer::Params p = e.obs.params;
                      for (auto& c : p.chunks) c.cc = 8;
                      p.reason = "test: raise cc";
-                     switch_at = e.t_s;
-                     job.apply(p);
+                     switch_at = e.obs.t_s;
+                     control.apply(p);
                    });
   ASSERT_EQ(r.state, xfer::JobState::Done);
   expect_identical(html, dest);
@@ -182,15 +182,15 @@ TEST_F(EngineTest, ConcurrencyLoweredAndParallelismRaisedMidJob) {
   bool switched = false;
   int most_after = 0;
   auto r = run_job(imgs.manifest(nginx->url(false, "/")), dest, "static", {8, 1, 1}, opts(100),
-                   [&](xfer::Job& job, const xfer::TimelineEntry& e) {
+                   [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
                      if (switched) {
                        most_after = std::max(most_after, established_to(nginx->h1));
                        return;
                      }
-                     xfer::Params p = e.params;
+                     xfer::Params p = e.obs.params;
                      for (auto& c : p.chunks) c.cc = 1, c.p = 3;
                      switched = true;
-                     job.apply(p);
+                     control.apply(p);
                    });
   ASSERT_EQ(r.state, xfer::JobState::Done);
   expect_identical(imgs, dest);

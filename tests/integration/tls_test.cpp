@@ -48,9 +48,9 @@ TEST(Tls, TheRightCaVerifiesHttp11AndHttp2ChosenByAlpn) {
   EXPECT_EQ(protos[nginx.tls[0].port], std::set<std::string>{"HTTP/1.1"});
   EXPECT_EQ(protos[nginx.tls[1].port], std::set<std::string>{"HTTP/2.0"});
   std::set<std::string> seen;
-  for (const auto& o : r.summary["origins"]) {
-    seen.insert(o["protocol"].get<std::string>());
-    EXPECT_NE(o.value("tls", "").find("the job's own CA certificates only"), std::string::npos) << o.dump();
+  for (const auto& origin : r.summary["origins"]) {
+    seen.insert(origin["protocol"].get<std::string>());
+    EXPECT_NE(origin.value("tls", "").find("the job's own CA certificates only"), std::string::npos) << origin.dump();
   }
   EXPECT_EQ(seen, (std::set<std::string>{"HTTP/1.1", "HTTP/2"})) << r.summary["origins"].dump(1);
   fs::remove_all(dest);

@@ -200,10 +200,13 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
     xfer::Engine engine(loop);
     xfer::TunerOptions topts;
     topts.fixed = fixed;
-    xfer::Job job(engine, {xfer::parse_manifest(manifest_text, "<test>"), dest, opts},
-                  xfer::make_tuner(policy, topts));
+    xfer::Job job(engine, {xfer::parse_manifest(manifest_text, "<test>"), dest, opts});
+    xfer::LoopParts parts;
+    parts.interval_ms = opts.interval_ms;
+    parts.link_bps = opts.bandwidth_mbps * 1e6;
+    xfer::ControlLoop control(engine, job, xfer::make_tuner(policy, topts), parts);
     job.on_finished = [&] { sd_event_exit(loop, 0); };
-    if (hook) job.on_interval = [&](const xfer::TimelineEntry& e) { hook(job, e); };
+    if (hook) control.on_interval = [&](const xfer::IntervalRecord& r) { hook(control, r); };
     sd_event_source* guard = nullptr;
     sd_event_add_time_relative(
         loop, &guard, CLOCK_MONOTONIC, uint64_t(max_seconds * 1e6), 1000,
@@ -216,7 +219,7 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
     job.start();
     if (job.state() == xfer::JobState::Discovering || job.state() == xfer::JobState::Running) sd_event_loop(loop);
     sd_event_source_disable_unref(guard);
-    res.summary = job.summary();
+    res.summary = xfer::job_report(job, &control);
     res.state = job.state();
     res.bytes_fetched = job.progress().bytes_fetched;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xfer/datagen.h"
+#include "xfer/control_loop.h"
 #include "xfer/engine.h"
 
 namespace xtest {
@@ -81,7 +82,8 @@ struct RunResult {
   xfer::JobState state = xfer::JobState::Created;
   uint64_t bytes_fetched = 0;
 };
-using IntervalHook = std::function<void(xfer::Job&, const xfer::TimelineEntry&)>;
+// Called after each interval; a hook may apply params through the loop.
+using IntervalHook = std::function<void(xfer::ControlLoop&, const xfer::IntervalRecord&)>;
 RunResult run_job(const std::string& manifest_text, const std::string& dest, const std::string& policy,
                   xfer::ChunkParams fixed, xfer::EngineOptions opts, IntervalHook hook = {},
                   double max_seconds = 120);

@@ -31,22 +31,25 @@ TEST(Store, JobsAndIntervalsSurviveReopening) {
     id = s.insert(r);
     EXPECT_EQ(r.id, id);
     s.set_state(id, "running");
-    xfer::TimelineEntry e;
+    xfer::Observation e;
     e.t_s = 5;
     e.throughput_bps = 8e8;
     e.bytes_done = 500;
     e.params.chunks = {{4, 2, 8}, {1, 1, 1}};
     e.params.reason = "because";
     e.joules = 12.5;
+    e.energy_source = "model:cpu";
     e.cores = 2;
+    e.ext_load = 0.25;
     xfer::FlowInterval f;
     f.rtt_ms = 40;
     f.retrans_per_mb = 0.5;
     e.flow = f;
-    s.add_interval(id, 0, "min-energy", e, {"small", "large"}, "model:cpu", 0, 2, 1000);
+    s.add_interval(id, 0, "min-energy", e, {"small", "large"}, 2, 1000);
     e.t_s = 10;
     e.flow.reset();
-    s.add_interval(id, 1, "min-energy", e, {"small", "large"}, "model:cpu", 0, 2, 1000);
+    e.joules.reset();  // no figure: stored as missing, not as 0
+    s.add_interval(id, 1, "min-energy", e, {"small", "large"}, 2, 1000);
   }
   xferd::Store s(db);
   std::vector<xferd::JobRow> jobs = s.jobs();
@@ -77,6 +80,16 @@ TEST(Store, JobsAndIntervalsSurviveReopening) {
   EXPECT_DOUBLE_EQ(sqlite3_column_double(st, 6), 40);
   EXPECT_NE(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 7))).find("\"kind\":\"small\""),
             std::string::npos);
+  sqlite3_finalize(st);
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT ext_load, joules, energy_source FROM intervals WHERE job_id=? ORDER BY seq", -1,
+                               &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_int64(st, 1, int64_t(id));
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_DOUBLE_EQ(sqlite3_column_double(st, 0), 0.25);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_type(st, 1), SQLITE_NULL);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), "none");
   sqlite3_finalize(st);
   sqlite3_close(raw);
 

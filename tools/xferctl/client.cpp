@@ -190,6 +190,7 @@ nlohmann::json follow(Bus& bus, const std::string& path, bool show_progress) {
       },
       &done_signal);
   bool tty = show_progress && isatty(STDERR_FILENO);
+  ProgressBar bar;
   int ticks = 0;
   nlohmann::json props;
   for (;;) {
@@ -205,8 +206,7 @@ nlohmann::json follow(Bus& bus, const std::string& path, bool show_progress) {
       p.files_done = props.value("FilesDone", 0u);
       p.files_total = props.value("FilesTotal", 0u);
       p.files_failed = props.value("FilesFailed", 0u);
-      p.throughput_bps = props.value("ThroughputBps", 0.0);
-      draw_bar(p, props.value("State", "") + " " + brief_params(props["Params"]));
+      bar.draw(p, props.value("State", "") + ", " + params_in_words(knobs_from_json(props["Params"])));
     } else if (show_progress && ticks % 20 == 0) {
       fmt::print(stderr, "{}: {}, {} of {} files, {} of {}, {:.1f} Mbit/s\n", path, props.value("State", ""),
                  props.value("FilesDone", 0u), props.value("FilesTotal", 0u),
@@ -221,7 +221,7 @@ nlohmann::json follow(Bus& bus, const std::string& path, bool show_progress) {
     while (sd_bus_process(bus.get(), nullptr) > 0) {
     }
   }
-  if (tty) finish_bar();
+  if (tty) bar.finish();
   sd_bus_slot_unref(slot);
   return props;
 }
@@ -308,11 +308,7 @@ int status(const std::string& job, bool json) {
     if (std::string(k) == "ThroughputBps") s = fmt::format("{:.1f} Mbit/s", v.get<double>() / 1e6);
     fmt::print("  {:<14} {}\n", k, xfer::printable(s));
   }
-  std::string ps;
-  for (const auto& c : props["Params"])
-    ps += fmt::format("{}:cc={} p={} pp={}  ", xfer::printable(c["kind"].get<std::string>()), c["cc"].get<int>(), c["p"].get<int>(),
-                      c["pp"].get<int>());
-  fmt::print("  {:<14} {}\n", "Params", ps);
+  fmt::print("  {:<14} {}\n", "Params", xfer::printable(params_in_words(knobs_from_json(props["Params"]))));
   return kOk;
 }
 

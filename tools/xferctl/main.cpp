@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "progress.h"
+#include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
 #include "xfer/kernel.h"
@@ -66,7 +67,7 @@ struct RunArgs {
   std::string kernel = "auto", kernel_state = xfer::KernelJournal::kDefaultPath;
   int min_cores = 1, cores = 0;
   long freq_khz = 0;
-  std::string energy_scope = "machine", model;
+  std::string energy_scope = "machine", model = xfer::kDefaultPowerModelPath;
 };
 
 // --kernel auto: hotplug where this process may write cpuN/online, else
@@ -87,10 +88,7 @@ void raise_fd_limit() {
   }
 }
 
-xfer::PowerCoefficients coefficients(const std::string& path) {
-  if (path.empty()) return {};
-  return xfer::PowerCoefficients::load(path);
-}
+xfer::PowerCoefficients coefficients(const std::string& path) { return xfer::load_power_model(path); }
 
 int run(const RunArgs& a) {
   xfer::log::set_level(a.log_level);
@@ -164,12 +162,12 @@ int run(const RunArgs& a) {
   int rc = kOk;
   std::unique_ptr<xfer::FlowMonitor> monitor;
   if (a.flows != "off") monitor = xfer::make_flow_monitor(a.flows == "ebpf");
-  std::unique_ptr<xfer::EnergyMeter> meter;
+  std::unique_ptr<xfer::Machine> machine;
   std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
   std::string kernel_note = a.kernel == "off" ? "--kernel off" : "";
   try {
-    meter = xfer::make_energy_meter(
-        coefficients(a.model), a.energy_scope == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
+    machine = xfer::make_machine(coefficients(a.model), a.energy_scope == "process" ? xfer::EnergyScope::Process
+                                                                                    : xfer::EnergyScope::Machine);
     if (a.kernel != "off") {
       xfer::KernelLayer::Config kc;
       kc.mode = kernel_mode(a.kernel);
@@ -193,15 +191,20 @@ int run(const RunArgs& a) {
     xfer::Engine engine(loop);
     std::unique_ptr<xfer::Job> job;
     try {
-      job = std::make_unique<xfer::Job>(engine, xfer::Job::Spec{std::move(manifest), a.dest, opts}, std::move(tuner));
+      job = std::make_unique<xfer::Job>(engine, xfer::Job::Spec{std::move(manifest), a.dest, opts});
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: {}; nothing fetched\n", e.what());
       sd_event_unref(loop);
       return kFatal;
     }
     if (monitor) job->set_flow_monitor(monitor.get(), 1);
-    job->set_energy_meter(meter.get());
-    if (kernel) job->set_kernel_layer(kernel.get());
+    xfer::LoopParts parts;
+    parts.flows = monitor.get();
+    parts.machine = machine.get();
+    parts.kernel = kernel.get();
+    parts.interval_ms = opts.interval_ms;
+    parts.link_bps = opts.bandwidth_mbps * 1e6;
+    auto control = std::make_unique<xfer::ControlLoop>(engine, *job, std::move(tuner), parts);
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
     auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
@@ -217,14 +220,17 @@ int run(const RunArgs& a) {
     bool show_bar = !a.no_progress && isatty(STDERR_FILENO);
     struct BarState {
       xfer::Job* job;
-    } bar{job.get()};
+      xferctl::ProgressBar bar;
+    } bar{job.get(), {}};
     if (show_bar) {
       sd_event_add_time_relative(
           loop, nullptr, CLOCK_MONOTONIC, 0, 50000,
           [](sd_event_source* s, uint64_t, void* ud) {
             auto* b = static_cast<BarState*>(ud);
-            xfer::JobProgress p = b->job->progress();
-            xferctl::draw_bar(p, xferctl::brief_params(b->job->summary()["chunks"]));
+            std::vector<xferctl::ChunkKnobs> knobs;
+            for (const xfer::ChunkStatus& c : b->job->chunks())
+              knobs.push_back({xfer::to_string(c.plan.kind), c.params.cc, c.params.p, c.params.pp});
+            b->bar.draw(b->job->progress(), xferctl::params_in_words(knobs));
             sd_event_source_set_time_relative(s, 250000);
             sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
             return 0;
@@ -234,9 +240,9 @@ int run(const RunArgs& a) {
 
     job->start();
     if (job->state() == xfer::JobState::Discovering || job->state() == xfer::JobState::Running) sd_event_loop(loop);
-    if (show_bar) xferctl::finish_bar();
+    if (show_bar) bar.bar.finish();
 
-    nlohmann::json s = job->summary();
+    nlohmann::json s = xfer::job_report(*job, control.get());
     if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
     if (a.json) std::cout << s.dump(2) << std::endl;
     else xferctl::print_result(s);
@@ -248,6 +254,7 @@ int run(const RunArgs& a) {
     } else if (!job->failed().empty()) {
       rc = kSomeFailed;
     }
+    control.reset();  // the loop goes before the job it tunes
     job.reset();
   }
   sd_event_unref(loop);
@@ -359,7 +366,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--energy-scope", ra.energy_scope,
                       "power model input: machine (all CPUs) or process (this process's CPU time; for test beds)")
       ->check(CLI::IsMember({"machine", "process"}));
-  run_cmd->add_option("--model", ra.model, "power model coefficients (TOML), e.g. from xferctl calibrate");
+  run_cmd->add_option("--model", ra.model, "power model coefficients (TOML) from xferctl calibrate; the paper's when the file is not there")
+      ->capture_default_str();
   run_cmd->add_option("--cc", ra.cc, "concurrency: files in flight per chunk")->check(CLI::Range(1, 1024));
   run_cmd->add_option("--p", ra.p, "parallelism: range streams (TCP connections) per file")->check(CLI::Range(1, 64));
   run_cmd->add_option("--pp", ra.pp, "pipelining: requests outstanding per connection")->check(CLI::Range(1, 128));
@@ -378,12 +386,12 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
 
-  std::string model_path;
+  std::string model_path = xfer::kDefaultPowerModelPath;
   int energy_count = 0;
   CLI::App* energy_cmd = app.add_subcommand("energy", "print the energy source and a reading every second");
   energy_cmd->add_option("--model", model_path, "power model coefficients (TOML), e.g. from xferctl calibrate");
   energy_cmd->add_option("--count", energy_count, "stop after this many readings (default: until interrupted)");
-  std::string calib_out = "/etc/xferd/power-model.toml";
+  std::string calib_out = xfer::kDefaultPowerModelPath;
   CLI::App* calib_cmd = app.add_subcommand("calibrate", "fit the power model to this machine (needs RAPL)");
   calib_cmd->add_option("--out", calib_out, "where the coefficients go");
   int k_cores = 0;

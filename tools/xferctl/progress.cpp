@@ -1,11 +1,14 @@
 #include "progress.h"
 
+#include "xfer/clock.h"
 #include "xfer/text.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <fmt/format.h>
 
 namespace xferctl {
@@ -23,12 +26,52 @@ static int term_width() {
   return 80;
 }
 
-void draw_bar(const xfer::JobProgress& p, const std::string& params) {
-  double frac = p.bytes_total ? double(p.bytes_done) / double(p.bytes_total) : 0;
-  if (frac > 1) frac = 1;
-  std::string tail = fmt::format(" {:5.1f}% {}/{} {:.0f} Mbit/s {} files {}/{}", frac * 100, human_bytes(double(p.bytes_done)),
-                                 human_bytes(double(p.bytes_total)), p.throughput_bps / 1e6, params,
-                                 p.files_done + p.files_skipped, p.files_total);
+std::string params_in_words(const std::vector<ChunkKnobs>& chunks) {
+  std::string out;
+  for (const ChunkKnobs& c : chunks) {
+    if (!out.empty()) out += "; ";
+    if (chunks.size() > 1) out += c.kind + " ";
+    out += fmt::format("cc {}, p {}, pp {}", c.cc, c.p, c.pp);
+  }
+  return out;
+}
+
+std::vector<ChunkKnobs> knobs_from_json(const nlohmann::json& chunks) {
+  std::vector<ChunkKnobs> out;
+  if (!chunks.is_array()) return out;
+  for (const auto& c : chunks)
+    out.push_back({c.value("kind", "?"), c.value("cc", 1), c.value("p", 1), c.value("pp", 1)});
+  return out;
+}
+
+namespace {
+
+std::string eta(double s) {
+  if (!(s >= 0) || s > 99 * 3600) return "--:--";
+  long t = long(s + 0.5);
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+  return fmt::format("{:02}:{:02}", t / 60, t % 60);
+}
+
+}  // namespace
+
+void ProgressBar::draw(const xfer::JobProgress& p, const std::string& params) {
+  double now = double(xfer::monotonic_ns()) / 1e9;
+  window_.emplace_back(now, p.bytes_done);
+  while (window_.size() > 2 && now - window_[1].first >= 2.0) window_.pop_front();
+  // The rate over the last two seconds, once half a second has been seen.
+  std::optional<double> rate;
+  double span = now - window_.front().first;
+  if (span >= 0.5 && p.bytes_done >= window_.front().second)
+    rate = double(p.bytes_done - window_.front().second) / span;
+  double frac = p.bytes_total ? std::min(1.0, double(p.bytes_done) / double(p.bytes_total)) : 0;
+  std::string speed = rate ? fmt::format("{:.1f} Mbit/s", *rate * 8 / 1e6) : std::string("-- Mbit/s");
+  std::string left = rate && *rate > 0 && p.bytes_total >= p.bytes_done
+                         ? eta(double(p.bytes_total - p.bytes_done) / *rate)
+                         : eta(-1);
+  std::string tail = fmt::format(" {:5.1f}% {}/{} {} ETA {} files {}/{} | {}", frac * 100,
+                                 human_bytes(double(p.bytes_done)), human_bytes(double(p.bytes_total)), speed, left,
+                                 p.files_done + p.files_skipped, p.files_total, params);
   if (p.state == xfer::JobState::Discovering) tail = " discovering sizes and protocols...";
   int width = term_width() - static_cast<int>(tail.size()) - 3;
   if (width < 10) width = 10;
@@ -39,17 +82,9 @@ void draw_bar(const xfer::JobProgress& p, const std::string& params) {
   fflush(stderr);
 }
 
-void finish_bar() {
+void ProgressBar::finish() {
   fmt::print(stderr, "\r\x1b[K");
   fflush(stderr);
-}
-
-std::string brief_params(const nlohmann::json& chunks) {
-  std::string out;
-  for (const auto& c : chunks)
-    out += fmt::format("{}:{}/{}/{} ", c["kind"].get<std::string>().substr(0, 1), c["cc"].get<int>(), c["p"].get<int>(),
-                       c["pp"].get<int>());
-  return out;
 }
 
 void print_result(const nlohmann::json& s, const std::string& title) {

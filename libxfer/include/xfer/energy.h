@@ -30,6 +30,8 @@ class EnergyMeter {
   virtual bool measured() const = 0;
   // Energy since the previous call (the first call starts the clock).
   virtual EnergySample sample() = 0;
+  // What the figures rest on: the RAPL zones, or the model's coefficients and where they come from.
+  virtual std::string basis() const = 0;
 };
 
 // Power model coefficients (energy-aware eq. 1-3). Defaults and their origin:
@@ -55,11 +57,26 @@ struct PowerCoefficients {
   void save(const std::string& path) const;
 };
 
+// Where `xferctl calibrate` writes the fitted model and where xferd and
+// xferctl run read it ([energy] power_model, --model).
+inline constexpr const char* kDefaultPowerModelPath = "/etc/xferd/power-model.toml";
+
+// The model at path: its coefficients; the paper's defaults when no file is
+// there (logged, naming the path and `xferctl calibrate`). Any other problem
+// (malformed, not a regular file, unreadable) throws std::runtime_error.
+PowerCoefficients load_power_model(const std::string& path);
+
 // Utilisation of the machine between two calls, from /proc and /sys.
 struct Utilisation {
   double cpu = 0, memory = 0, disk = 0, nic = 0;  // percent
   int cores = 1;                                   // online CPUs
 };
+// Busy and total clock ticks of every CPU since boot (/proc/stat).
+struct CpuTimes {
+  uint64_t busy = 0, total = 0;
+};
+CpuTimes read_cpu_times(const std::string& proc = "/proc");
+
 // Machine: /proc/stat, every CPU. Process: this process's CPU time
 // (CLOCK_PROCESS_CPUTIME_ID) over the online CPUs; for test beds where the
 // server and the link emulator share the machine with the client.
@@ -87,6 +104,7 @@ class ModelMeter : public EnergyMeter {
   std::string source() const override;
   bool measured() const override { return false; }
   EnergySample sample() override;
+  std::string basis() const override { return "power model, coefficients from " + coef_.origin; }
 
  private:
   PowerCoefficients coef_;
@@ -104,6 +122,7 @@ class RaplMeter : public EnergyMeter {
   std::string source() const override { return "rapl"; }
   bool measured() const override { return true; }
   EnergySample sample() override;
+  std::string basis() const override { return "RAPL counters, " + std::to_string(zones_.size()) + " zones"; }
   size_t zones() const { return zones_.size(); }
 
   // Energy between two readings of a counter that wraps at max_uj.

@@ -35,9 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "xfer/energy.h"
 #include "xfer/flow_monitor.h"
-#include "xfer/kernel.h"
 #include "xfer/manifest.h"
 #include "xfer/params.h"
 #include "xfer/part_file.h"
@@ -147,16 +145,33 @@ struct FailedFile {
   std::string reason;
 };
 
-struct TimelineEntry {
-  double t_s = 0;
-  double throughput_bps = 0;
-  uint64_t bytes_done = 0;
-  Params params;
-  std::vector<double> chunk_throughput_bps;
-  std::optional<FlowInterval> flow;  // from the FlowMonitor, when the job has one
-  std::vector<FlowInterval> chunk_flow;  // the same per chunk
-  double joules = 0;  // over the interval, from the job's EnergyMeter (0 without one)
-  int cores = 0;      // online (or allowed) cores during the interval
+// What tunes a job while it transfers (the ControlLoop, control_loop.h):
+// told when the transfer begins, with what a tuner needs to know, and when
+// it ends (before the job's final state).
+class JobController {
+ public:
+  virtual ~JobController() = default;
+  // The params to start with.
+  virtual Params transfer_begins(const JobInfo& info) = 0;
+  virtual void transfer_ends() = 0;
+};
+
+// A chunk of a running job.
+struct ChunkStatus {
+  ChunkPlan plan;       // kind, files, bytes
+  ChunkParams params;   // in effect
+  uint64_t bytes_total = 0;    // known sizes
+  uint64_t bytes_done = 0;     // on disk
+  uint64_t bytes_fetched = 0;  // from the network in this run (only grows)
+  size_t files_done = 0;
+  bool finished = false;
+};
+
+// An origin (scheme://host:port) the job fetches from.
+struct OriginStatus {
+  std::string origin;
+  std::string protocol;  // "HTTP/2", "HTTP/1.1" or "unknown"
+  std::string tls;       // how its certificate is verified; empty for http://
 };
 
 struct JobProgress {
@@ -167,7 +182,6 @@ struct JobProgress {
   uint64_t bytes_resumed = 0;  // already on disk when the run began
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
   double seconds = 0;
-  double throughput_bps = 0;  // last interval
 };
 
 class Job {
@@ -183,7 +197,7 @@ class Job {
     FileOwner owner;
   };
   // Spec errors that need no network (destination unusable) throw here.
-  Job(Engine& engine, Spec spec, std::unique_ptr<Tuner> tuner);
+  Job(Engine& engine, Spec spec);
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -191,13 +205,13 @@ class Job {
   // Before start(): per-flow measurements for this job's sockets (job_id is
   // how the monitor tells this job's flows from others').
   void set_flow_monitor(FlowMonitor* m, uint32_t job_id);
-  // Before start(): energy per interval for the tuner and the timeline.
-  void set_energy_meter(EnergyMeter* m);
-  // Before start(): the kernel layer the tuner may turn (cores, frequency).
-  // Without one, Params.cores / freq_khz are ignored.
-  void set_kernel_layer(KernelLayer* k);
+  // Before start(): what chooses the params (a ControlLoop sets itself).
+  // Without one the job runs at cc 1, p 1, pp 1 until apply() says otherwise.
+  void set_controller(JobController* c);
   void start();
-  void apply(const Params& p);  // live: takes effect at once
+  // The application layer, live: cc, p, pp per chunk and the rate cap take
+  // effect at once. (cores and freq_khz are the ControlLoop's.)
+  void apply(const Params& p);
   void pause();
   void resume();
   // Stops the job. keep_partial: every .part stays with its record, for a
@@ -208,18 +222,22 @@ class Job {
 
   JobState state() const;
   JobProgress progress() const;
-  const std::vector<TimelineEntry>& timeline() const;
+  // Once the transfer has begun (after discovery): what the tuner was told.
+  const JobInfo& info() const;
+  std::vector<ChunkStatus> chunks() const;
+  std::vector<OriginStatus> origins() const;
   const std::vector<FailedFile>& failed() const;
   // Error that ended the job (destination unusable, disk full), empty if none.
   const std::string& fatal_error() const;
   // Why the job paused by itself (a full destination), empty otherwise.
   const std::string& pause_reason() const;
-  nlohmann::json summary() const;  // the --json result
+  // The chunk a flow of this job belongs to; forget_flow once it closed.
+  std::optional<size_t> chunk_of_flow(uint64_t flow_id) const;
+  void forget_flow(uint64_t flow_id);
 
   std::function<void()> on_finished;
   // Every state change, as it happens (before on_finished for the last one).
   std::function<void(JobState)> on_state;
-  std::function<void(const TimelineEntry&)> on_interval;
 
   struct Impl;
 

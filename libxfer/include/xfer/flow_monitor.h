@@ -44,8 +44,9 @@ class FlowMonitor {
 // eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf = true);
 
-// What one interval of a job's flows adds up to (cross-layer-hla.txt
-// Algorithms 1-2: weighted throughput, delta RTT, external load).
+// What one interval of a set of flows (a job's, a chunk's) adds up to
+// (cross-layer-hla.txt Algorithms 1-2: weighted throughput, delta RTT).
+// External load is machine-wide: machine.h.
 struct FlowInterval {
   double throughput_bps = 0;   // from byte deltas
   double rtt_ms = 0;           // mean RTT weighted by each flow's bytes in the interval
@@ -53,22 +54,16 @@ struct FlowInterval {
   double retrans_per_mb = 0;   // loss signals per MB received
   int flows = 0;               // flows that moved bytes or are open
   uint64_t bytes = 0;
-  double ext_load = 0;         // share of link capacity used by traffic that is not ours (0..1)
 };
 
 class FlowAccountant {
  public:
-  explicit FlowAccountant(double link_capacity_bps) : capacity_bps_(link_capacity_bps) {}
-  // Deltas since the previous call; iface_rx_bytes: the interfaces' received
-  // byte counter (all but lo), to compute the external load.
-  FlowInterval interval(const std::vector<FlowCounters>& now, double dt_s, uint64_t iface_rx_bytes);
+  // Deltas since the previous call.
+  FlowInterval interval(const std::vector<FlowCounters>& now, double dt_s);
 
  private:
-  double capacity_bps_;
   std::map<uint64_t, FlowCounters> last_;
   double last_rtt_ms_ = 0;
-  uint64_t last_iface_ = 0;
-  bool primed_ = false;
 };
 
 // Received bytes of every interface but lo, in this network namespace.

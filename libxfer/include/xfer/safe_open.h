@@ -53,4 +53,10 @@ const char* file_kind(mode_t mode);
 // whole). A read error throws IoError naming `what`.
 std::string read_bounded(int fd, size_t max_bytes, const std::string& what);
 
+// The text of a small file an admin names (a configuration file, a power
+// model): a regular file (not a directory, nor a FIFO that would block the
+// reader) of at most max_bytes. Throws std::runtime_error "PATH: reason",
+// calling the file a `noun` ("configuration file") in what it says.
+std::string read_small_file(const std::string& path, size_t max_bytes, const std::string& noun);
+
 }  // namespace xfer

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/flow_monitor.h"
 #include "xfer/params.h"
 #include "xfer/partition.h"
 
@@ -26,30 +27,40 @@ struct JobInfo {
   KernelCaps kernel;
 };
 
+// One chunk over one control interval.
 struct ChunkObservation {
   ChunkKind kind = ChunkKind::Small;
-  ChunkParams params;
+  ChunkParams params;  // in effect during the interval
   uint64_t bytes_total = 0, bytes_done = 0;
   size_t files_total = 0, files_done = 0;
-  double throughput_bps = 0;  // bits/s over the last interval
+  double throughput_bps = 0;  // application bytes, bits/s over the interval
   bool finished = false;
+  std::optional<FlowInterval> flow;  // its TCP flows, when the job has a FlowMonitor
 };
 
-// One control interval's measurements.
+// One control interval: everything the loop measured, what every tuner sees
+// and what the timeline and the history keep (control_loop.h). A figure the
+// job has no source for is missing (nullopt), never a zero.
 struct Observation {
-  double t_s = 0;
+  double t_s = 0;         // since the job started
   double interval_s = 0;
-  double throughput_bps = 0;  // bits/s, whole job, last interval
+  double throughput_bps = 0;  // application bytes, bits/s, whole job
   uint64_t bytes_done = 0, bytes_total = 0;
   uint64_t bytes_interval = 0;  // fetched in this interval
+  Params params;                // in effect during the interval, with the reason they were chosen
   std::vector<ChunkObservation> chunks;
-  // Energy over the interval (EnergyMeter): measured (RAPL) or modelled, as
-  // the source says; 0 joules when the job has no meter.
-  double joules = 0;
+  std::optional<FlowInterval> flow;  // the job's TCP flows (FlowMonitor)
+  // Traffic on the interfaces that is not any xferd job's, as a share of the
+  // link capacity (0..1): machine-wide, shared among the jobs (machine.h).
+  std::optional<double> ext_load;
+  std::optional<double> cpu_pct;  // the machine's CPU utilisation, percent of the online CPUs
+  // This job's share of the machine's energy over the interval (machine.h
+  // says how it is divided), measured or modelled as energy_source says.
+  std::optional<double> joules;
   std::string energy_source;
-  int cores = 0;            // online (or allowed) cores during the interval
-  long freq_khz = 0;        // set frequency, 0 when not controlled
-  bool near_end = false;    // what is left would take under two intervals at this rate
+  std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
+  std::optional<long> freq_khz;    // the frequency set, when the job controls it
+  bool near_end = false;  // what is left would take under two intervals at this rate
 };
 
 struct TunerOptions {

@@ -1,0 +1,193 @@
+#include "xfer/control_loop.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "xfer/log.h"
+
+namespace xfer {
+
+ControlLoop::ControlLoop(Engine& engine, Job& job, std::unique_ptr<Tuner> tuner, LoopParts parts)
+    : eng_(engine), job_(job), tuner_(std::move(tuner)), parts_(parts) {
+  job_.set_controller(this);
+  if (Machine* m = parts_.machine) {
+    // The share basis: what the job fetched. (Its flows' counters are read
+    // once per interval by the accountant below; the machine samples at
+    // every job's interval.)
+    m->join(parts_.id, [&j = job_] { return j.progress().bytes_fetched; });
+    if (m->meter()) energy_source_ = m->meter()->source();
+  }
+}
+
+ControlLoop::~ControlLoop() {
+  if (tick_) sd_event_source_disable_unref(tick_);
+  job_.set_controller(nullptr);
+  leave_machine();
+}
+
+std::optional<double> ControlLoop::joules() const {
+  if (!parts_.machine || !parts_.machine->meter()) return std::nullopt;
+  return joules_;
+}
+
+Params ControlLoop::transfer_begins(const JobInfo& info) {
+  JobInfo i = info;
+  if (parts_.kernel) i.kernel = parts_.kernel->caps();
+  last_us_ = eng_.now_us();
+  JobProgress p = job_.progress();
+  last_bytes_ = p.bytes_fetched;
+  last_chunk_bytes_.assign(info.chunks.size(), 0);
+  chunk_accountants_.assign(info.chunks.size(), FlowAccountant());
+  if (parts_.machine) {
+    // Discovery's share counts in the job's total, not in its first interval.
+    Machine::Share s = parts_.machine->take(parts_.id);
+    if (s.joules) joules_ += *s.joules;
+  }
+  running_ = true;
+  arm();
+  Params first = tuner_->init(i);
+  apply_kernel(first);
+  current_ = first;
+  return first;  // the Job applies the application layer
+}
+
+void ControlLoop::transfer_ends() {
+  if (!running_) return;
+  // The tail of the transfer since the last interval; then the job leaves
+  // the machine's shares (a finished job draws nothing).
+  if (eng_.now_us() - last_us_ > 50000) {
+    record(observe());
+  } else if (parts_.machine) {
+    Machine::Share s = parts_.machine->take(parts_.id);
+    if (s.joules) joules_ += *s.joules;
+  }
+  leave_machine();
+  running_ = false;
+  if (tick_) sd_event_source_set_enabled(tick_, SD_EVENT_OFF);
+}
+
+void ControlLoop::leave_machine() {
+  if (!parts_.machine || left_) return;
+  parts_.machine->leave(parts_.id);
+  left_ = true;
+}
+
+void ControlLoop::arm() {
+  uint64_t usec = uint64_t(parts_.interval_ms) * 1000;
+  if (!tick_) {
+    sd_event_add_time_relative(
+        eng_.loop(), &tick_, CLOCK_MONOTONIC, usec, 1000,
+        [](sd_event_source* s, uint64_t, void* ud) {
+          auto* self = static_cast<ControlLoop*>(ud);
+          self->tick();
+          if (self->running_) {
+            sd_event_source_set_time_relative(s, uint64_t(self->parts_.interval_ms) * 1000);
+            sd_event_source_set_enabled(s, SD_EVENT_ON);
+          }
+          return 0;
+        },
+        this);
+  } else {
+    sd_event_source_set_time_relative(tick_, usec);
+  }
+  sd_event_source_set_enabled(tick_, SD_EVENT_ON);
+}
+
+void ControlLoop::tick() {
+  JobState st = job_.state();
+  if (!running_ || (st != JobState::Running && st != JobState::Paused)) return;
+  IntervalRecord r = observe();
+  if (st == JobState::Running) {
+    r.decided = tuner_->decide(r.obs);
+    if (r.decided) apply(*r.decided);
+  }
+  record(std::move(r));
+}
+
+void ControlLoop::record(IntervalRecord r) {
+  timeline_.push_back(std::move(r));
+  if (on_interval) on_interval(timeline_.back());
+}
+
+IntervalRecord ControlLoop::observe() {
+  uint64_t now = eng_.now_us();
+  double dt = std::max(1e-6, double(now - last_us_) / 1e6);
+  JobProgress p = job_.progress();
+  IntervalRecord r;
+  Observation& o = r.obs;
+  o.t_s = p.seconds;
+  o.interval_s = dt;
+  o.bytes_interval = p.bytes_fetched - last_bytes_;
+  o.throughput_bps = double(o.bytes_interval) * 8 / dt;
+  o.bytes_done = p.bytes_done;
+  o.bytes_total = p.bytes_total;
+  o.near_end = p.bytes_total > p.bytes_done && p.bytes_total - p.bytes_done < 2 * o.bytes_interval;
+  o.params = current_;
+  std::vector<ChunkStatus> chunks = job_.chunks();
+  last_chunk_bytes_.resize(chunks.size(), 0);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkStatus& c = chunks[i];
+    ChunkObservation co;
+    co.kind = c.plan.kind;
+    co.params = c.params;
+    co.bytes_total = c.bytes_total;
+    co.bytes_done = c.bytes_done;
+    co.files_total = c.plan.files.size();
+    co.files_done = c.files_done;
+    co.throughput_bps = double(c.bytes_fetched - last_chunk_bytes_[i]) * 8 / dt;
+    co.finished = c.finished;
+    last_chunk_bytes_[i] = c.bytes_fetched;
+    o.chunks.push_back(co);
+  }
+  if (parts_.flows) {
+    std::vector<FlowCounters> all = parts_.flows->flows(parts_.id);
+    o.flow = accountant_.interval(all, dt);
+    flow_bytes_ += o.flow->bytes;
+    std::vector<std::vector<FlowCounters>> by_chunk(chunks.size());
+    for (const FlowCounters& f : all) {
+      std::optional<size_t> c = job_.chunk_of_flow(f.id);
+      if (!c) continue;
+      if (*c < by_chunk.size()) by_chunk[*c].push_back(f);
+      if (f.closed) job_.forget_flow(f.id);
+    }
+    chunk_accountants_.resize(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) o.chunks[i].flow = chunk_accountants_[i].interval(by_chunk[i], dt);
+  }
+  if (parts_.machine) {
+    Machine::Share s = parts_.machine->take(parts_.id);
+    if (s.joules) {
+      o.joules = *s.joules;
+      joules_ += *s.joules;
+      o.energy_source = energy_source_;
+    }
+    if (s.external_bytes && parts_.link_bps > 0)
+      o.ext_load = std::clamp(double(*s.external_bytes) * 8 / dt / parts_.link_bps, 0.0, 1.0);
+    o.cpu_pct = s.cpu_pct;
+  }
+  if (KernelLayer* k = parts_.kernel) {
+    o.cores = k->cores();
+    if (k->freq_khz() > 0) o.freq_khz = k->freq_khz();
+  }
+  last_us_ = now;
+  last_bytes_ = p.bytes_fetched;
+  return r;
+}
+
+void ControlLoop::apply_kernel(const Params& p) {
+  KernelLayer* k = parts_.kernel;
+  bool changed = p.cores != current_.cores || p.freq_khz != current_.freq_khz;
+  if (!k || !changed || (p.cores <= 0 && p.freq_khz <= 0)) return;
+  std::string err = k->apply(p.cores, p.freq_khz);
+  if (!err.empty()) kernel_error_ = err;
+  ++kernel_changes_;
+  log::info("kernel: {} cores ({}){} ({})", k->cores(), k->mode_name(),
+            p.freq_khz > 0 ? fmt::format(", {} kHz", p.freq_khz) : std::string(), p.reason);
+}
+
+void ControlLoop::apply(const Params& p) {
+  apply_kernel(p);
+  current_ = p;
+  job_.apply(p);
+}
+
+}  // namespace xfer

@@ -1,0 +1,105 @@
+#include "xfer/machine.h"
+
+#include <algorithm>
+
+#include "xfer/clock.h"
+#include "xfer/flow_monitor.h"
+
+namespace xfer {
+
+namespace {
+
+// Interface bytes include the IP and TCP headers the jobs' counts do not.
+constexpr double kHeaderAllowance = 1.05;
+
+}  // namespace
+
+Machine::Machine(Sources s) : src_(std::move(s)) {
+  last_ns_ = monotonic_ns();
+  if (src_.meter) src_.meter->sample();  // the first sample starts the meter's clock
+  if (src_.interface_rx_bytes) last_iface_ = src_.interface_rx_bytes();
+  if (src_.cpu_pct) src_.cpu_pct();
+}
+
+void Machine::sample() {
+  uint64_t now = monotonic_ns();
+  double dt = double(now - last_ns_) / 1e9;
+  last_ns_ = now;
+  std::optional<double> joules;
+  if (src_.meter) joules = src_.meter->sample().joules;
+  std::optional<double> cpu = src_.cpu_pct ? src_.cpu_pct() : std::nullopt;
+  uint64_t sum = 0;
+  std::map<uint32_t, uint64_t> got;
+  for (auto& [id, m] : members_) {
+    uint64_t b = m.received();
+    uint64_t d = b >= m.last_bytes ? b - m.last_bytes : 0;
+    m.last_bytes = b;
+    got[id] = d;
+    sum += d;
+  }
+  uint64_t external = 0;
+  if (src_.interface_rx_bytes) {
+    uint64_t iface = src_.interface_rx_bytes();
+    double other = iface >= last_iface_ ? double(iface - last_iface_) - double(sum) * kHeaderAllowance : 0;
+    external = other > 0 ? uint64_t(other) : 0;
+    last_iface_ = iface;
+  }
+  if (joules && !members_.empty()) joules_shared_ += *joules;
+  for (auto& [id, m] : members_) {
+    if (joules) m.joules += sum > 0 ? *joules * double(got[id]) / double(sum) : *joules / double(members_.size());
+    m.external += external;
+    if (cpu) m.cpu_weighted += *cpu * dt, m.cpu_s += dt;
+    m.since_s += dt;
+  }
+}
+
+void Machine::join(uint32_t job, ReceivedBytes received) {
+  sample();  // what came before goes to the jobs already here
+  Member m;
+  m.received = std::move(received);
+  m.last_bytes = m.received();
+  members_[job] = std::move(m);
+}
+
+void Machine::leave(uint32_t job) {
+  sample();
+  members_.erase(job);
+}
+
+void Machine::replace_meter(std::unique_ptr<EnergyMeter> m) {
+  sample();
+  src_.meter = std::move(m);
+  if (src_.meter) src_.meter->sample();
+}
+
+Machine::Share Machine::take(uint32_t job) {
+  sample();
+  Share s;
+  auto it = members_.find(job);
+  if (it == members_.end()) return s;
+  Member& m = it->second;
+  s.interval_s = m.since_s;
+  if (src_.meter) s.joules = m.joules;
+  if (src_.interface_rx_bytes) s.external_bytes = m.external;
+  if (m.cpu_s > 0) s.cpu_pct = m.cpu_weighted / m.cpu_s;
+  m.joules = 0;
+  m.external = 0;
+  m.cpu_weighted = m.cpu_s = m.since_s = 0;
+  return s;
+}
+
+std::unique_ptr<Machine> make_machine(const PowerCoefficients& c, EnergyScope scope) {
+  Machine::Sources s;
+  s.meter = make_energy_meter(c, scope);
+  s.interface_rx_bytes = interface_rx_bytes;
+  s.cpu_pct = [last = read_cpu_times()]() mutable -> std::optional<double> {
+    CpuTimes t = read_cpu_times();
+    std::optional<double> pct;
+    if (t.total > last.total) pct = 100.0 * double(t.busy - last.busy) / double(t.total - last.total);
+    last = t;
+    return pct;
+  };
+  return std::make_unique<Machine>(std::move(s));
+}
+
+}  // namespace xfer
