@@ -3,6 +3,11 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <variant>
+#include <vector>
 
 #include "submit_args.h"
 #include "xfer/log.h"
@@ -81,7 +86,7 @@ int method_list_jobs(sd_bus_message* m, void* ud, sd_bus_error* e) {
         if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
         xfer::JobProgress p = j->job ? j->job->progress() : j->progress;
         check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
-                                    j->state.c_str(), j->row.policy.c_str(), j->label.c_str(), p.bytes_done,
+                                    xfer::to_string(j->state), j->row.policy.c_str(), j->label.c_str(), p.bytes_done,
                                     p.bytes_total),
               "reply");
       }
@@ -96,8 +101,9 @@ int method_get_policies(sd_bus_message* m, void* ud, sd_bus_error* e) {
     return reply_array(m, "(ssbbs)", [&](sd_bus_message* reply) {
       for (const auto& [name, p] : s.cfg.policies) {
         std::string d = p.description;
-        if (p.target_mbps > 0) d += fmt::format(" [target {} Mbit/s]", p.target_mbps);
-        if (p.target_pct > 0) d += fmt::format(" [target {}% of the maximum]", p.target_pct);
+        if (p.values.contains("target_mbps")) d += fmt::format(" [target {} Mbit/s]", p.values["target_mbps"].get<double>());
+        if (p.values.contains("target_pct"))
+          d += fmt::format(" [target {}% of the maximum]", p.values["target_pct"].get<double>());
         check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
                                     int(may_use(s.cfg, p, c)), d.c_str()),
               "reply");
@@ -134,29 +140,73 @@ int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
   });
 }
 
+// A job property's value, typed: what Get answers and what PropertiesChanged
+// compares with what it announced last.
+using ParamsValue = std::vector<std::tuple<std::string, int, int, int>>;
+using PropValue = std::variant<uint64_t, uint32_t, int32_t, double, std::string, ParamsValue>;
+
+// The properties that change while a job lives (EMITS_CHANGE), in the order
+// PropertiesChanged names them.
+constexpr const char* kChanging[] = {"State",         "BytesDone",     "BytesTotal", "FilesDone", "FilesTotal",
+                                     "FilesFailed",   "ThroughputBps", "EnergyJoules", "EnergySource", "Params",
+                                     "Cores",         "KernelNote",    "Error",      "Summary"};
+
+// nullopt: no such property. Summary here is the one in memory (set between
+// a job's end and its Finished signal); Get reads a finished job's from the store.
+std::optional<PropValue> property_value(const JobEntry& j, std::string_view n) {
+  xfer::JobProgress p = j.job ? j.job->progress() : j.progress;
+  if (n == "Id") return uint64_t(j.row.id);
+  if (n == "Owner") return uint32_t(j.row.uid);
+  if (n == "Destination") return j.row.dest;
+  if (n == "Label") return j.label;
+  if (n == "State") return std::string(xfer::to_string(j.state));
+  if (n == "Policy") return j.row.policy;
+  if (n == "BytesDone") return uint64_t(p.bytes_done);
+  if (n == "BytesTotal") return uint64_t(p.bytes_total);
+  if (n == "FilesDone") return uint32_t(p.files_done + p.files_skipped);
+  if (n == "FilesTotal") return uint32_t(p.files_total);
+  if (n == "FilesFailed") return uint32_t(p.files_failed);
+  if (n == "ThroughputBps") return j.throughput_bps;
+  if (n == "EnergyJoules") return j.joules;
+  if (n == "EnergySource") return j.energy_source;
+  if (n == "Cores") return int32_t(j.params.cores);
+  if (n == "KernelNote") return j.kernel_note;
+  if (n == "Error") return j.error;
+  if (n == "Summary") return j.summary;
+  if (n == "Params") {
+    ParamsValue v;
+    for (size_t i = 0; i < j.params.chunks.size(); ++i) {
+      const xfer::ChunkParams& c = j.params.chunks[i];
+      v.emplace_back(i < j.kinds.size() ? j.kinds[i] : "?", c.cc, c.p, c.pp);
+    }
+    return v;
+  }
+  return std::nullopt;
+}
+
+int append_value(sd_bus_message* r, const PropValue& v) {
+  return std::visit(
+      [r](const auto& x) -> int {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, uint64_t>) return sd_bus_message_append(r, "t", x);
+        else if constexpr (std::is_same_v<T, uint32_t>) return sd_bus_message_append(r, "u", x);
+        else if constexpr (std::is_same_v<T, int32_t>) return sd_bus_message_append(r, "i", x);
+        else if constexpr (std::is_same_v<T, double>) return sd_bus_message_append(r, "d", x);
+        else if constexpr (std::is_same_v<T, std::string>) return sd_bus_message_append(r, "s", x.c_str());
+        else {
+          int rc = sd_bus_message_open_container(r, 'a', "(siii)");
+          for (const auto& [kind, cc, p, pp] : x)
+            if (rc >= 0) rc = sd_bus_message_append(r, "(siii)", kind.c_str(), cc, p, pp);
+          return rc < 0 ? rc : sd_bus_message_close_container(r);
+        }
+      },
+      v);
+}
+
 int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus_message* r, void* ud, sd_bus_error*) {
   JobEntry& j = entry(ud);
-  xfer::JobProgress p = j.job ? j.job->progress() : j.progress;
   std::string_view n = property;
-  if (n == "Id") return sd_bus_message_append(r, "t", j.row.id);
-  if (n == "Owner") return sd_bus_message_append(r, "u", uint32_t(j.row.uid));
-  if (n == "Destination") return sd_bus_message_append(r, "s", j.row.dest.c_str());
-  if (n == "Label") return sd_bus_message_append(r, "s", j.label.c_str());
-  if (n == "State") return sd_bus_message_append(r, "s", j.state.c_str());
-  if (n == "Policy") return sd_bus_message_append(r, "s", j.row.policy.c_str());
-  if (n == "BytesDone") return sd_bus_message_append(r, "t", p.bytes_done);
-  if (n == "BytesTotal") return sd_bus_message_append(r, "t", p.bytes_total);
-  if (n == "FilesDone") return sd_bus_message_append(r, "u", uint32_t(p.files_done + p.files_skipped));
-  if (n == "FilesTotal") return sd_bus_message_append(r, "u", uint32_t(p.files_total));
-  if (n == "FilesFailed") return sd_bus_message_append(r, "u", uint32_t(p.files_failed));
-  if (n == "ThroughputBps") return sd_bus_message_append(r, "d", j.throughput_bps);
-  if (n == "EnergyJoules") return sd_bus_message_append(r, "d", j.joules);
-  if (n == "EnergySource") return sd_bus_message_append(r, "s", j.energy_source.c_str());
-  if (n == "Cores") return sd_bus_message_append(r, "i", int32_t(j.params.cores));
-  if (n == "KernelNote") return sd_bus_message_append(r, "s", j.kernel_note.c_str());
-  if (n == "Error") return sd_bus_message_append(r, "s", j.error.c_str());
-  if (n == "Summary") {
-    if (!j.finished() || !j.summary.empty()) return sd_bus_message_append(r, "s", j.summary.c_str());
+  if (n == "Summary" && j.finished() && j.summary.empty()) {
     std::string kept;  // a finished job's summary lives in the store only
     try {
       kept = j.service->store->summary(j.row.id);
@@ -165,15 +215,8 @@ int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus
     }
     return sd_bus_message_append(r, "s", kept.c_str());
   }
-  if (n == "Params") {
-    int rc = sd_bus_message_open_container(r, 'a', "(siii)");
-    for (size_t i = 0; rc >= 0 && i < j.params.chunks.size(); ++i) {
-      const xfer::ChunkParams& c = j.params.chunks[i];
-      rc = sd_bus_message_append(r, "(siii)", i < j.kinds.size() ? j.kinds[i].c_str() : "?", c.cc, c.p, c.pp);
-    }
-    return rc < 0 ? rc : sd_bus_message_close_container(r);
-  }
-  return -ENOENT;
+  std::optional<PropValue> v = property_value(j, n);
+  return v ? append_value(r, *v) : -ENOENT;
 }
 
 #define JOB_PROP(name, sig, flags) SD_BUS_PROPERTY(name, sig, job_property, 0, flags)
@@ -331,13 +374,26 @@ int bus_register(Service& s, sd_bus* bus) {
   if (r >= 0) r = sd_bus_add_node_enumerator(bus, nullptr, kJobPrefix, enumerate_jobs, &s);
   if (r < 0) return r;
   s.bus = bus;
-  s.on_changed = [bus](JobEntry& j) {
-    sd_bus_emit_properties_changed(bus, j.path().c_str(), "org.xferd.Job1", "State", "BytesDone", "BytesTotal", "FilesDone",
-                                   "FilesTotal", "FilesFailed", "ThroughputBps", "EnergyJoules", "EnergySource", "Params",
-                                   "Cores", "KernelNote", "Error", "Summary", nullptr);
+  // What each job's PropertiesChanged announced last: a signal names only
+  // what changed since. Kept until the job's Finished signal.
+  auto shown = std::make_shared<std::map<uint64_t, std::map<std::string, PropValue>>>();
+  s.on_changed = [bus, shown](JobEntry& j) {
+    std::map<std::string, PropValue>& last = (*shown)[j.row.id];
+    std::vector<const char*> changed;
+    for (const char* name : kChanging) {
+      PropValue v = *property_value(j, name);
+      auto it = last.find(name);
+      if (it != last.end() && it->second == v) continue;
+      last[name] = std::move(v);
+      changed.push_back(name);
+    }
+    if (changed.empty()) return;
+    changed.push_back(nullptr);
+    sd_bus_emit_properties_changed_strv(bus, j.path().c_str(), "org.xferd.Job1", const_cast<char**>(changed.data()));
   };
-  s.on_finished = [bus](JobEntry& j) {
-    sd_bus_emit_signal(bus, j.path().c_str(), "org.xferd.Job1", "Finished", "ss", j.state.c_str(), j.summary.c_str());
+  s.on_finished = [bus, shown](JobEntry& j) {
+    sd_bus_emit_signal(bus, j.path().c_str(), "org.xferd.Job1", "Finished", "ss", xfer::to_string(j.state), j.summary.c_str());
+    shown->erase(j.row.id);
   };
   return 0;
 }

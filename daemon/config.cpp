@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "xfer/safe_open.h"
+#include "xfer/energy.h"
 #include "xfer/tuner.h"
 
 namespace xferd {
@@ -89,12 +90,13 @@ Setter<T> strings(std::vector<std::string> T::*field) {
   };
 }
 
-// The one table of keys: section, key, setter. systemd/xferd.conf documents each.
+// The daemon's own keys: section, key, setter. The job options a section or
+// a policy may set come from xfer::option_table() (table_value below).
+// systemd/xferd.conf documents each.
 const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys() {
   static const std::map<std::string, std::map<std::string, Setter<Config>>> keys = {
       {"daemon",
-       {{"interval_ms", integer(&Config::interval_ms, 100, 600000)},
-        {"state_dir", text(&Config::state_dir)},
+       {{"state_dir", text(&Config::state_dir)},
         {"keep_finished_days", number(&Config::keep_finished_days, 0, 36500)},
         {"default_policy", text(&Config::default_policy)},
         {"default_policy_unprivileged", text(&Config::default_policy_unprivileged)},
@@ -105,21 +107,10 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
         {"max_entries_per_user", integer(&Config::max_entries_per_user, 1, 100000000)},
         {"max_running_jobs", integer(&Config::max_running_jobs, 1, 10000)},
         {"max_running_entries", integer(&Config::max_running_entries, 1, 100000000)},
-        {"max_finished_per_user", integer(&Config::max_finished_per_user, 0, 1000000)},
-        {"max_file_bytes", integer(&Config::max_file_bytes, 0, std::numeric_limits<int64_t>::max())},
-        {"max_channels", integer(&Config::max_channels, 1, 4096)}}},
-      {"kernel",
-       {{"mode", text(&Config::kernel_mode, {"auto", "hotplug", "affinity", "off"})},
-        {"min_cores", integer(&Config::min_cores, 1, 4096)},
-        {"min_freq_khz", integer(&Config::min_freq_khz, 0, 100000000)},
-        {"max_freq_khz", integer(&Config::max_freq_khz, 0, 100000000)},
-        {"group", text(&Config::kernel_group)},
-        {"state_file", text(&Config::kernel_state)}}},
-      {"energy", {{"power_model", text(&Config::power_model)}}},
-      {"network",
-       {{"bandwidth_mbps", number(&Config::bandwidth_mbps, 0.001, 1e7)},
-        {"http", text(&Config::http, {"auto", "1.1", "h2c"})},
-        {"flows", text(&Config::flows, {"ebpf", "tcp_info", "off"})}}},
+        {"max_finished_per_user", integer(&Config::max_finished_per_user, 0, 1000000)}}},
+      {"kernel", {{"group", text(&Config::kernel_group)}}},
+      {"energy", {}},
+      {"network", {}},
   };
   return keys;
 }
@@ -134,20 +125,35 @@ const std::map<std::string, Setter<Policy>>& policy_keys() {
   static const std::map<std::string, Setter<Policy>> keys = {
       {"algorithm", text(&Policy::algorithm, algorithms())},
       {"description", text(&Policy::description)},
-      {"target_mbps", number(&Policy::target_mbps, 0, 1e7)},
-      {"target_pct", number(&Policy::target_pct, 0, 100)},
-      {"max_channels", integer(&Policy::max_channels, 0, 4096)},
-      {"search_step", integer(&Policy::search_step, 0, 1024)},
       {"kernel", boolean(&Policy::kernel)},
-      {"min_cores", integer(&Policy::min_cores, 0, 4096)},
-      {"max_cores", integer(&Policy::max_cores, 0, 4096)},
-      {"min_freq_khz", integer(&Policy::min_freq_khz, 0, 100000000)},
-      {"max_freq_khz", integer(&Policy::max_freq_khz, 0, 100000000)},
       {"users", strings(&Policy::users)},
       {"groups", strings(&Policy::groups)},
-      {"ca_file", text(&Policy::ca_file)},
   };
   return keys;
+}
+
+// The table's option a key names: in [section] by its global_key, in a
+// policy by its name.
+const xfer::OptionSpec* table_option(const std::string& section, const std::string& key) {
+  for (const xfer::OptionSpec& o : xfer::option_table()) {
+    if (section == "policy" ? (o.scopes & xfer::kPolicy) && o.name == key : o.global_key == section + "." + key)
+      return &o;
+  }
+  return nullptr;
+}
+
+// A TOML value as the table's JSON.
+nlohmann::json to_json(const toml::node& n) {
+  if (auto v = n.value_exact<int64_t>()) return *v;
+  if (n.is_floating_point()) return *n.value<double>();
+  if (n.is_string()) return *n.value<std::string>();
+  if (n.is_boolean()) return *n.value<bool>();
+  if (const toml::array* a = n.as_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : *a) out.push_back(to_json(e));
+    return out;
+  }
+  return "(a table)";
 }
 
 std::string at(const std::string& file, const toml::source_region& r) {
@@ -155,18 +161,34 @@ std::string at(const std::string& file, const toml::source_region& r) {
 }
 
 template <class T>
-void apply_table(const std::string& file, const std::string& where, const toml::table& tbl,
-                 const std::map<std::string, Setter<T>>& keys, T& target) {
+void apply_table(const std::string& file, const std::string& where, const std::string& section, const toml::table& tbl,
+                 const std::map<std::string, Setter<T>>& keys, T& target, xfer::OptionValues& values) {
   for (auto&& [k, v] : tbl) {
     std::string key(k.str());
     auto it = keys.find(key);
-    if (it == keys.end()) {
-      std::string known;
-      for (const auto& [name, _] : keys) known += (known.empty() ? "" : ", ") + name;
-      throw ConfigError(at(file, k.source()) + ": unknown key '" + key + "' in [" + where + "] (known: " + known + ")");
+    if (it != keys.end()) {
+      if (std::string why = it->second(v, target); !why.empty())
+        throw ConfigError(at(file, v.source()) + ": [" + where + "] " + key + ": " + why);
+      continue;
     }
-    if (std::string why = it->second(v, target); !why.empty())
-      throw ConfigError(at(file, v.source()) + ": [" + where + "] " + key + ": " + why);
+    if (const xfer::OptionSpec* o = table_option(section, key)) {
+      nlohmann::json value = to_json(v);
+      // The table's words, as xferctl and D-Bus say them.
+      if (std::string why = xfer::check_option(*o, value); !why.empty())
+        throw ConfigError(at(file, v.source()) + ": [" + where + "] " + why);
+      values[o->name] = value;
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const auto& [name, _] : keys) known.push_back(name);
+    for (const xfer::OptionSpec& o : xfer::option_table()) {
+      if (section == "policy" && (o.scopes & xfer::kPolicy)) known.push_back(o.name);
+      if (section != "policy" && o.global_key.rfind(section + ".", 0) == 0) known.push_back(o.global_key.substr(section.size() + 1));
+    }
+    std::sort(known.begin(), known.end());
+    std::string list;
+    for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+    throw ConfigError(at(file, k.source()) + ": unknown key '" + key + "' in [" + where + "] (known: " + list + ")");
   }
 }
 
@@ -207,7 +229,7 @@ void apply_config_text(const std::string& text, const std::string& file, Config&
         Policy& p = c.policies[name];
         p.name = name;
         p.origin = at(file, pk.source());
-        apply_table(file, "policy." + name, *ptbl, policy_keys(), p);
+        apply_table(file, "policy." + name, "policy", *ptbl, policy_keys(), p, p.values);
       }
       continue;
     }
@@ -215,7 +237,7 @@ void apply_config_text(const std::string& text, const std::string& file, Config&
     if (sect == global_keys().end())
       throw ConfigError(at(file, k.source()) + ": unknown section [" + section +
                         "] (known: daemon, limits, kernel, energy, network, policy.NAME)");
-    apply_table(file, section, *tbl, sect->second, c);
+    apply_table(file, section, section, *tbl, sect->second, c, c.values);
   }
   c.files.push_back(file);
 }
@@ -230,28 +252,21 @@ void apply_file(const std::string& file, Config& c) { apply_config_text(read_con
 void check_config(const Config& c) {
   for (const auto& [name, p] : c.policies) {
     if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
-    bool target = p.target_mbps > 0 || p.target_pct > 0;
-    if (p.algorithm == "throughput-target" && !target)
-      throw ConfigError(p.origin + ": policy " + name + ": throughput-target needs target_mbps or target_pct");
-    if (p.algorithm != "throughput-target" && target)
-      throw ConfigError(p.origin + ": policy " + name + ": target_mbps / target_pct go with algorithm throughput-target");
-    if (p.target_mbps > 0 && p.target_pct > 0)
-      throw ConfigError(p.origin + ": policy " + name + ": give target_mbps or target_pct, not both");
-    if (p.max_cores > 0 && p.min_cores > p.max_cores)
-      throw ConfigError(p.origin + ": policy " + name + ": min_cores is above max_cores");
-    if (p.max_freq_khz > 0 && p.min_freq_khz > p.max_freq_khz)
-      throw ConfigError(p.origin + ": policy " + name + ": min_freq_khz is above max_freq_khz");
     if (p.algorithm == "static")
       throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");
+    if (std::string why = xfer::check_layer(p.values, xfer::kPolicy, p.algorithm); !why.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": " + why);
+    if (p.algorithm == "throughput-target" && !p.values.contains("target_mbps") && !p.values.contains("target_pct"))
+      throw ConfigError(p.origin + ": policy " + name + ": throughput-target needs target_mbps or target_pct");
   }
   std::string where = c.files.empty() ? "built-in defaults" : c.files.back();
+  if (std::string why = xfer::check_layer(c.values, xfer::kGlobal); !why.empty())
+    throw ConfigError(where + ": " + why);
   try {
-    xfer::load_power_model(c.power_model);
+    xfer::load_power_model(c.text("power_model"));
   } catch (const std::exception& e) {
     throw ConfigError(where + ": [energy] power_model: " + e.what());
   }
-  if (c.max_freq_khz > 0 && c.min_freq_khz > c.max_freq_khz)
-    throw ConfigError(where + ": [kernel] min_freq_khz is above max_freq_khz");
   if (!c.policies.count(c.default_policy))
     throw ConfigError(where + ": default_policy '" + c.default_policy + "' is not a defined policy");
   auto u = c.policies.find(c.default_policy_unprivileged);
@@ -281,22 +296,30 @@ std::vector<std::string> config_keys() {
   std::vector<std::string> out;
   for (const auto& [section, keys] : global_keys())
     for (const auto& [key, _] : keys) out.push_back(section + "." + key);
+  for (const xfer::OptionSpec& o : xfer::option_table())
+    if (!o.global_key.empty()) out.push_back(o.global_key);
   return out;
 }
 
 std::vector<std::string> policy_keys_known() {
   std::vector<std::string> out;
   for (const auto& [key, _] : policy_keys()) out.push_back(key);
+  for (const xfer::OptionSpec& o : xfer::option_table())
+    if (o.scopes & xfer::kPolicy) out.push_back(o.name);
   return out;
 }
 
 Config builtin_config() {
   Config c;
+  for (const xfer::OptionSpec& o : xfer::option_table())
+    if ((o.scopes & xfer::kGlobal) && !o.def.is_null()) c.values[o.name] = o.def;
+  c.values["kernel_state"] = kKernelState;
+  c.values["power_model"] = kPowerModel;
   c.policies["min-energy"] = builtin("min-energy", "min-energy", true, "least energy (MinE), cores and frequency stepped down while joules per byte fall");
   c.policies["max-throughput"] = builtin("max-throughput", "max-throughput", true, "most throughput (MaxThr), every core at the top frequency");
   c.policies["energy-efficient"] = builtin("energy-efficient", "energy-efficient", true, "best throughput per joule (HTEE/EE search)");
   c.policies["throughput-target"] = builtin("throughput-target", "throughput-target", true, "70% of the measured maximum at least energy (SLAEE)");
-  c.policies["throughput-target"].target_pct = 70;
+  c.policies["throughput-target"].values["target_pct"] = 70;
   c.policies["app-min-energy"] = builtin("app-min-energy", "min-energy", false, "least energy, application layer only");
   c.policies["app-max-throughput"] = builtin("app-max-throughput", "max-throughput", false, "most throughput, application layer only");
   c.policies["app-energy-efficient"] = builtin("app-energy-efficient", "energy-efficient", false, "best throughput per joule, application layer only");

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "xfer/energy.h"
-#include "xfer/kernel.h"
+#include "paths.h"
+#include "xfer/options.h"
 
 namespace xferd {
 
@@ -22,23 +22,19 @@ struct Policy {
   std::string name;
   std::string algorithm;   // a tuner of the registry: min-energy, max-throughput, ...
   std::string description;
-  double target_mbps = 0;  // throughput-target
-  double target_pct = 0;   // throughput-target: percent of the measured maximum
-  int max_channels = 0;    // 0: the global limit
-  int search_step = 0;     // energy-efficient (0: the algorithm's own)
   bool kernel = false;     // may change online cores and CPU frequency
-  int min_cores = 0, max_cores = 0;          // 0: the global / all
-  long min_freq_khz = 0, max_freq_khz = 0;   // 0: the driver's range
   std::vector<std::string> users;   // who may use it (names or uids); empty with
   std::vector<std::string> groups;  // groups empty: everyone (kernel rules still apply)
-  std::string ca_file;              // PEM CA bundle for https instead of the system's ("" : system)
+  // The job options the policy sets (xfer::option_table(), scope kPolicy):
+  // target_mbps / target_pct, max_channels, search_step, min_cores,
+  // max_cores, min_freq_khz, max_freq_khz, ca_file.
+  xfer::OptionValues values = xfer::OptionValues::object();
   std::string origin;               // "file:line" where it was defined
 };
 
 struct Config {
   // [daemon]
-  long interval_ms = 5000;          // control interval
-  std::string state_dir = "/var/lib/xferd";
+  std::string state_dir = kStateDir;
   double keep_finished_days = 7;    // finished jobs' summaries are kept this long
   std::string default_policy = "min-energy";
   std::string default_policy_unprivileged = "app-min-energy";
@@ -50,22 +46,16 @@ struct Config {
   int max_running_jobs = 16;        // more wait, queued
   int max_running_entries = 400000; // over the running jobs: bounds memory (a larger job runs alone)
   int max_finished_per_user = 100;  // finished jobs kept per user; older ones are forgotten
-  int64_t max_file_bytes = 0;       // a file larger than this fails (0: no limit)
-  int max_channels = 32;
   // [kernel]
-  std::string kernel_mode = "auto";  // auto | hotplug | affinity | off
-  int min_cores = 1;
-  long min_freq_khz = 0, max_freq_khz = 0;  // the range any policy may use (0: the driver's)
   std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
-  std::string kernel_state = xfer::KernelJournal::kDefaultPath;
-  // [energy]
-  // The power model's coefficients where there is no RAPL (`xferctl
-  // calibrate` writes them); the paper's defaults when no file is there.
-  std::string power_model = xfer::kDefaultPowerModelPath;
-  // [network]
-  double bandwidth_mbps = 1000;     // link rate for the BDP
-  std::string http = "auto";
-  std::string flows = "ebpf";       // ebpf | tcp_info | off
+  // Every job option the sections set (xfer::option_table(), scope kGlobal,
+  // under its "section.key"): interval_ms, max_file_bytes, max_channels,
+  // the kernel layer's mode, cores, frequency range and journal, the power
+  // model, bandwidth_mbps, http, flows. Holds every such option: the
+  // table's default, the daemon's paths, then what the files say.
+  xfer::OptionValues values = xfer::OptionValues::object();
+  // One of them, as a string (a Choice or Path).
+  std::string text(const char* name) const { return values.at(name).get<std::string>(); }
 
   // The built-in set until a file defines a [policy.NAME]; from then on only
   // the policies the files define.

@@ -22,7 +22,7 @@ namespace log = xfer::log;
 std::string g_sink;  // "journal" or "stderr"
 
 struct Args {
-  std::string config = "/etc/xferd/xferd.conf", config_dir = "/etc/xferd/xferd.conf.d";
+  std::string config = xferd::kConfigFile, config_dir = xferd::kConfigDir;
   std::string state_dir, bus_address, log_level;
   bool check_config = false;
 };
@@ -155,7 +155,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_sink = xfer::log::to_journal_or_stderr();
+  g_sink = xfer::log::to_journal_or_stderr("xferd");
   CLI::App app{"xferd: the bulk transfer daemon (org.xferd.Xferd1 on D-Bus)"};
   Args a;
   app.add_option("--config", a.config, "main configuration file (absent: built-in defaults)");

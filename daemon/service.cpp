@@ -30,13 +30,6 @@ std::string policy_names(const Config& c) {
   return s;
 }
 
-xfer::CoreControl::Mode core_mode(const std::string& m) {
-  if (m == "hotplug") return xfer::CoreControl::Mode::Hotplug;
-  if (m == "affinity") return xfer::CoreControl::Mode::Affinity;
-  return access("/sys/devices/system/cpu/cpu1/online", W_OK) == 0 ? xfer::CoreControl::Mode::Hotplug
-                                                                   : xfer::CoreControl::Mode::Affinity;
-}
-
 }  // namespace
 
 std::string JobEntry::path() const { return "/org/xferd/Xferd1/job/" + std::to_string(row.id); }
@@ -85,13 +78,14 @@ Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o))
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw StoreError("state directory " + dir + ": " + strerror(errno));
   store = std::make_unique<Store>(dir + "/xferd.db");
-  if (cfg.flows != "off") flows = xfer::make_flow_monitor(cfg.flows == "ebpf");
-  machine = xfer::make_machine(xfer::load_power_model(cfg.power_model), xfer::EnergyScope::Machine);
+  if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
+  machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   // A journal a crashed xferd left: cores and frequency go back now.
-  if (cfg.kernel_mode != "off") {
+  if (cfg.text("kernel_mode") != "off") {
     try {
-      if (xfer::KernelJournal::restore_leftover(cfg.kernel_state))
-        log::warn("kernel layer: restored the cores / frequency a previous xferd left changed ({})", cfg.kernel_state);
+      if (xfer::KernelJournal::restore_leftover(cfg.text("kernel_state")))
+        log::warn("kernel layer: restored the cores / frequency a previous xferd left changed ({})",
+                  cfg.text("kernel_state"));
     } catch (const std::exception& e) {
       log::warn("kernel layer: {}", e.what());
     }
@@ -129,6 +123,15 @@ void Service::retire(JobEntry& j) {
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
 
+xfer::OptionLayers Service::layers(const Policy& p, const nlohmann::json& options) const {
+  xfer::OptionLayers l;
+  l.global = cfg.values;
+  l.policy = p.values;
+  l.job = options;
+  l.job_scope = xfer::kJob;
+  return l;
+}
+
 const Policy& Service::policy_for(const Caller& c, const std::string& name) const {
   std::string n = name;
   if (n.empty()) n = may_change_kernel(cfg, c) ? cfg.default_policy : cfg.default_policy_unprivileged;
@@ -149,12 +152,12 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
 uint64_t Service::submit(const Caller& c, SubmitRequest req) {
   const Policy& p = policy_for(c, req.policy);
   const nlohmann::json& options = req.options;
-  bool target = options.contains("target_mbps") || options.contains("target_pct");
-  if (target && p.algorithm != "throughput-target")
-    throw Refusal(err::kInvalidArguments, "options target_mbps / target_pct go with a throughput-target policy; '" +
-                                              p.name + "' is " + p.algorithm);
-  if (options.contains("target_mbps") && options.contains("target_pct"))
-    throw Refusal(err::kInvalidArguments, "give target_mbps or target_pct, not both");
+  // The options with the policy's and the config's, as the job will start.
+  try {
+    xfer::setup_job(p.algorithm, layers(p, options));
+  } catch (const xfer::OptionError& e) {
+    throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
+  }
   size_t open = 0, entries = 0;
   for (const auto& [id, j] : jobs)
     if (j->row.uid == c.uid && !j->finished()) {
@@ -195,11 +198,11 @@ uint64_t Service::submit(const Caller& c, SubmitRequest req) {
   j->row.policy = p.name;
   j->row.options = options.dump();
   j->row.submitted_at = unix_now();
-  j->row.state = "queued";
+  j->row.state = xfer::to_string(xfer::JobState::Queued);
   j->policy = p;
   j->options = options;
   j->label = options.value("label", "");
-  j->state = "queued";
+  j->state = xfer::JobState::Queued;
   try {
     store->insert(j->row);
   } catch (const StoreError& e) {
@@ -227,7 +230,7 @@ std::string Service::name_clash(const JobEntry& n) const {
       else
         return fmt::format("job {} ({}) is to write a file named '{}' into {} and has not finished; a name is written "
                            "by one job at a time: wait for it, cancel it, or choose another destination",
-                           id, j->state, xfer::printable(*a), xfer::printable(j->row.dest));
+                           id, xfer::to_string(j->state), xfer::printable(*a), xfer::printable(j->row.dest));
     }
   }
   return "";
@@ -254,7 +257,7 @@ void Service::start_queued() {
     if (j->job) entries += j->progress.files_total;
   for (auto& [id, j] : jobs) {
     if (running() >= size_t(cfg.max_running_jobs)) break;
-    if (j->state != "queued" || j->job) continue;
+    if (j->state != xfer::JobState::Queued || j->job) continue;
     // Memory grows with the entries of the running jobs: a job waits until it
     // fits under limits.max_running_entries (alone, any job runs).
     if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) continue;
@@ -268,10 +271,11 @@ void Service::start_queued() {
   notify_status();
 }
 
-void Service::set_state(JobEntry& j, const std::string& s) {
+void Service::set_state(JobEntry& j, xfer::JobState s) {
   if (j.state == s) return;
   j.state = s;
-  std::string stored = s == "discovering" ? "running" : s;
+  // The store keeps what a restart needs: a job that was discovering runs again.
+  std::string stored = xfer::to_string(s == xfer::JobState::Discovering ? xfer::JobState::Running : s);
   if (j.row.state != stored && !j.finished()) {
     j.row.state = stored;
     try {
@@ -289,7 +293,7 @@ void Service::start(JobEntry& j) {
   Caller owner = caller_for(j.row.uid, j.row.gid);
   auto fail = [&](const std::string& why) {
     log::error("job {}: {}", id, why);
-    record_finished(j, "failed", why, nlohmann::json{{"state", "failed"}, {"job", id}, {"error", why}}.dump());
+    record_finished(j, xfer::JobState::Failed, why, nlohmann::json{{"state", "failed"}, {"job", id}, {"error", why}}.dump());
   };
   if (j.dir_fd < 0) {  // carried on after a restart: the check is made again
     std::string why;
@@ -305,44 +309,35 @@ void Service::start(JobEntry& j) {
       return fail(e.what());
     }
   }
+  xfer::JobSetup setup;
+  try {
+    setup = xfer::setup_job(j.policy.algorithm, layers(j.policy, j.options));
+  } catch (const xfer::OptionError& e) {
+    return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // the config changed since Submit
+  }
   // https: the policy's CA bundle (the admin's, read as root), or the job's
   // own (read as its owner), instead of the system's store.
   std::string ca_pem;
-  for (const auto& [path, as] : {std::pair{j.policy.ca_file, caller_for(0, 0)},
+  for (const auto& [path, as] : {std::pair{j.policy.values.value("ca_file", std::string()), caller_for(0, 0)},
                                  std::pair{j.options.value("ca_file", std::string()), owner}}) {
     if (path.empty()) continue;
     std::string why;
     ca_pem = ca_pem_as(as, path, &why);
     if (!why.empty()) return fail("ca_file: " + why);
   }
-  xfer::TunerOptions topts;
-  topts.target_mbps = j.options.value("target_mbps", j.policy.target_mbps);
-  topts.target_pct = j.options.value("target_pct", j.policy.target_pct);
-  if (j.options.contains("target_mbps")) topts.target_pct = 0;
-  if (j.options.contains("target_pct")) topts.target_mbps = 0;
-  topts.search_step = j.policy.search_step;
 
   // The kernel layer: one job at a time may turn it; the others tune the
   // application layer only and say so.
   j.kernel_note.clear();
   if (!j.policy.kernel) {
     j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
-  } else if (cfg.kernel_mode == "off") {
+  } else if (!setup.kernel) {
     j.kernel_note = "kernel layer off in the config ([kernel] mode)";
   } else if (kernel_job) {
     j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
   } else {
-    xfer::KernelLayer::Config kc;
-    kc.mode = core_mode(cfg.kernel_mode);
-    kc.min_cores = std::max(cfg.min_cores, j.policy.min_cores);
-    kc.max_cores = j.policy.max_cores;
-    // The policy's range within the global one.
-    kc.min_freq_khz = std::max(cfg.min_freq_khz, j.policy.min_freq_khz);
-    kc.max_freq_khz = cfg.max_freq_khz > 0 && j.policy.max_freq_khz > 0 ? std::min(cfg.max_freq_khz, j.policy.max_freq_khz)
-                                                                         : std::max(cfg.max_freq_khz, j.policy.max_freq_khz);
-    kc.state_file = cfg.kernel_state;
     try {
-      kernel = std::make_unique<xfer::KernelLayer>(kc);
+      kernel = std::make_unique<xfer::KernelLayer>(setup.kernel_config);
       kernel_job = id;
       j.holds_kernel = true;
     } catch (const std::exception& e) {
@@ -350,23 +345,17 @@ void Service::start(JobEntry& j) {
     }
   }
   if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
-  topts.kernel = j.holds_kernel;
+  setup.tuner.kernel = j.holds_kernel;
 
   std::unique_ptr<xfer::Tuner> tuner;
   try {
-    tuner = xfer::make_tuner(j.policy.algorithm, topts);
+    tuner = xfer::make_tuner(j.policy.algorithm, setup.tuner);
   } catch (const std::exception& e) {
     return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // retires what it took
   }
-  xfer::EngineOptions eo;
-  eo.http = cfg.http;
-  eo.interval_ms = cfg.interval_ms;
-  eo.bandwidth_mbps = cfg.bandwidth_mbps;
+  xfer::EngineOptions eo = setup.engine;
   eo.pause_when_full = true;  // a full destination pauses the job until Resume
-  eo.max_file_bytes = cfg.max_file_bytes;
   eo.ca_pem = std::move(ca_pem);
-  eo.max_channels = j.policy.max_channels > 0 ? j.policy.max_channels : cfg.max_channels;
-  if (j.options.contains("max_channels")) eo.max_channels = std::min(eo.max_channels, j.options["max_channels"].get<int>());
   try {
     xfer::Job::Spec spec{std::move(*j.manifest), j.row.dest, eo};
     j.manifest.reset();
@@ -419,7 +408,7 @@ void Service::start(JobEntry& j) {
     if (st == xfer::JobState::Paused) jp->error = jp->job->pause_reason();
     if (st == xfer::JobState::Running) jp->error.clear();
     if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
-      set_state(*jp, xfer::to_string(st));
+      set_state(*jp, st);
   };
   j.job->on_finished = [this, jp] { finished(*jp); };
   log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
@@ -429,27 +418,27 @@ void Service::start(JobEntry& j) {
 void Service::finished(JobEntry& j) {
   if (stopping) return;  // a shutdown: the job stays unfinished in the store and carries on at the next start
   j.progress = j.job->progress();
-  std::string st = xfer::to_string(j.job->state());
+  xfer::JobState st = j.job->state();
   nlohmann::json s = xfer::job_report(*j.job, j.loop.get());
   s["job"] = j.row.id;
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
   if (!j.kernel_note.empty()) s["kernel"]["note"] = j.kernel_note;
-  log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, st, j.progress.files_done, j.progress.files_total,
+  log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, xfer::to_string(st), j.progress.files_done, j.progress.files_total,
             j.progress.files_failed);
   // The Job is torn down outside its own callback.
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
   record_finished(j, st, j.job->fatal_error(), s.dump());
 }
 
-void Service::record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary) {
+void Service::record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary) {
   j.state = state;
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
   if (!j.job) retire(j);  // a running Job is retired after its callback returns
   try {
-    store->finish(j.row.id, state, error, summary);
+    store->finish(j.row.id, xfer::to_string(state), error, summary);
   } catch (const StoreError& e) {
     log::error("job {}: {}", j.row.id, e.what());
   }
@@ -498,37 +487,40 @@ void need_owner(const Caller& c, const JobEntry& j, const char* verb) {
 
 void Service::cancel(const Caller& c, JobEntry& j) {
   need_owner(c, j, "cancel");
-  if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, j.state));
+  if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: cancelled by {}", j.row.id, c.name);
   if (j.job) {
     j.job->cancel(false);  // its partial files go: a cancelled job's bytes are nobody's
     return;
   }
-  record_finished(j, "cancelled", "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
+  record_finished(j, xfer::JobState::Cancelled, "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
 }
 
 void Service::pause(const Caller& c, JobEntry& j) {
   need_owner(c, j, "pause");
-  if (j.finished() || j.state == "paused")
-    throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id, j.state));
+  if (j.finished() || j.state == xfer::JobState::Paused)
+    throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id,
+                                              xfer::to_string(j.state)));
   if (j.job) {
-    if (j.state != "running")
-      throw Refusal(err::kBadState, fmt::format("job {} is {}; it can be paused once it runs", j.row.id, j.state));
+    if (j.state != xfer::JobState::Running)
+      throw Refusal(err::kBadState,
+                    fmt::format("job {} is {}; it can be paused once it runs", j.row.id, xfer::to_string(j.state)));
     j.job->pause();
   }
   log::info("job {}: paused by {}", j.row.id, c.name);
-  set_state(j, "paused");
+  set_state(j, xfer::JobState::Paused);
 }
 
 void Service::resume(const Caller& c, JobEntry& j) {
   need_owner(c, j, "resume");
-  if (j.state != "paused") throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, j.state));
+  if (j.state != xfer::JobState::Paused)
+    throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: resumed by {}", j.row.id, c.name);
   if (j.job) {
     j.job->resume();
-    set_state(j, "running");
+    set_state(j, xfer::JobState::Running);
   } else {
-    set_state(j, "queued");
+    set_state(j, xfer::JobState::Queued);
     start_queued();
   }
 }
@@ -537,7 +529,7 @@ std::string Service::reload() {
   try {
     Config c = load_config(opts.config, opts.config_dir);
     if (!opts.state_dir.empty()) c.state_dir = opts.state_dir;
-    xfer::PowerCoefficients model = xfer::load_power_model(c.power_model);  // read again: it may be recalibrated
+    xfer::PowerCoefficients model = xfer::load_power_model(c.text("power_model"));  // read again: it may be recalibrated
     cfg = std::move(c);
     machine->replace_meter(xfer::make_energy_meter(model, xfer::EnergyScope::Machine));
   } catch (const std::runtime_error& e) {  // ConfigError, or the model file changed meanwhile
@@ -560,8 +552,13 @@ void Service::restore_jobs() {
     auto p = cfg.policies.find(r.policy);
     j->policy = p != cfg.policies.end() ? p->second : Policy{};
     j->policy.name = r.policy;
-    j->state = r.state == "running" ? "queued" : r.state;
-    j->error = r.error;
+    // Unfinished jobs start again from the queue; a state the store should
+    // not hold (a damaged row) fails the job rather than guess.
+    std::optional<xfer::JobState> stored = xfer::job_state_from(r.state);
+    j->state = !stored ? xfer::JobState::Failed
+               : *stored == xfer::JobState::Running ? xfer::JobState::Queued
+                                                    : *stored;
+    j->error = stored ? r.error : "the job store holds an unknown state '" + xfer::printable(r.state) + "'";
     j->row = std::move(r);
     JobEntry& e = *j;
     jobs[e.row.id] = std::move(j);
@@ -576,10 +573,11 @@ void Service::restore_jobs() {
       if (p == cfg.policies.end()) {
         std::string why = "policy '" + e.row.policy + "' is no longer in the configuration";
         log::error("job {}: {}", e.row.id, why);
-        record_finished(e, "failed", why, nlohmann::json{{"state", "failed"}, {"job", e.row.id}, {"error", why}}.dump());
+        record_finished(e, xfer::JobState::Failed, why,
+                        nlohmann::json{{"state", "failed"}, {"job", e.row.id}, {"error", why}}.dump());
       } else {
         e.seq = int(store->interval_count(e.row.id));  // interval records go on after the ones already kept
-        log::info("job {}: carried on after a restart ({})", e.row.id, e.state);
+        log::info("job {}: carried on after a restart ({})", e.row.id, xfer::to_string(e.state));
       }
     } else {
       nlohmann::json s = nlohmann::json::parse(store->summary(e.row.id), nullptr, false);
@@ -638,9 +636,9 @@ void Service::notify_status() {
 std::string Service::status_line() const {
   size_t run = 0, queued = 0, paused = 0;
   for (const auto& [id, j] : jobs) {
-    if (j->job && j->state != "paused") ++run;
-    else if (j->state == "queued") ++queued;
-    else if (j->state == "paused") ++paused;
+    if (j->job && j->state != xfer::JobState::Paused) ++run;
+    else if (j->state == xfer::JobState::Queued) ++queued;
+    else if (j->state == xfer::JobState::Paused) ++paused;
   }
   return fmt::format("{} running, {} queued, {} paused", run, queued, paused);
 }

@@ -25,6 +25,7 @@
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
 #include "xfer/machine.h"
+#include "xfer/options.h"
 
 namespace xferd {
 
@@ -45,7 +46,7 @@ struct JobEntry {
   JobRow row;
   Policy policy;                 // as it was when the job was submitted
   nlohmann::json options;        // the caller's
-  std::string state;             // queued | discovering | running | paused | done | failed | cancelled
+  xfer::JobState state = xfer::JobState::Queued;
   std::string label;
   // Parsed at Submit or at a restart, handed to the Job when it starts.
   std::optional<xfer::Manifest> manifest;
@@ -73,13 +74,13 @@ struct JobEntry {
   std::string path() const;
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
   void take_manifest(xfer::Manifest m);
-  bool finished() const { return state == "done" || state == "failed" || state == "cancelled"; }
+  bool finished() const { return xfer::finished(state); }
   ~JobEntry();
 };
 
 struct Options {
-  std::string config = "/etc/xferd/xferd.conf";
-  std::string config_dir = "/etc/xferd/xferd.conf.d";
+  std::string config = kConfigFile;
+  std::string config_dir = kConfigDir;
   std::string state_dir;  // overrides the config's
 };
 
@@ -123,6 +124,8 @@ struct Service {
 
  private:
   const Policy& policy_for(const Caller& c, const std::string& name) const;
+  // A job's settings in layers: the config's sections, its policy, its options.
+  xfer::OptionLayers layers(const Policy& p, const nlohmann::json& options) const;
   // "" or why n would write a name an unfinished job in the same directory writes.
   std::string name_clash(const JobEntry& n) const;
   // A CA bundle the caller names, read as the caller; "" with *why when unusable.
@@ -134,8 +137,8 @@ struct Service {
   void start(JobEntry& j);
   void finished(JobEntry& j);
   // The one way a job ends: state, error and summary kept, stored, announced.
-  void record_finished(JobEntry& j, const std::string& state, const std::string& error, const std::string& summary);
-  void set_state(JobEntry& j, const std::string& s);  // stored and announced when it changes
+  void record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary);
+  void set_state(JobEntry& j, xfer::JobState s);  // stored and announced when it changes
   // Tears down what a job held while it ran: its loop, the Job, the
   // destination descriptor, and the kernel layer (restoring cores and frequency).
   void retire(JobEntry& j);

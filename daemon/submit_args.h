@@ -27,7 +27,7 @@ struct SubmitRequest {
 SubmitRequest read_submit(sd_bus_message* m, size_t max_entries);
 // SubmitManifest: (s manifest, s destination, s policy, a{sv} options).
 SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries);
-// The a{sv} options against job_options.h's table.
+// The a{sv} options, each checked by xfer::option_table() (scope kJob).
 nlohmann::json read_options(sd_bus_message* m);
 // Manifest text (SubmitManifest, a job carried on from the store), checked the
 // same way: the entry limit before anything is parsed.

@@ -55,12 +55,7 @@ void ControlLoop::transfer_ends() {
   if (!running_) return;
   // The tail of the transfer since the last interval; then the job leaves
   // the machine's shares (a finished job draws nothing).
-  if (eng_.now_us() - last_us_ > 50000) {
-    record(observe());
-  } else if (parts_.machine) {
-    Machine::Share s = parts_.machine->take(parts_.id);
-    if (s.joules) joules_ += *s.joules;
-  }
+  if (eng_.now_us() - last_us_ > 50000) record(observe());
   leave_machine();
   running_ = false;
   if (tick_) sd_event_source_set_enabled(tick_, SD_EVENT_OFF);
@@ -68,7 +63,8 @@ void ControlLoop::transfer_ends() {
 
 void ControlLoop::leave_machine() {
   if (!parts_.machine || left_) return;
-  parts_.machine->leave(parts_.id);
+  Machine::Share s = parts_.machine->leave(parts_.id);  // what came since the last interval
+  if (s.joules) joules_ += *s.joules;
   left_ = true;
 }
 

@@ -61,10 +61,6 @@ void Machine::join(uint32_t job, ReceivedBytes received) {
   members_[job] = std::move(m);
 }
 
-void Machine::leave(uint32_t job) {
-  sample();
-  members_.erase(job);
-}
 
 void Machine::replace_meter(std::unique_ptr<EnergyMeter> m) {
   sample();
@@ -85,6 +81,12 @@ Machine::Share Machine::take(uint32_t job) {
   m.joules = 0;
   m.external = 0;
   m.cpu_weighted = m.cpu_s = m.since_s = 0;
+  return s;
+}
+
+Machine::Share Machine::leave(uint32_t job) {
+  Share s = take(job);
+  members_.erase(job);
   return s;
 }
 

@@ -41,11 +41,11 @@ void level(RaplMeter& rapl, UtilisationProbe& probe, int threads, double seconds
 
 }  // namespace
 
-bool run_calibration(const std::string& out_path, double secs) {
+bool run_calibration(const std::string& out_path, const std::string& kernel_state, double secs) {
   try {
     RaplMeter rapl;
     UtilisationProbe probe;
-    KernelJournal journal;
+    KernelJournal journal(kernel_state);
     CoreControl cores(CoreControl::Config{}, journal);
     std::vector<CalibrationSample> samples;
     auto idle = [](std::atomic<bool>& stop, int) {

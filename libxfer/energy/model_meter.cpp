@@ -49,7 +49,8 @@ PowerCoefficients PowerCoefficients::load(const std::string& path) {
       throw std::runtime_error(path + ":" + std::to_string(v.source().begin.line) + ": '" + key + "' must be a finite number");
     *field = *d;
   }
-  c.origin = path + (fitted.empty() ? std::string() : " (" + fitted + ")");
+  c.origin = fitted;
+  c.file = path;
   return c;
 }
 

@@ -33,7 +33,7 @@ double to_s(uint64_t us) { return double(us) / 1e6; }
 
 const char* to_string(JobState s) {
   switch (s) {
-    case JobState::Created: return "created";
+    case JobState::Queued: return "queued";
     case JobState::Discovering: return "discovering";
     case JobState::Running: return "running";
     case JobState::Paused: return "paused";
@@ -42,6 +42,13 @@ const char* to_string(JobState s) {
     case JobState::Cancelled: return "cancelled";
   }
   return "?";
+}
+
+std::optional<JobState> job_state_from(std::string_view text) {
+  for (JobState s : {JobState::Queued, JobState::Discovering, JobState::Running, JobState::Paused, JobState::Done,
+                     JobState::Failed, JobState::Cancelled})
+    if (text == to_string(s)) return s;
+  return std::nullopt;
 }
 
 std::string to_string(const ChunkParams& p) {
@@ -61,7 +68,7 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp
       eng.loop(), &reap_src.s,
       [](sd_event_source*, void* ud) {
         auto* self = static_cast<Job::Impl*>(ud);
-        self->retired_streams.clear();
+        self->retired_connections.clear();
         self->retired_channels.clear();
         self->retired_multis.clear();
         return 0;
@@ -83,7 +90,7 @@ Job::Impl::~Impl() {
   requests.clear();
   chunks.clear();  // multi handles after the easy handles that used them
   retired_channels.clear();
-  retired_streams.clear();
+  retired_connections.clear();
   discovery.reset();
   retired_multis.clear();
   if (dir_fd >= 0) close(dir_fd);
@@ -456,7 +463,7 @@ void Job::Impl::cancel(bool keep_partial) {
     r->multi->remove(r);
     if (r->kind == RequestKind::Get) {
       --r->file->inflight;
-      if (r->stream) std::erase(r->stream->inflight, r);
+      if (r->conn) std::erase(r->conn->inflight, r);
     }
     take(r);
   }
@@ -489,7 +496,7 @@ void Job::Impl::on_request_done(Request* r, CURLcode code) {
 void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
   FileTask* f = r->file;
   --f->inflight;
-  if (r->stream) std::erase(r->stream->inflight, r.get());
+  if (r->conn) std::erase(r->conn->inflight, r.get());
   Origin& o = origins[f->origin];
   if (!o.known) {  // https: ALPN told us
     long v = 0;
@@ -520,7 +527,7 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
     if (!r->abort_reason.empty()) {
       fail_file(f, r->abort_reason);
     } else if (r->range_ignored) {
-      collapse_to_single_stream(f);
+      collapse_to_one_connection(f);
     } else if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && r->stopped_at_end)) {
       if (!r->end_known) {
         f->size = r->pos;  // the body defined the size
@@ -565,7 +572,7 @@ JobProgress Job::Impl::progress() const {
   JobProgress p;
   p.state = state;
   p.bytes_total = bytes_total;
-  if (state == JobState::Discovering || state == JobState::Created)
+  if (state == JobState::Discovering || state == JobState::Queued)
     for (const FileTask& f : files) p.bytes_total += f.size.value_or(0);
   p.bytes_done = bytes_done;
   p.bytes_fetched = bytes_fetched;

@@ -54,7 +54,7 @@ struct FileTask {
   FileWork::Handle checking;
 };
 
-// A byte range of one file waiting for a stream.
+// A byte range of one file waiting for a connection.
 struct Piece {
   FileTask* file = nullptr;
   Range r;
@@ -64,9 +64,9 @@ struct Piece {
   bool fresh_connection = false;  // the last try read garbage from a reused connection
 };
 
-// One TCP connection: a multi handle whose connection pool only this stream uses.
-struct Stream {
-  Stream(Channel* c, sd_event* loop) : multi(loop), channel(c) {}
+// One TCP connection: a multi handle whose connection pool holds only it.
+struct Connection {
+  Connection(Channel* c, sd_event* loop) : multi(loop), channel(c) {}
   CurlMulti multi;
   Channel* channel;
   std::vector<Request*> inflight;
@@ -74,7 +74,7 @@ struct Stream {
 
 struct Channel {
   Chunk* chunk = nullptr;
-  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::unique_ptr<Connection>> connections;
   std::deque<Piece> queue;  // pieces of the files this channel took
 };
 
@@ -162,26 +162,26 @@ struct Job::Impl : RequestOwner {
   void dispatch_heads();
   void on_head_done(std::unique_ptr<Request> r, CURLcode code);
 
-  // schedule.cpp: the Chunk -> Channel -> Stream tree
+  // schedule.cpp: the Chunk -> Channel -> Connection tree
   void pump();
   void reconcile(Chunk& c);
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
   uint64_t piece_bytes() const;  // largest range one request asks for
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);
-  void start_get(Stream& s, const Piece& p);
+  void start_get(Connection& s, const Piece& p);
   void preempt(Request* r, bool requeue);
-  void drop_stream(Stream& s, bool requeue);
+  void drop_connection(Connection& s, bool requeue);
   void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection = false);
-  void collapse_to_single_stream(FileTask* f);
+  void collapse_to_one_connection(FileTask* f);
   void arm_retry(uint64_t at_us);
-  // Channels and streams leave the tree here; their multi handles are freed
+  // Channels and connections leave the tree here; their multi handles are freed
   // from a deferred event, never inside their own callbacks.
   void retire(std::unique_ptr<Channel> ch);
-  void retire(std::unique_ptr<Stream> s);
+  void retire(std::unique_ptr<Connection> s);
   void retire(std::unique_ptr<CurlMulti> m);
   void retire_all_channels();
-  bool stream_has_room(const Stream& s, int pp) const;
+  bool connection_has_room(const Connection& s, int pp) const;
 
   // request.cpp
   Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi);
@@ -194,7 +194,7 @@ struct Job::Impl : RequestOwner {
   Spec spec;
   JobController* controller = nullptr;
   int dir_fd = -1;
-  JobState state = JobState::Created;
+  JobState state = JobState::Queued;
   void set_state(JobState s);  // every change goes through here (and to Job::on_state)
   std::string fatal_error;
   std::string pause_reason;
@@ -205,7 +205,7 @@ struct Job::Impl : RequestOwner {
   std::map<Request*, std::unique_ptr<Request>> requests;
 
   // Discovery's own multi handle: its idle connections close with it when the
-  // transfer begins, so they do not linger beside the streams.
+  // transfer begins, so they do not linger beside the connections.
   std::unique_ptr<CurlMulti> discovery;
   std::deque<HeadItem> heads;
   int heads_inflight = 0;
@@ -220,7 +220,7 @@ struct Job::Impl : RequestOwner {
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
-  std::vector<std::unique_ptr<Stream>> retired_streams;
+  std::vector<std::unique_ptr<Connection>> retired_connections;
   std::vector<std::unique_ptr<CurlMulti>> retired_multis;
   FlowMonitor* flow_monitor = nullptr;
   uint32_t job_id = 0;

@@ -11,7 +11,7 @@
 namespace xfer {
 
 struct FileTask;
-struct Stream;
+struct Connection;
 struct Request;
 class CurlMulti;
 
@@ -41,7 +41,7 @@ struct Request {
 
   // Get: the byte range [begin, end) of file, body written at pos.
   FileTask* file = nullptr;
-  Stream* stream = nullptr;
+  Connection* conn = nullptr;
   bool ranged = false;     // a Range header was sent
   uint64_t req_begin = 0;  // first byte asked for
   uint64_t pos = 0;        // next byte to write

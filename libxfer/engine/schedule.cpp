@@ -1,6 +1,6 @@
-// The scheduler: keeps each chunk's tree of channels and streams in the shape
-// of its params (cc channels, p streams per channel, pp requests per stream),
-// and feeds streams with pieces: queued pieces of the channel's own files,
+// The scheduler: keeps each chunk's tree of channels and connections in the
+// shape of its params (cc channels, p connections per channel, pp requests
+// per connection), and feeds connections with pieces: queued pieces of the channel's own files,
 // then remainders other requests left behind, then a fresh file.
 #include <algorithm>
 
@@ -16,7 +16,7 @@ bool piece_valid(const Piece& p) {
 
 }  // namespace
 
-bool Job::Impl::stream_has_room(const Stream& s, int pp) const {
+bool Job::Impl::connection_has_room(const Connection& s, int pp) const {
   if (s.inflight.empty()) return true;
   const Origin& o = origins.at(s.inflight.front()->file->origin);
   return o.h2 && static_cast<int>(s.inflight.size()) < pp;
@@ -53,8 +53,8 @@ void Job::Impl::retire(std::unique_ptr<Channel> ch) {
   sd_event_source_set_enabled(reap_src.s, SD_EVENT_ONESHOT);
 }
 
-void Job::Impl::retire(std::unique_ptr<Stream> s) {
-  retired_streams.push_back(std::move(s));
+void Job::Impl::retire(std::unique_ptr<Connection> s) {
+  retired_connections.push_back(std::move(s));
   sd_event_source_set_enabled(reap_src.s, SD_EVENT_ONESHOT);
 }
 
@@ -66,7 +66,7 @@ void Job::Impl::retire(std::unique_ptr<CurlMulti> m) {
 void Job::Impl::retire_all_channels() {
   for (auto& c : chunks) {
     for (auto& ch : c->channels) {
-      for (auto& s : ch->streams) drop_stream(*s, false);
+      for (auto& s : ch->connections) drop_connection(*s, false);
       retire(std::move(ch));
     }
     c->channels.clear();
@@ -80,8 +80,8 @@ void Job::Impl::preempt(Request* r, bool requeue_rest) {
   std::unique_ptr<Request> owned = take(r);
   FileTask* f = r->file;
   --f->inflight;
-  if (r->stream) {
-    auto& v = r->stream->inflight;
+  if (r->conn) {
+    auto& v = r->conn->inflight;
     v.erase(std::find(v.begin(), v.end(), r));
   }
   if (!requeue_rest || f->state != FileTask::State::Active) return;
@@ -99,7 +99,7 @@ void Job::Impl::preempt(Request* r, bool requeue_rest) {
   }
 }
 
-void Job::Impl::drop_stream(Stream& s, bool requeue_rest) {
+void Job::Impl::drop_connection(Connection& s, bool requeue_rest) {
   while (!s.inflight.empty()) preempt(s.inflight.back(), requeue_rest);
 }
 
@@ -110,7 +110,7 @@ void Job::Impl::reconcile(Chunk& c) {
   size_t p = static_cast<size_t>(std::max(1, want.p));
   while (c.channels.size() > cc) {
     Channel& ch = *c.channels.back();
-    for (auto& s : ch.streams) drop_stream(*s, true);
+    for (auto& s : ch.connections) drop_connection(*s, true);
     for (auto it = ch.queue.rbegin(); it != ch.queue.rend(); ++it) c.requeued.push_front(*it);
     retire(std::move(c.channels.back()));
     c.channels.pop_back();
@@ -121,13 +121,13 @@ void Job::Impl::reconcile(Chunk& c) {
     c.channels.push_back(std::move(ch));
   }
   for (auto& ch : c.channels) {
-    while (ch->streams.size() > p) {
-      drop_stream(*ch->streams.back(), true);
-      retire(std::move(ch->streams.back()));
-      ch->streams.pop_back();
+    while (ch->connections.size() > p) {
+      drop_connection(*ch->connections.back(), true);
+      retire(std::move(ch->connections.back()));
+      ch->connections.pop_back();
     }
-    while (ch->streams.size() < p) ch->streams.push_back(std::make_unique<Stream>(ch.get(), eng.loop()));
-    for (auto& s : ch->streams) {
+    while (ch->connections.size() < p) ch->connections.push_back(std::make_unique<Connection>(ch.get(), eng.loop()));
+    for (auto& s : ch->connections) {
       // pp lowered: the newest requests beyond it give their rest back.
       int cap = std::max(1, want.pp);
       while (static_cast<int>(s->inflight.size()) > cap) preempt(s->inflight.back(), true);
@@ -161,7 +161,7 @@ bool Job::Impl::activate(FileTask* f) {
   return true;
 }
 
-// Cuts what a file still misses into pieces for the channel's p streams.
+// Cuts what a file still misses into pieces for the channel's p connections.
 void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
   int p = std::max(1, ch.chunk->params.p);
   if (!f->size) {
@@ -176,7 +176,7 @@ void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
   uint64_t missing = 0, piece = piece_bytes();
   for (const Range& g : gaps) missing += g.size();
   for (const Range& g : gaps) {
-    // Enough pieces for the gap's share of the p streams, none above the piece size.
+    // Enough pieces for the gap's share of the p connections, none above the piece size.
     uint64_t share = (uint64_t(p) * g.size() + missing - 1) / missing;
     uint64_t n = std::max<uint64_t>({1, share, (g.size() + piece - 1) / piece});
     for (const Range& r : split_range(g, static_cast<int>(std::min<uint64_t>(n, 1u << 20)), spec.opts.min_piece_bytes))
@@ -239,10 +239,10 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
   return std::nullopt;
 }
 
-void Job::Impl::start_get(Stream& s, const Piece& p) {
+void Job::Impl::start_get(Connection& s, const Piece& p) {
   FileTask* f = p.file;
   Request* r = new_request(RequestKind::Get, f, s.multi);
-  r->stream = &s;
+  r->conn = &s;
   r->req_begin = r->pos = p.r.begin;
   r->end = p.r.end;
   r->end_known = p.end_known;
@@ -267,13 +267,13 @@ void Job::Impl::pump() {
     reconcile(c);
     int pp = std::max(1, c.params.pp);
     for (auto& ch : c.channels) {
-      // Deal pieces round-robin over the channel's streams, so p pieces of a
+      // Deal pieces round-robin over the channel's connections, so p pieces of a
       // file land on p different connections.
       bool dealt = true;
       while (dealt && state == JobState::Running) {
         dealt = false;
-        for (auto& s : ch->streams) {
-          if (!stream_has_room(*s, pp)) continue;
+        for (auto& s : ch->connections) {
+          if (!connection_has_room(*s, pp)) continue;
           std::optional<Piece> p = take_piece(*ch, now);
           if (!p) break;
           if (!s->inflight.empty() && p->file->origin != s->inflight.front()->file->origin) {
@@ -284,7 +284,7 @@ void Job::Impl::pump() {
           if (pp > 1 && !o.h2 && !o.warned_h1) {
             o.warned_h1 = true;
             log::warn("{}: server speaks HTTP/1.1 only; pp={} becomes back-to-back requests on one reused "
-                      "connection per stream", p->file->origin, pp);
+                      "connection", p->file->origin, pp);
           }
           start_get(*s, *p);
           dealt = true;
@@ -297,7 +297,7 @@ void Job::Impl::pump() {
     bool busy = !c.fresh.empty() || !c.requeued.empty();
     for (auto& ch : c.channels) {
       busy = busy || !ch->queue.empty();
-      for (auto& s : ch->streams) busy = busy || !s->inflight.empty();
+      for (auto& s : ch->connections) busy = busy || !s->inflight.empty();
     }
     if (!busy) {
       bool repaired = false;
@@ -320,9 +320,9 @@ void Job::Impl::pump() {
   maybe_finish_job();
 }
 
-// The server ignored a Range request: only one stream from byte 0 can fetch it.
-void Job::Impl::collapse_to_single_stream(FileTask* f) {
-  log::warn("{}: server ignores Range requests; fetching it whole on one stream", f->entry->name);
+// The server ignored a Range request: only one connection from byte 0 can fetch it.
+void Job::Impl::collapse_to_one_connection(FileTask* f) {
+  log::warn("{}: server ignores Range requests; fetching it whole on one connection", f->entry->name);
   f->ranges_ok = false;
   for (auto it = requests.begin(); it != requests.end();) {
     Request* r = (it++)->first;

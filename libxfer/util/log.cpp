@@ -48,12 +48,12 @@ void set_level(const std::string& level) {
 
 void to_stderr() { use("xfer", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()); }
 
-std::string to_journal_or_stderr() {
+std::string to_journal_or_stderr(const std::string& identifier) {
   if (!std::getenv("JOURNAL_STREAM") && !std::getenv("INVOCATION_ID")) {
     to_stderr();
     return "stderr";
   }
-  use("xferd", std::make_shared<spdlog::sinks::systemd_sink_mt>("xferd"));
+  use(identifier, std::make_shared<spdlog::sinks::systemd_sink_mt>(identifier));
   return "journal";
 }
 

@@ -18,8 +18,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (std::string(e.what()).rfind("fuzz.conf", 0) != 0 && std::string(e.what()).rfind("built-in", 0) != 0) std::abort();
     return 0;
   }
-  if (!std::isfinite(c.bandwidth_mbps) || !std::isfinite(c.keep_finished_days)) std::abort();
+  // Whatever was accepted is a value of the option table.
+  auto valid = [](const xfer::OptionValues& v) {
+    for (const auto& [k, x] : v.items()) {
+      const xfer::OptionSpec* o = xfer::find_option(k);
+      if (!o || !xfer::check_option(*o, x).empty()) return false;
+    }
+    return true;
+  };
+  if (!valid(c.values) || !std::isfinite(c.keep_finished_days)) std::abort();
   for (const auto& [name, p] : c.policies)
-    if (!std::isfinite(p.target_mbps) || !std::isfinite(p.target_pct)) std::abort();
+    if (!valid(p.values)) std::abort();
   return 0;
 }

@@ -56,6 +56,13 @@ TEST(Daemon, ServesTheCheckedInInterfaceAndNotifiesSystemd) {
       << signals;
   EXPECT_NE(signals.find("'BytesDone': <uint64 " + std::to_string(env.data.bytes) + ">"), std::string::npos) << signals;
   EXPECT_NE(signals.find("org.xferd.Job1.Finished ('done', '{"), std::string::npos) << signals;
+  // PropertiesChanged names what changed, not every property each time: the
+  // job's end announces its state and summary, not its unchanged file count.
+  size_t done_at = signals.find("{'State': <'done'>");
+  ASSERT_NE(done_at, std::string::npos) << signals;
+  std::string done_line = signals.substr(done_at, signals.find('\n', done_at) - done_at);
+  EXPECT_EQ(done_line.find("'FilesTotal'"), std::string::npos) << done_line;
+  EXPECT_NE(done_line.find("'Summary'"), std::string::npos) << done_line;
   std::ifstream in(XFER_SOURCE_DIR "/daemon/org.xferd.Xferd1.xml");
   std::stringstream ref;
   ref << in.rdbuf();
@@ -352,12 +359,13 @@ TEST(Daemon, BrokenConfigStopsStartupAndReloadKeepsTheOldOne) {
     Xferd broken("[limits]\nmax_jobs_per_user = 4\nmax_channels = \"lots\"\n");
     Shell check = run(bin("xferd") + " --check-config --config " + broken.config_file + " --config-dir " + broken.config_dir);
     EXPECT_EQ(check.status, 1);
-    EXPECT_NE(check.out.find(broken.config_file + ":3: [limits] max_channels: expected an integer"), std::string::npos)
+    EXPECT_NE(check.out.find(broken.config_file + ":3: [limits] max_channels takes an integer, not \"lots\""), std::string::npos)
         << check.out;
     Shell start = run(bin("xferd") + " --config " + broken.config_file + " --config-dir " + broken.config_dir +
                       " --state-dir " + broken.state_dir);
     EXPECT_EQ(start.status, 1);
-    EXPECT_NE(start.out.find(":3: [limits] max_channels: expected an integer; not started"), std::string::npos) << start.out;
+    EXPECT_NE(start.out.find(":3: [limits] max_channels takes an integer, not \"lots\"; not started"), std::string::npos)
+        << start.out;
     EXPECT_FALSE(fs::exists(broken.state_dir + "/xferd.db"));  // nothing touched
   }
   Xferd x("[kernel]\nmode = \"off\"\n");
@@ -367,7 +375,8 @@ TEST(Daemon, BrokenConfigStopsStartupAndReloadKeepsTheOldOne) {
   Shell r = run("gdbus call --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1 --method org.xferd.Manager1.Reload");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("org.xferd.Xferd1.Error.ConfigInvalid"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(dropin + ":3: [policy.lab] max_channels: must be between 0 and 4096"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(dropin + ":3: [policy.lab] max_channels must be between 1 and 4096, not -3"), std::string::npos)
+      << r.out;
   Shell p = run(bin("xferctl") + " policies --json");
   ASSERT_EQ(p.status, 0) << p.out;
   EXPECT_EQ(nlohmann::json::parse(p.out).size(), 7u) << "the configuration in use changed";
@@ -459,4 +468,33 @@ TEST(Daemon, ACalibratedPowerModelReachesItsJobs) {
   std::ofstream(conf) << "[energy]\npower_model = \"" << dir << "/none.toml\"\n";
   Shell none = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
   EXPECT_EQ(none.status, 0) << none.out;
+}
+
+// One option table: a value out of its range is refused with the same words
+// by xferctl run, xferctl submit, the config (--check-config) and D-Bus.
+TEST(Daemon, AnOptionOutOfRangeGetsTheSameWordsEverywhere) {
+  const std::string words = "target_pct must be between 1 and 100, not 150";
+  Env env;
+  std::string m = env.manifest_file(env.data.manifest(env.nginx.url(false, "/")));
+  std::string dest = env.dest();
+  Shell run_cli = run(bin("xferctl") + " run --manifest " + m + " --dest " + dest +
+                      " --sla throughput-target --target-pct 150 --no-progress");
+  EXPECT_NE(run_cli.status, 0);
+  EXPECT_NE(run_cli.out.find(words), std::string::npos) << run_cli.out;
+  Shell submit_cli = run(bin("xferctl") + " submit --manifest " + m + " --dest " + dest +
+                         " --policy throughput-target --target-pct 150");
+  EXPECT_NE(submit_cli.status, 0);
+  EXPECT_NE(submit_cli.out.find(words), std::string::npos) << submit_cli.out;
+  Shell bus = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 SubmitManifest 'sssa{sv}' " +
+                  shq(env.data.manifest(env.nginx.url(false, "/"))) + " " + shq(dest) +
+                  " throughput-target 1 target_pct d 150");
+  EXPECT_NE(bus.status, 0);
+  EXPECT_NE(bus.out.find(words), std::string::npos) << bus.out;
+  std::string dir = make_temp_dir("optconf");
+  std::ofstream(dir + "/xferd.conf") << "[policy.half]\nalgorithm = \"throughput-target\"\ntarget_pct = 150\n";
+  Shell conf = run(bin("xferd") + " --check-config --config " + dir + "/xferd.conf --config-dir " + dir + "/none");
+  EXPECT_EQ(conf.status, 1);
+  EXPECT_NE(conf.out.find(dir + "/xferd.conf:3: [policy.half] " + words), std::string::npos) << conf.out;
+  // Nothing was fetched by any of them.
+  EXPECT_TRUE(fs::is_empty(dest));
 }

@@ -419,7 +419,9 @@ TEST(Trust, MemoryStaysBoundedWhateverIsSubmitted) {
   Shell sub;
   double submit_s = seconds_of([&] { sub = run(bin("xferctl") + " submit --manifest " + mfile + " --dest " + dest); });
   ASSERT_EQ(sub.status, 0) << sub.out;
-  EXPECT_LT(submit_s, kSanitized ? 10.0 : 2.0);  // an unoptimised sanitizer build parses ~4x slower
+  // Well inside D-Bus's 25 s call timeout: an unoptimised sanitizer build
+  // parses ~4x slower, and a loaded 2-core machine doubles that again.
+  EXPECT_LT(submit_s, kSanitized ? 20.0 : 2.0);
   std::string path = path_in(sub.out);
   wait_bytes(path, 100 * 1000, 60);  // a thousand files in
   uint64_t running = 0;

@@ -79,7 +79,7 @@ Dataset dataset(int html, int image, int video, double video_scale = 0.5);
 
 struct RunResult {
   nlohmann::json summary;
-  xfer::JobState state = xfer::JobState::Created;
+  xfer::JobState state = xfer::JobState::Queued;
   uint64_t bytes_fetched = 0;
 };
 // Called after each interval; a hook may apply params through the loop.

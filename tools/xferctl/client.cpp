@@ -15,7 +15,7 @@
 #include <sstream>
 #include <variant>
 
-#include "job_options.h"
+#include "xfer/options.h"
 #include "progress.h"
 
 namespace xferctl {
@@ -255,7 +255,7 @@ std::string absolute(const std::string& dir) {
 
 struct SubmitArgs {
   std::string manifest, dest = ".", policy;
-  std::map<std::string, std::string> options;  // from the option table
+  xfer::OptionValues options = xfer::OptionValues::object();  // flags of the option table (scope kJob)
   bool wait = false, json = false, no_progress = false;
 };
 
@@ -266,15 +266,18 @@ int submit(const SubmitArgs& a) {
   Msg reply = own(bus.call(kManager, kManagerIface, "SubmitManifest", [&](sd_bus_message* m) {
     int r = sd_bus_message_append(m, "sss", text.c_str(), dest.c_str(), a.policy.c_str());
     if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
-    for (const auto& [key, value] : a.options) {
-      for (const xferd::JobOption& o : xferd::kJobOptions) {
-        if (key != o.name || r < 0) continue;
-        // A file the daemon reads (as the caller) is named by its absolute path.
-        if (key == "ca_file") r = sd_bus_message_append(m, "{sv}", o.name, "s", absolute(value).c_str());
-        else if (o.type == 's') r = sd_bus_message_append(m, "{sv}", o.name, "s", value.c_str());
-        else if (o.type == 'u') r = sd_bus_message_append(m, "{sv}", o.name, "u", uint32_t(std::stoul(value)));
-        else r = sd_bus_message_append(m, "{sv}", o.name, "d", std::stod(value));
-      }
+    for (const auto& [key, value] : a.options.items()) {
+      if (r < 0) break;
+      const xfer::OptionSpec* o = xfer::find_option(key);
+      // A file the daemon reads (as the caller) is named by its absolute path.
+      if (o->type == xfer::OptionType::Path)
+        r = sd_bus_message_append(m, "{sv}", key.c_str(), "s", absolute(value.get<std::string>()).c_str());
+      else if (value.is_string())
+        r = sd_bus_message_append(m, "{sv}", key.c_str(), "s", value.get<std::string>().c_str());
+      else if (value.is_number_integer())
+        r = sd_bus_message_append(m, "{sv}", key.c_str(), "x", value.get<int64_t>());
+      else
+        r = sd_bus_message_append(m, "{sv}", key.c_str(), "d", value.get<double>());
     }
     if (r >= 0) r = sd_bus_message_close_container(m);
     return r;
@@ -422,15 +425,24 @@ std::function<int()> add_client_commands(CLI::App& app) {
   submit_cmd->add_option("--manifest", sa->manifest, "manifest: one 'URL [SIZE] [sha256:HEX]' a line; - for stdin")->required();
   submit_cmd->add_option("--dest", sa->dest, "destination directory (default: here)");
   submit_cmd->add_option("--policy", sa->policy, "SLA policy by name (xferctl policies); default: the daemon's");
-  for (const xferd::JobOption& o : xferd::kJobOptions) {
-    std::string flag = std::string("--") + o.name;
-    for (char& c : flag)
-      if (c == '_') c = '-';
-    std::string key = o.name;
-    auto* opt = submit_cmd->add_option_function<std::string>(
-        flag, [sa, key](const std::string& v) { sa->options[key] = v; }, o.help);
-    if (o.type == 'd') opt->check(CLI::PositiveNumber);
-    if (o.type == 'u') opt->check(CLI::Range(1, 1 << 20));
+  for (const xfer::OptionSpec& o : xfer::option_table()) {
+    if (!(o.scopes & xfer::kJob)) continue;
+    // Read and checked by the table, as the daemon checks it.
+    submit_cmd
+        ->add_option_function<std::string>(
+            o.flag_name(),
+            [sa, &o](const std::string& text) {
+              std::string why;
+              sa->options[o.name] = xfer::option_from_text(o, text, &why);
+            },
+            o.help)
+        ->check(CLI::Validator(
+            [&o](std::string& text) {
+              std::string why;
+              xfer::option_from_text(o, text, &why);
+              return why;
+            },
+            "", o.name));
   }
   submit_cmd->add_flag("--wait", sa->wait, "follow the job until it ends (progress bar on a terminal), show the result");
   submit_cmd->add_flag("--json", sa->json, "print JSON (with --wait: the job's summary)");

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "client.h"
+#include "paths.h"
 #include "progress.h"
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
@@ -21,6 +22,8 @@
 #include "xfer/kernel.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
+#include "xfer/options.h"
+#include "xfer/safe_open.h"
 #include "xfer/text.h"
 #include "xfer/tuner.h"
 
@@ -52,33 +55,12 @@ bool wait_signal(int ms) {
 
 
 struct RunArgs {
-  std::string manifest, dest, sla, http = "auto", log_level = "warn";
-  int cc = 0, p = 0, pp = 0;
-  long interval_ms = 5000, sync_ms = 5000;
-  double bandwidth_mbps = 1000, rtt_ms = 0;
-  int max_channels = 32;
-  std::string ca_file;
-  uint64_t max_file_bytes = 0;
+  std::string manifest, dest, sla, log_level = "warn";
   bool json = false, no_progress = false;
-  std::string flows = "ebpf";
-  double target_mbps = 0, target_pct = 0;
-  int search_step = 0;
-  std::vector<int> search_levels;
-  std::string kernel = "auto", kernel_state = xfer::KernelJournal::kDefaultPath;
-  int min_cores = 1, cores = 0;
-  long freq_khz = 0;
-  std::string energy_scope = "machine", model = xfer::kDefaultPowerModelPath;
+  // Every other flag is an option of xfer::option_table() (scope kRun),
+  // checked by the table as it is read.
+  xfer::OptionValues options = xfer::OptionValues::object();
 };
-
-// --kernel auto: hotplug where this process may write cpuN/online, else
-// affinity (only this process's threads), and says which.
-xfer::CoreControl::Mode kernel_mode(const std::string& k) {
-  if (k == "hotplug") return xfer::CoreControl::Mode::Hotplug;
-  if (k == "affinity") return xfer::CoreControl::Mode::Affinity;
-  bool can = access("/sys/devices/system/cpu/cpu1/online", W_OK) == 0;
-  if (!can) xfer::log::info("kernel layer: cpu hotplug not writable here; cores by affinity (this process only)");
-  return can ? xfer::CoreControl::Mode::Hotplug : xfer::CoreControl::Mode::Affinity;
-}
 
 void raise_fd_limit() {
   rlimit rl{};
@@ -88,7 +70,7 @@ void raise_fd_limit() {
   }
 }
 
-xfer::PowerCoefficients coefficients(const std::string& path) { return xfer::load_power_model(path); }
+
 
 int run(const RunArgs& a) {
   xfer::log::set_level(a.log_level);
@@ -101,80 +83,55 @@ int run(const RunArgs& a) {
     return kUsage;
   }
 
-  bool fixed = a.cc > 0 || a.p > 0 || a.pp > 0;
+  const xfer::OptionValues& o = a.options;
+  bool fixed = o.contains("cc") || o.contains("p") || o.contains("pp");
   std::string policy = a.sla.empty() ? (fixed ? "static" : "min-energy") : a.sla;
-  if (fixed && policy != "static") {
-    fmt::print(stderr, "xferctl: --cc/--p/--pp fix the params; they go with --sla static, not --sla {}\n", policy);
-    return kUsage;
-  }
-  if ((a.target_mbps > 0 || a.target_pct > 0) && policy != "throughput-target") {
-    fmt::print(stderr, "xferctl: --target-mbps/--target-pct go with --sla throughput-target\n");
-    return kUsage;
-  }
-  if (a.target_mbps > 0 && a.target_pct > 0) {
-    fmt::print(stderr, "xferctl: give --target-mbps or --target-pct, not both\n");
-    return kUsage;
-  }
-  if ((a.cores > 0 || a.freq_khz > 0) && policy != "static") {
-    fmt::print(stderr, "xferctl: --cores/--freq-khz fix the kernel layer; they go with --sla static\n");
-    return kUsage;
-  }
-  xfer::TunerOptions topts;
-  topts.fixed = xfer::ChunkParams{std::max(1, a.cc), std::max(1, a.p), std::max(1, a.pp)};
-  topts.fixed_cores = a.cores;
-  topts.fixed_freq_khz = a.freq_khz;
-  topts.target_mbps = a.target_mbps;
-  topts.target_pct = a.target_pct;
-  topts.search_step = a.search_step;
-  topts.search_levels = a.search_levels;
-  topts.kernel = a.kernel != "off";
+  xfer::OptionLayers layers;
+  layers.defaults = {{"kernel_state", xferd::kKernelState}, {"power_model", xferd::kPowerModel}};
+  layers.job = o;
+  layers.job_scope = xfer::kRun;
+  xfer::JobSetup setup;
   std::unique_ptr<xfer::Tuner> tuner;
   try {
-    tuner = xfer::make_tuner(policy, topts);
-  } catch (const std::invalid_argument& e) {
+    setup = xfer::setup_job(policy, layers);
+    tuner = xfer::make_tuner(policy, setup.tuner);
+  } catch (const std::invalid_argument& e) {  // OptionError, or an unknown --sla
     fmt::print(stderr, "xferctl: {}\n", e.what());
     return kUsage;
+  }
+  const xfer::OptionValues& v = setup.values;
+
+  xfer::EngineOptions opts = setup.engine;
+  if (v.contains("ca_file")) {
+    std::string ca_file = v["ca_file"].get<std::string>();
+    try {
+      opts.ca_pem = xfer::read_small_file(ca_file, 1 << 20, "file of PEM certificates");
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xferctl: --ca-file: {}\n", xfer::printable(e.what()));
+      return kUsage;
+    }
+    if (opts.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      fmt::print(stderr, "xferctl: --ca-file {}: not a file of PEM certificates\n", xfer::printable(ca_file));
+      return kUsage;
+    }
   }
 
   sd_event* loop = nullptr;
   sd_event_new(&loop);
   block_stop_signals();  // sd-event receives them
 
-  xfer::EngineOptions opts;
-  opts.http = a.http;
-  opts.interval_ms = a.interval_ms;
-  opts.sync_ms = a.sync_ms;
-  opts.bandwidth_mbps = a.bandwidth_mbps;
-  opts.rtt_ms = a.rtt_ms;
-  opts.max_channels = a.max_channels;
-  opts.max_file_bytes = a.max_file_bytes;
-  if (!a.ca_file.empty()) {
-    std::ifstream ca(a.ca_file, std::ios::binary);
-    std::ostringstream pem;
-    pem << ca.rdbuf();
-    opts.ca_pem = pem.str();
-    if (!ca || opts.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      fmt::print(stderr, "xferctl: --ca-file {}: not a readable file of PEM certificates\n", xfer::printable(a.ca_file));
-      return kUsage;
-    }
-  }
-
   int rc = kOk;
   std::unique_ptr<xfer::FlowMonitor> monitor;
-  if (a.flows != "off") monitor = xfer::make_flow_monitor(a.flows == "ebpf");
+  if (v["flows"] != "off") monitor = xfer::make_flow_monitor(v["flows"] == "ebpf");
   std::unique_ptr<xfer::Machine> machine;
   std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
-  std::string kernel_note = a.kernel == "off" ? "--kernel off" : "";
+  std::string kernel_note = setup.kernel ? "" : "--kernel off";
   try {
-    machine = xfer::make_machine(coefficients(a.model), a.energy_scope == "process" ? xfer::EnergyScope::Process
-                                                                                    : xfer::EnergyScope::Machine);
-    if (a.kernel != "off") {
-      xfer::KernelLayer::Config kc;
-      kc.mode = kernel_mode(a.kernel);
-      kc.min_cores = a.min_cores;
-      kc.state_file = a.kernel_state;
+    machine = xfer::make_machine(xfer::load_power_model(v["power_model"].get<std::string>()),
+                                 v["energy_scope"] == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
+    if (setup.kernel) {
       try {
-        kernel = std::make_unique<xfer::KernelLayer>(kc);
+        kernel = std::make_unique<xfer::KernelLayer>(setup.kernel_config);
       } catch (const std::exception& e) {
         // The transfer goes on without it: the kernel layer is someone
         // else's (KernelBusy), or this user may not keep its journal.
@@ -267,7 +224,7 @@ int energy(const std::string& model_path, int count) {
   block_stop_signals();
   std::unique_ptr<xfer::EnergyMeter> meter;
   try {
-    meter = xfer::make_energy_meter(coefficients(model_path));
+    meter = xfer::make_energy_meter(xfer::load_power_model(model_path));
   } catch (const std::exception& e) {
     fmt::print(stderr, "xferctl: {}\n", e.what());
     return kUsage;
@@ -295,7 +252,7 @@ int calibrate(const std::string& out) {
                e.what());
     return kFatal;
   }
-  return xfer::run_calibration(out) ? kOk : kFatal;
+  return xfer::run_calibration(out, xferd::kKernelState) ? kOk : kFatal;
 }
 
 // xferctl kernel: set cores / frequency (journalled), hold until a signal, restore.
@@ -350,54 +307,45 @@ int main(int argc, char** argv) {
   std::string policies;
   for (const auto& e : xfer::tuner_registry()) policies += (policies.empty() ? "" : ", ") + e.name;
   run_cmd->add_option("--sla", ra.sla, "SLA policy (" + policies + "); default min-energy, or static with --cc/--p/--pp");
-  run_cmd->add_option("--target-mbps", ra.target_mbps, "throughput-target: the target in Mbit/s")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--target-pct", ra.target_pct, "throughput-target: percent of the maximum, measured first")
-      ->check(CLI::Range(1.0, 100.0));
-  run_cmd->add_option("--search-step", ra.search_step, "energy-efficient: cc step of the search (2 HTEE, 4 EE)")
-      ->check(CLI::Range(1, 1024));
-  run_cmd->add_option("--search-levels", ra.search_levels, "energy-efficient: the levels to try (e.g. 1,5,9; one level: no search)")
-      ->delimiter(',')->check(CLI::Range(1, 4096));
-  run_cmd->add_option("--kernel", ra.kernel, "kernel layer: auto (hotplug if writable, else affinity), hotplug, affinity, off")
-      ->check(CLI::IsMember({"auto", "hotplug", "affinity", "off"}));
-  run_cmd->add_option("--min-cores", ra.min_cores, "kernel layer: never fewer cores than this")->check(CLI::Range(1, 4096));
-  run_cmd->add_option("--kernel-state", ra.kernel_state, "kernel layer: journal of original values");
-  run_cmd->add_option("--cores", ra.cores, "static: online cores")->check(CLI::Range(1, 4096));
-  run_cmd->add_option("--freq-khz", ra.freq_khz, "static: CPU frequency")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--energy-scope", ra.energy_scope,
-                      "power model input: machine (all CPUs) or process (this process's CPU time; for test beds)")
-      ->check(CLI::IsMember({"machine", "process"}));
-  run_cmd->add_option("--model", ra.model, "power model coefficients (TOML) from xferctl calibrate; the paper's when the file is not there")
-      ->capture_default_str();
-  run_cmd->add_option("--cc", ra.cc, "concurrency: files in flight per chunk")->check(CLI::Range(1, 1024));
-  run_cmd->add_option("--p", ra.p, "parallelism: range streams (TCP connections) per file")->check(CLI::Range(1, 64));
-  run_cmd->add_option("--pp", ra.pp, "pipelining: requests outstanding per connection")->check(CLI::Range(1, 128));
-  run_cmd->add_option("--interval-ms", ra.interval_ms, "control interval")->check(CLI::Range(100, 600000));
-  run_cmd->add_option("--sync-ms", ra.sync_ms, "received data is fdatasync'd (and so survives a power loss) this often")
-      ->check(CLI::Range(200, 3600000));
-  run_cmd->add_option("--http", ra.http, "http:// origins: auto (try h2c), 1.1, h2c")->check(CLI::IsMember({"auto", "1.1", "h2c"}));
-  run_cmd->add_option("--bandwidth-mbps", ra.bandwidth_mbps, "link rate used for the BDP")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--rtt-ms", ra.rtt_ms, "RTT used for the BDP (default: measured)")->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--max-channels", ra.max_channels, "cap on channels (files in flight) over all chunks")->check(CLI::Range(1, 4096));
-  run_cmd->add_option("--ca-file", ra.ca_file, "https: verify servers against these PEM CA certificates instead of the system's");
-  run_cmd->add_option("--max-file-bytes", ra.max_file_bytes, "a file larger than this fails (0: no limit)");
+  for (const xfer::OptionSpec& o : xfer::option_table()) {
+    if (!(o.scopes & xfer::kRun)) continue;
+    std::string help = o.help;
+    if (!o.def.is_null()) help += " (default: " + (o.def.is_string() ? o.def.get<std::string>() : o.def.dump()) + ")";
+    if (o.name == "kernel_state") help += std::string(" (default: ") + xferd::kKernelState + ")";
+    if (o.name == "power_model") help += std::string(" (default: ") + xferd::kPowerModel + ")";
+    // The table reads and checks the value: the same words as the config and D-Bus.
+    run_cmd
+        ->add_option_function<std::string>(
+            o.flag_name(),
+            [&ra, &o](const std::string& text) {
+              std::string why;
+              ra.options[o.name] = xfer::option_from_text(o, text, &why);
+            },
+            help)
+        ->check(CLI::Validator(
+            [&o](std::string& text) {
+              std::string why;
+              xfer::option_from_text(o, text, &why);
+              return why;
+            },
+            "", o.name));
+  }
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
-  run_cmd->add_option("--flows", ra.flows, "per-flow metrics: ebpf (falls back to tcp_info), tcp_info, off")
-      ->check(CLI::IsMember({"ebpf", "tcp_info", "off"}));
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
 
-  std::string model_path = xfer::kDefaultPowerModelPath;
+  std::string model_path = xferd::kPowerModel;
   int energy_count = 0;
   CLI::App* energy_cmd = app.add_subcommand("energy", "print the energy source and a reading every second");
   energy_cmd->add_option("--model", model_path, "power model coefficients (TOML), e.g. from xferctl calibrate");
   energy_cmd->add_option("--count", energy_count, "stop after this many readings (default: until interrupted)");
-  std::string calib_out = xfer::kDefaultPowerModelPath;
+  std::string calib_out = xferd::kPowerModel;
   CLI::App* calib_cmd = app.add_subcommand("calibrate", "fit the power model to this machine (needs RAPL)");
   calib_cmd->add_option("--out", calib_out, "where the coefficients go");
   int k_cores = 0;
   unsigned long k_freq = 0;
   bool k_hold = false, k_restore = false;
-  std::string k_state = xfer::KernelJournal::kDefaultPath, k_mode = "hotplug";
+  std::string k_state = xferd::kKernelState, k_mode = "hotplug";
   CLI::App* kernel_cmd = app.add_subcommand("kernel", "set online cores / CPU frequency (restored on exit)");
   kernel_cmd->add_option("--cores", k_cores, "online CPUs")->check(CLI::Range(1, 4096));
   kernel_cmd->add_option("--freq-khz", k_freq, "CPU frequency");

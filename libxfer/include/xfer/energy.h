@@ -47,6 +47,7 @@ struct PowerCoefficients {
   double tdp_ratio = 1.0;                // eq. 3: TDP here / TDP where fitted
   double idle_watts = 0;
   std::string origin = "energy-aware-transfer-algorithms.txt eq. 2 (paper defaults)";
+  std::string file;  // the file they were read from ("" : built in)
 
   double c_cpu(int cores) const { return cpu_a * cores * cores + cpu_b * cores + cpu_c; }
   bool fine_grained() const { return memory != 0 || disk != 0 || nic != 0; }
@@ -56,10 +57,6 @@ struct PowerCoefficients {
   static PowerCoefficients load(const std::string& path);  // throws std::runtime_error (file:line: reason)
   void save(const std::string& path) const;
 };
-
-// Where `xferctl calibrate` writes the fitted model and where xferd and
-// xferctl run read it ([energy] power_model, --model).
-inline constexpr const char* kDefaultPowerModelPath = "/etc/xferd/power-model.toml";
 
 // The model at path: its coefficients; the paper's defaults when no file is
 // there (logged, naming the path and `xferctl calibrate`). Any other problem
@@ -104,7 +101,9 @@ class ModelMeter : public EnergyMeter {
   std::string source() const override;
   bool measured() const override { return false; }
   EnergySample sample() override;
-  std::string basis() const override { return "power model, coefficients from " + coef_.origin; }
+  std::string basis() const override {
+    return "power model, coefficients " + (coef_.file.empty() ? "built in: " + coef_.origin : "from " + coef_.file + " (" + coef_.origin + ")");
+  }
 
  private:
   PowerCoefficients coef_;
@@ -156,6 +155,7 @@ PowerCoefficients fit_power_model(const std::vector<CalibrationSample>& samples)
 // journalled and restored) and duty level, memory, disk and loopback network
 // load, sampling RAPL and utilisation every second; fits and writes the
 // coefficient file. Needs RAPL. Returns false (and logs why) on failure.
-bool run_calibration(const std::string& out_path, double seconds_per_level = 4);
+// kernel_state: the kernel layer's journal (cores are changed and restored).
+bool run_calibration(const std::string& out_path, const std::string& kernel_state, double seconds_per_level = 4);
 
 }  // namespace xfer

@@ -1,24 +1,26 @@
-// The transfer engine: one curl_multi driven by an sd-event loop through
-// libcurl's socket and timer callbacks (no busy poll), and the Job that
-// schedules a dataset over it: Job -> Chunk -> Channel -> Stream -> Request.
+// The transfer engine: one curl_multi per connection driven by an sd-event
+// loop through libcurl's socket and timer callbacks (no busy poll), and the
+// Job that schedules a dataset over them:
+// Job -> Chunk -> Channel -> Connection -> Request.
 //
-//   Chunk    Small / Medium / Large group of files with its own ChunkParams.
-//   Channel  one of the chunk's cc lanes; takes a file and cuts it into up
-//            to p ranges.
-//   Stream   one TCP connection of a channel (p per channel): a curl share
-//            handle with its own connection cache, so requests on a stream
-//            reuse exactly that connection. Up to pp requests are outstanding
-//            on it when the origin speaks HTTP/2 (h2, or h2c with prior
-//            knowledge); an HTTP/1.1 origin gets back-to-back requests on the
-//            reused connection instead, and the job says so.
-//   Request  one easy handle: a byte range of one file.
+//   Chunk       Small / Medium / Large group of files with its own ChunkParams.
+//   Channel     one of the chunk's cc lanes; takes a file and cuts it into up
+//               to p ranges.
+//   Connection  one TCP connection of a channel (p per channel): a curl multi
+//               handle of its own, whose connection pool holds only that
+//               connection, so the requests given to it reuse exactly it. Up
+//               to pp requests are outstanding on it (HTTP/2 streams) when the
+//               origin speaks HTTP/2 (h2, or h2c with prior knowledge); an
+//               HTTP/1.1 origin gets back-to-back requests on it instead, and
+//               the job says so.
+//   Request     one easy handle: a byte range of one file.
 //
 // A file is fetched in pieces: byte ranges of at most max(8 MiB, 64 BDP),
-// and at least p of them, so that p streams can work on one file and new
+// and at least p of them, so that p connections can work on one file and new
 // params reach a file in flight at the next piece boundary without cutting
 // anything. Live re-tuning (Job::apply) reconciles the tree with new params:
-// new channels and streams start at once; surplus ones are pre-empted and the
-// unreceived rest of their ranges goes back to the chunk's queue. Nothing
+// new channels and connections start at once; surplus ones are pre-empted and
+// the unreceived rest of their ranges goes back to the chunk's queue. Nothing
 // received is thrown away and nothing is fetched twice (beyond what a
 // pre-empted connection had in flight).
 #pragma once
@@ -33,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xfer/flow_monitor.h"
@@ -49,8 +52,8 @@ struct Request;
 class FileWork;
 
 // One curl_multi on an sd-event loop, through libcurl's socket and timer
-// callbacks. Every Stream of a job owns one: libcurl keeps its connection pool
-// per multi handle, so a stream's requests reuse exactly its own connection
+// callbacks. Every Connection of a job owns one: libcurl keeps its connection pool
+// per multi handle, so a Connection's requests reuse exactly its own TCP connection
 // (HTTP/1.1 back to back, HTTP/2 multiplexed). Sharing one multi and
 // partitioning its pool with share handles (CURL_LOCK_DATA_CONNECT) does not
 // work for HTTP/2: libcurl does not multiplex over a shared cache.
@@ -137,8 +140,12 @@ struct EngineOptions {
   std::string ca_pem;
 };
 
-enum class JobState { Created, Discovering, Running, Paused, Done, Failed, Cancelled };
+// A job's state; text only where it leaves the program (D-Bus, the store,
+// the report). Queued: not started yet.
+enum class JobState { Queued, Discovering, Running, Paused, Done, Failed, Cancelled };
 const char* to_string(JobState s);
+std::optional<JobState> job_state_from(std::string_view text);
+inline bool finished(JobState s) { return s == JobState::Done || s == JobState::Failed || s == JobState::Cancelled; }
 
 struct FailedFile {
   std::string url;
@@ -175,7 +182,7 @@ struct OriginStatus {
 };
 
 struct JobProgress {
-  JobState state = JobState::Created;
+  JobState state = JobState::Queued;
   uint64_t bytes_total = 0;  // known sizes only
   uint64_t bytes_done = 0;   // on disk (resumed + fetched)
   uint64_t bytes_fetched = 0;  // from the network in this run

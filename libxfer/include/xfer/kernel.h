@@ -20,11 +20,10 @@ namespace xfer {
 // after a reboot the kernel state is the boot default anyway.
 class KernelJournal {
  public:
-  static constexpr const char* kDefaultPath = "/run/xferd/kernel-state.json";
   // Takes the journal's lock (STATE_FILE.lock, flock): one process owns the
   // kernel layer at a time. Throws KernelBusy when a live process holds it;
   // otherwise restores what a dead owner left, then starts empty.
-  explicit KernelJournal(std::string state_file = kDefaultPath);
+  explicit KernelJournal(std::string state_file);
   ~KernelJournal();  // restores, releases the lock
   KernelJournal(const KernelJournal&) = delete;
   KernelJournal& operator=(const KernelJournal&) = delete;
@@ -36,7 +35,7 @@ class KernelJournal {
   std::vector<std::string> restore();
   // A state file left by a process that died: restore it. True if there was
   // one. Throws KernelBusy when its owner is alive (it is not a leftover).
-  static bool restore_leftover(const std::string& state_file = kDefaultPath);
+  static bool restore_leftover(const std::string& state_file);
   const std::string& state_file() const { return file_; }
 
  private:
@@ -115,7 +114,7 @@ class KernelLayer {
     int max_cores = 0;       // never more cores than this (0: all)
     long min_freq_khz = 0;   // frequency range the tuner may use (0: the driver's)
     long max_freq_khz = 0;
-    std::string state_file = KernelJournal::kDefaultPath;
+    std::string state_file;  // the journal (the front end's path)
     std::string sysfs_root = "/sys/devices/system/cpu";
   };
   explicit KernelLayer(Config cfg);

@@ -17,6 +17,6 @@ void set_level(const std::string& level);
 void to_stderr();
 // The daemon: to the journal when it runs under systemd (JOURNAL_STREAM or
 // INVOCATION_ID set), else stderr. Returns "journal" or "stderr".
-std::string to_journal_or_stderr();
+std::string to_journal_or_stderr(const std::string& identifier);
 
 }  // namespace xfer::log

@@ -48,7 +48,6 @@ class Machine {
   // subtracted from the interfaces.
   using ReceivedBytes = std::function<uint64_t()>;
   void join(uint32_t job, ReceivedBytes received);
-  void leave(uint32_t job);
 
   // What a job is owed since its previous take (or its join).
   struct Share {
@@ -58,6 +57,8 @@ class Machine {
     std::optional<double> cpu_pct;         // mean over the interval
   };
   Share take(uint32_t job);
+  // The last share, and the job is gone from the shares.
+  Share leave(uint32_t job);
 
   const EnergyMeter* meter() const { return src_.meter.get(); }
   // Another meter from now on (a reloaded power model): what the old one

@@ -1,0 +1,357 @@
+#include "xfer/options.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <limits>
+
+#include "xfer/log.h"
+#include "xfer/text.h"
+
+namespace xfer {
+
+namespace {
+
+constexpr unsigned kAll = kGlobal | kPolicy | kJob | kRun;
+constexpr double kMaxBytes = 9.2e18;  // below INT64_MAX, exactly representable
+
+OptionSpec integer(std::string name, double lo, double hi, nlohmann::json def, unsigned scopes, std::string help) {
+  OptionSpec o{std::move(name), OptionType::Integer};
+  o.lo = lo, o.hi = hi, o.def = std::move(def), o.scopes = scopes, o.help = std::move(help);
+  return o;
+}
+
+OptionSpec number(std::string name, double lo, double hi, nlohmann::json def, unsigned scopes, std::string help) {
+  OptionSpec o = integer(std::move(name), lo, hi, std::move(def), scopes, std::move(help));
+  o.type = OptionType::Number;
+  return o;
+}
+
+OptionSpec choice(std::string name, std::vector<std::string> choices, std::string def, unsigned scopes, std::string help) {
+  OptionSpec o{std::move(name), OptionType::Choice};
+  o.choices = std::move(choices), o.def = std::move(def), o.scopes = scopes, o.help = std::move(help);
+  return o;
+}
+
+OptionSpec text(std::string name, OptionType t, unsigned scopes, std::string help, size_t max_bytes = 4096) {
+  OptionSpec o{std::move(name), t};
+  o.scopes = scopes, o.help = std::move(help), o.max_bytes = max_bytes;
+  return o;
+}
+
+OptionSpec in(OptionSpec o, std::string global_key, std::string flag = "") {
+  o.global_key = std::move(global_key);
+  o.flag = std::move(flag);
+  return o;
+}
+
+std::vector<OptionSpec> make_table() {
+  return {
+      // The transfer engine.
+      in(integer("interval_ms", 100, 600000, 5000, kGlobal | kRun, "control interval: observe, tune, apply (ms)"),
+         "daemon.interval_ms"),
+      integer("sync_ms", 200, 3600000, 5000, kRun,
+              "received data is fdatasync'd (and so survives a power loss) this often (ms)"),
+      in(number("bandwidth_mbps", 0.001, 1e7, 1000, kGlobal | kRun, "link rate in Mbit/s, for the bandwidth-delay product"),
+         "network.bandwidth_mbps"),
+      number("rtt_ms", 0, 100000, 0, kRun, "RTT in ms for the bandwidth-delay product (0: measured)"),
+      in(choice("http", {"auto", "1.1", "h2c"}, "auto", kGlobal | kRun, "http:// origins: auto (try h2c), 1.1, h2c"),
+         "network.http"),
+      in(choice("flows", {"ebpf", "tcp_info", "off"}, "ebpf", kGlobal | kRun,
+                "per-flow metrics: ebpf (falls back to tcp_info, and says so), tcp_info, off"),
+         "network.flows"),
+      in(integer("max_file_bytes", 0, kMaxBytes, 0, kGlobal | kRun, "a file larger than this fails (0: no limit)"),
+         "limits.max_file_bytes"),
+      in(integer("max_channels", 1, 4096, 32, kAll,
+                 "at most this many channels (files in flight) over all chunks; a job's only lowers its policy's"),
+         "limits.max_channels"),
+      text("ca_file", OptionType::Path, kPolicy | kJob | kRun,
+           "PEM CA certificates to verify https servers against instead of the system's store"),
+      text("label", OptionType::Text, kJob, "a name for the job, shown by list and status", 200),
+      // The tuner.
+      number("target_mbps", 0.001, 1e7, nullptr, kPolicy | kJob | kRun, "throughput-target: the target in Mbit/s"),
+      number("target_pct", 1, 100, nullptr, kPolicy | kJob | kRun,
+             "throughput-target: the target in percent of the maximum, measured first"),
+      integer("search_step", 1, 1024, nullptr, kPolicy | kRun, "energy-efficient: cc step of the search (2 HTEE, 4 EE)"),
+      [] {
+        OptionSpec o = integer("search_levels", 1, 4096, nullptr, kRun,
+                               "energy-efficient: the levels to try (e.g. 1,5,9; one level: no search)");
+        o.type = OptionType::IntegerList;
+        return o;
+      }(),
+      integer("cc", 1, 1024, nullptr, kRun, "static: concurrency, files in flight per chunk"),
+      integer("p", 1, 64, nullptr, kRun, "static: parallelism, range streams (TCP connections) per file"),
+      integer("pp", 1, 128, nullptr, kRun, "static: pipelining, requests outstanding per connection"),
+      integer("cores", 1, 4096, nullptr, kRun, "static: online cores"),
+      integer("freq_khz", 1, 1e8, nullptr, kRun, "static: CPU frequency (kHz)"),
+      // The kernel layer.
+      in(choice("kernel_mode", {"auto", "hotplug", "affinity", "off"}, "auto", kGlobal | kRun,
+                "kernel layer: auto (hotplug where writable, else affinity), hotplug, affinity, off"),
+         "kernel.mode", "--kernel"),
+      in(integer("min_cores", 1, 4096, 1, kGlobal | kPolicy | kRun, "never fewer online cores than this"),
+         "kernel.min_cores"),
+      integer("max_cores", 1, 4096, nullptr, kPolicy, "never more online cores than this"),
+      in(integer("min_freq_khz", 0, 1e8, 0, kGlobal | kPolicy, "the lowest CPU frequency (kHz) a job may set; 0: the driver's"),
+         "kernel.min_freq_khz"),
+      in(integer("max_freq_khz", 0, 1e8, 0, kGlobal | kPolicy, "the highest CPU frequency (kHz) a job may set; 0: the driver's"),
+         "kernel.max_freq_khz"),
+      in(text("kernel_state", OptionType::Path, kGlobal | kRun,
+              "journal of the original cores / frequency, restored at exit and after a crash"),
+         "kernel.state_file"),
+      // Energy.
+      in(text("power_model", OptionType::Path, kGlobal | kRun,
+              "power model coefficients (TOML) from xferctl calibrate; the paper's when the file is not there"),
+         "energy.power_model", "--model"),
+      choice("energy_scope", {"machine", "process"}, "machine", kRun,
+             "power model input: machine (all CPUs) or process (this process's CPU time; for test beds)"),
+  };
+}
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+std::string join(const std::vector<std::string>& v, const char* sep) { return fmt::format("{}", fmt::join(v, sep)); }
+
+std::vector<std::string> split(const std::string& s, char c) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (size_t e; (e = s.find(c, b)) != std::string::npos; b = e + 1) out.push_back(s.substr(b, e - b));
+  out.push_back(s.substr(b));
+  return out;
+}
+
+const char* scope_name(OptionScope s) {
+  switch (s) {
+    case kGlobal: return "the configuration's sections";
+    case kPolicy: return "a policy";
+    case kJob: return "a job's options";
+    case kRun: return "xferctl run";
+  }
+  return "?";
+}
+
+std::string in_range(const OptionSpec& o, double v) {
+  if (!std::isfinite(v)) return o.name + " must be a finite number, not " + num(v);
+  if (v < o.lo || v > o.hi) return o.name + " must be between " + num(o.lo) + " and " + num(o.hi) + ", not " + num(v);
+  return "";
+}
+
+// A JSON number as a double; nullopt when it is not a number.
+std::optional<double> as_number(const nlohmann::json& v) {
+  if (!v.is_number()) return std::nullopt;
+  return v.get<double>();
+}
+
+}  // namespace
+
+std::string OptionSpec::flag_name() const {
+  if (!flag.empty()) return flag;
+  std::string f = "--" + name;
+  std::replace(f.begin(), f.end(), '_', '-');
+  return f;
+}
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = make_table();
+  return table;
+}
+
+const OptionSpec* find_option(const std::string& name) {
+  for (const OptionSpec& o : option_table())
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+std::string check_option(const OptionSpec& o, const nlohmann::json& v) {
+  switch (o.type) {
+    case OptionType::Integer: {
+      std::optional<double> d = as_number(v);
+      if (!d || (v.is_number_float() && std::isfinite(*d) && *d != std::floor(*d)))
+        return o.name + " takes an integer, not " + v.dump();
+      return in_range(o, *d);
+    }
+    case OptionType::Number: {
+      std::optional<double> d = as_number(v);
+      if (!d) return o.name + " takes a number, not " + v.dump();
+      return in_range(o, *d);
+    }
+    case OptionType::IntegerList: {
+      if (!v.is_array() || v.empty()) return o.name + " takes a list of integers, not " + v.dump();
+      for (const auto& e : v) {
+        if (!e.is_number_integer()) return o.name + " takes a list of integers, not " + v.dump();
+        if (std::string why = in_range(o, e.get<double>()); !why.empty()) return why;
+      }
+      return "";
+    }
+    case OptionType::Choice: {
+      if (!v.is_string()) return o.name + " takes one of " + join(o.choices, ", ") + ", not " + v.dump();
+      const std::string& s = v.get_ref<const std::string&>();
+      if (std::find(o.choices.begin(), o.choices.end(), s) == o.choices.end())
+        return o.name + ": '" + printable(s) + "' is not one of " + join(o.choices, ", ");
+      return "";
+    }
+    case OptionType::Text:
+    case OptionType::Path: {
+      if (!v.is_string()) return o.name + " takes a string, not " + v.dump();
+      const std::string& s = v.get_ref<const std::string&>();
+      if (s.size() > o.max_bytes) return o.name + ": at most " + std::to_string(o.max_bytes) + " bytes";
+      if (o.type == OptionType::Path && s.empty()) return o.name + ": an empty path";
+      if (s.find('\0') != std::string::npos) return o.name + ": a NUL byte";
+      return "";
+    }
+  }
+  return "";
+}
+
+nlohmann::json option_from_text(const OptionSpec& o, const std::string& text, std::string* why) {
+  nlohmann::json v;
+  auto parse_int = [&](const std::string& t, nlohmann::json* out) {
+    char* end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || *end || errno) return false;
+    *out = int64_t(x);
+    return true;
+  };
+  switch (o.type) {
+    case OptionType::Integer:
+      if (!parse_int(text, &v)) {
+        *why = o.name + " takes an integer, not '" + printable(text) + "'";
+        return nullptr;
+      }
+      break;
+    case OptionType::Number: {
+      char* end = nullptr;
+      double d = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end) {
+        *why = o.name + " takes a number, not '" + printable(text) + "'";
+        return nullptr;
+      }
+      v = d;
+      break;
+    }
+    case OptionType::IntegerList: {
+      v = nlohmann::json::array();
+      for (const std::string& part : split(text, ',')) {
+        nlohmann::json e;
+        if (!parse_int(part, &e)) {
+          *why = o.name + " takes a list of integers, not '" + printable(text) + "'";
+          return nullptr;
+        }
+        v.push_back(e);
+      }
+      break;
+    }
+    default:
+      v = text;
+  }
+  *why = check_option(o, v);
+  return why->empty() ? v : nlohmann::json();
+}
+
+std::string check_layer(const OptionValues& v, OptionScope scope, const std::string& algorithm) {
+  if (!v.is_object()) return "options must be a table of names and values";
+  for (const auto& [name, value] : v.items()) {
+    const OptionSpec* o = find_option(name);
+    if (!o || !(o->scopes & scope)) {
+      std::vector<std::string> known;
+      for (const OptionSpec& s : option_table())
+        if (s.scopes & scope) known.push_back(s.name);
+      if (o) return name + " cannot be set in " + scope_name(scope) + " (there: " + join(known, ", ") + ")";
+      return "unknown option '" + printable(name) + "' (known in " + scope_name(scope) + ": " + join(known, ", ") + ")";
+    }
+    if (std::string why = check_option(*o, value); !why.empty()) return why;
+  }
+  if (v.contains("target_mbps") && v.contains("target_pct")) return "give target_mbps or target_pct, not both";
+  if (!algorithm.empty()) {
+    if ((v.contains("target_mbps") || v.contains("target_pct")) && algorithm != "throughput-target")
+      return "target_mbps / target_pct go with the throughput-target algorithm, not " + algorithm;
+    for (const char* k : {"cc", "p", "pp", "cores", "freq_khz"})
+      if (v.contains(k) && algorithm != "static")
+        return std::string(k) + " fixes the params; cc, p, pp, cores and freq_khz go with the static algorithm, not " +
+               algorithm;
+    if (v.contains("search_levels") && algorithm != "energy-efficient" && algorithm != "static")
+      return "search_levels goes with the energy-efficient algorithm, not " + algorithm;
+  }
+  auto n = [&](const char* k) { return v.contains(k) ? v[k].get<double>() : 0.0; };
+  if (n("max_cores") > 0 && n("min_cores") > n("max_cores")) return "min_cores is above max_cores";
+  if (n("max_freq_khz") > 0 && n("min_freq_khz") > n("max_freq_khz")) return "min_freq_khz is above max_freq_khz";
+  return "";
+}
+
+CoreControl::Mode core_mode(const std::string& kernel) {
+  if (kernel == "hotplug") return CoreControl::Mode::Hotplug;
+  if (kernel == "affinity") return CoreControl::Mode::Affinity;
+  bool can = access("/sys/devices/system/cpu/cpu1/online", W_OK) == 0;
+  if (!can) log::info("kernel layer: cpu hotplug not writable here; cores by affinity (this process's threads only)");
+  return can ? CoreControl::Mode::Hotplug : CoreControl::Mode::Affinity;
+}
+
+JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
+  for (auto [layer, scope] : {std::pair{&layers.global, kGlobal}, std::pair{&layers.policy, kPolicy},
+                              std::pair{&layers.job, layers.job_scope}})
+    if (std::string why = check_layer(*layer, scope, scope == kGlobal ? "" : algorithm); !why.empty())
+      throw OptionError(why);
+  JobSetup s;
+  OptionValues& m = s.values;
+  m = OptionValues::object();
+  for (const OptionSpec& o : option_table())
+    if (!o.def.is_null()) m[o.name] = o.def;
+  m.update(layers.defaults);
+  m.update(layers.global);
+  for (const OptionValues* layer : {&layers.policy, &layers.job}) {
+    // A target replaces the one below it, whichever kind it is.
+    if (layer->contains("target_mbps")) m.erase("target_pct");
+    if (layer->contains("target_pct")) m.erase("target_mbps");
+    for (const auto& [k, v] : layer->items()) {
+      // Kernel ranges of a policy lie within the global ones; a job's
+      // channel limit only lowers its policy's.
+      if (k == "min_cores" || k == "min_freq_khz") m[k] = std::max(m.value(k, 0.0), v.get<double>());
+      else if (k == "max_freq_khz" && m.value(k, 0.0) > 0 && v.get<double>() > 0)
+        m[k] = std::min(m[k].get<double>(), v.get<double>());
+      else if (k == "max_channels" && layer == &layers.job) m[k] = std::min(m[k].get<double>(), v.get<double>());
+      else m[k] = v;
+    }
+  }
+  if (algorithm == "throughput-target" && !m.contains("target_mbps") && !m.contains("target_pct"))
+    throw OptionError("the throughput-target algorithm needs target_mbps or target_pct");
+  if (m.value("max_cores", 0.0) > 0 && m["min_cores"].get<double>() > m["max_cores"].get<double>())
+    throw OptionError("min_cores is above max_cores");
+  if (m["max_freq_khz"].get<double>() > 0 && m["min_freq_khz"].get<double>() > m["max_freq_khz"].get<double>())
+    throw OptionError("min_freq_khz is above max_freq_khz");
+
+  auto i = [&](const char* k, long long d = 0) { return m.contains(k) ? m[k].get<long long>() : d; };
+  auto d = [&](const char* k, double def = 0) { return m.contains(k) ? m[k].get<double>() : def; };
+  EngineOptions& e = s.engine;
+  e.http = m["http"].get<std::string>();
+  e.interval_ms = long(i("interval_ms"));
+  e.sync_ms = long(i("sync_ms"));
+  e.bandwidth_mbps = d("bandwidth_mbps");
+  e.rtt_ms = d("rtt_ms");
+  e.max_channels = int(i("max_channels"));
+  e.max_file_bytes = uint64_t(i("max_file_bytes"));
+  TunerOptions& t = s.tuner;
+  if (algorithm == "static") t.fixed = ChunkParams{int(i("cc", 1)), int(i("p", 1)), int(i("pp", 1))};
+  t.fixed_cores = int(i("cores"));
+  t.fixed_freq_khz = long(i("freq_khz"));
+  t.target_mbps = d("target_mbps");
+  t.target_pct = d("target_pct");
+  t.search_step = int(i("search_step"));
+  if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
+  s.kernel = m["kernel_mode"] != "off";
+  t.kernel = s.kernel;
+  KernelLayer::Config& k = s.kernel_config;
+  if (s.kernel) k.mode = core_mode(m["kernel_mode"].get<std::string>());
+  k.min_cores = int(i("min_cores", 1));
+  k.max_cores = int(i("max_cores"));
+  k.min_freq_khz = long(i("min_freq_khz"));
+  k.max_freq_khz = long(i("max_freq_khz"));
+  if (m.contains("kernel_state")) k.state_file = m["kernel_state"].get<std::string>();
+  return s;
+}
+
+}  // namespace xfer
