@@ -45,8 +45,8 @@ std::vector<int> EnergyEfficientTuner::levels(int max_channels, int step, const 
 std::string EnergyEfficientTuner::at_level(int level, const Observation* obs) {
   active_ = tune::active_chunks(obs, info_.chunks.size());
   tune::set_cc(current_, tune::split_by_weight(level, info_.chunks, weights_, active_));
-  std::string k = kernel_.step(true, 0, current_.total_channels(), current_);
-  return k.empty() ? "" : "; " + k;
+  std::optional<tune::KernelStep> k = kernel_.step(true, 0, current_.total_channels(), current_);
+  return k ? "; " + k->reason : "";
 }
 
 Params EnergyEfficientTuner::init(const JobInfo& info) {

@@ -10,97 +10,127 @@ int KernelPlan::cores_for(int channels, const KernelCaps& caps) {
   return std::clamp(n, std::max(1, caps.min_cores), std::max(1, caps.cores_present));
 }
 
+KernelKnob* KernelPlan::knob(const char* name) {
+  for (KernelKnob& k : knobs_)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
 void KernelPlan::put(Params& p) const {
-  p.cores = enabled_ && caps_.cores ? cores_ : 0;
-  p.freq_khz = enabled_ && caps_.freq && freq_i_ >= 0 ? caps_.freqs_khz[size_t(freq_i_)] : 0;
+  p.cores = 0;
+  p.freq_khz = 0;
+  if (!enabled_) return;
+  for (const KernelKnob& k : knobs_) {
+    if (k.name == "cores") p.cores = int(k.value());
+    if (k.name == "frequency") p.freq_khz = k.value();
+  }
 }
 
 bool KernelPlan::at_top() const {
-  return (!caps_.cores || cores_ >= caps_.cores_present) &&
-         (!caps_.freq || freq_i_ + 1 >= int(caps_.freqs_khz.size()));
+  for (const KernelKnob& k : knobs_)
+    if (!k.at_top()) return false;
+  return true;
+}
+
+KernelStep KernelPlan::changed(KernelStep::Kind kind, const KernelKnob& k, std::string reason, Params& p) {
+  put(p);
+  ++changes_;
+  return {kind, k.name, k.value(), std::move(reason)};
 }
 
 std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, int channels, Params& p) {
   caps_ = caps;
   goal_ = goal;
-  enabled_ = enabled && (caps.cores || (caps.freq && !caps.freqs_khz.empty()));
-  caps_.freq = caps.freq && !caps.freqs_khz.empty();
+  knobs_.clear();
+  probe_ = -1;
+  if (caps.freq && !caps.freqs_khz.empty()) {
+    KernelKnob f{"frequency", "kHz", caps.freqs_khz};
+    f.index = int(f.levels.size()) - 1;  // the top to start
+    knobs_.push_back(f);
+  }
+  if (caps.cores) {
+    KernelKnob c{"cores", "cores", {}};
+    for (int n = std::max(1, caps.min_cores); n <= std::max(1, caps.cores_present); ++n) c.levels.push_back(n);
+    int start = goal == Goal::Raise ? caps.cores_present : cores_for(channels, caps);
+    c.index = std::clamp(int(std::find(c.levels.begin(), c.levels.end(), start) - c.levels.begin()), 0,
+                         int(c.levels.size()) - 1);
+    knobs_.push_back(c);
+  }
+  enabled_ = enabled && !knobs_.empty();
   if (!enabled_) {
+    knobs_.clear();
     put(p);
     return enabled ? "kernel layer: nothing to tune here (no core control, no cpufreq driver)" : "";
   }
-  cores_ = goal == Goal::Raise ? caps.cores_present : cores_for(channels, caps);
-  freq_i_ = caps_.freq ? int(caps_.freqs_khz.size()) - 1 : -1;
   put(p);
-  std::string r = fmt::format("kernel: {} cores{}", cores_, caps_.freq ? fmt::format(", {} kHz", p.freq_khz) : "");
+  std::string r = fmt::format("kernel: {} cores{}", p.cores, p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : "");
   if (goal == Goal::Raise) r += " (all, top frequency: throughput first)";
   else r += fmt::format(" (ceil({} channels / {}))", channels, kChannelsPerCore);
   return r;
 }
 
-std::string KernelPlan::step(bool goal_holds, double cost, int channels, Params& p) {
-  if (!enabled_ || goal_ == Goal::Raise) return "";
+std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int channels, Params& p) {
+  if (!enabled_ || goal_ == Goal::Raise) return std::nullopt;
   if (goal_ == Goal::Scale) {
+    KernelKnob* c = knob("cores");
+    if (!c) return std::nullopt;
     int want = cores_for(channels, caps_);
-    if (want == cores_ || !caps_.cores) return "";
-    cores_ = want;
-    put(p);
-    ++changes_;
-    return fmt::format("kernel: {} cores for {} channels", cores_, channels);
+    int index = int(std::find(c->levels.begin(), c->levels.end(), want) - c->levels.begin());
+    if (index == c->index) return std::nullopt;
+    c->index = index;
+    return changed(KernelStep::Kind::Scaled, *c, fmt::format("kernel: {} for {} channels", c->level(), channels), p);
   }
-  // Lower.
-  if (probe_ != Probe::None) {
-    Probe was = probe_;
-    probe_ = Probe::None;
+  // Lower: was the step down being measured worth it?
+  if (probe_ >= 0) {
+    KernelKnob& k = knobs_[size_t(probe_)];
+    probe_ = -1;
     bool dearer = cost_before_ > 0 && cost > 0 && cost > cost_before_ * (1 + kTolerance);
     if (!goal_holds || dearer) {
-      std::string what = was == Probe::Freq ? "frequency" : "cores";
-      if (was == Probe::Freq) ++freq_i_, freq_settled_ = true;
-      else ++cores_, cores_settled_ = true;
-      put(p);
-      ++changes_;
-      return fmt::format("kernel: {} back up to {} ({})", what,
-                         was == Probe::Freq ? fmt::format("{} kHz", p.freq_khz) : fmt::format("{} cores", cores_),
-                         !goal_holds ? "goal missed when lowered"
-                                     : fmt::format("J/byte rose {:.0f}%", (cost / cost_before_ - 1) * 100));
+      ++k.index;
+      k.settled = true;
+      return changed(KernelStep::Kind::Undone, k,
+                     fmt::format("kernel: {} back up to {} ({})", k.name, k.level(),
+                                 !goal_holds ? "goal missed when lowered"
+                                             : fmt::format("J/byte rose {:.0f}%", (cost / cost_before_ - 1) * 100)),
+                     p);
     }
     // The step held: keep it and try the next one below.
   }
   if (goal_holds) {
-    if (caps_.freq && !freq_settled_ && freq_i_ > 0) {
-      --freq_i_, probe_ = Probe::Freq;
-    } else if (caps_.cores && !cores_settled_ && cores_ > std::max(1, caps_.min_cores)) {
-      --cores_, probe_ = Probe::Cores;
-    } else {
-      return "";
+    for (size_t i = 0; i < knobs_.size(); ++i) {  // down order
+      KernelKnob& k = knobs_[i];
+      if (k.settled || k.at_floor()) continue;
+      --k.index;
+      probe_ = int(i);
+      cost_before_ = cost;
+      return changed(KernelStep::Kind::TryLower, k, fmt::format("kernel: trying {} (goal holds)", k.level()), p);
     }
-    cost_before_ = cost;
+    return std::nullopt;
+  }
+  // Goal missed with nothing being probed: one step up, in the up order.
+  for (size_t n = knobs_.size(); n-- > 0;) {
+    KernelKnob& k = knobs_[n];
+    if (k.at_top()) continue;
+    ++k.index;
+    k.settled = true;
     put(p);
-    ++changes_;
-    return probe_ == Probe::Freq ? fmt::format("kernel: trying {} kHz (goal holds)", p.freq_khz)
-                                 : fmt::format("kernel: trying {} cores (goal holds)", cores_);
+    return changed(KernelStep::Kind::Raised, k,
+                   fmt::format("kernel: goal missed, up to {} cores{}", p.cores,
+                               p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : ""),
+                   p);
   }
-  // Goal missed with nothing being probed: one step up, cores first.
-  if (caps_.cores && cores_ < caps_.cores_present) {
-    ++cores_, cores_settled_ = true;
-  } else if (caps_.freq && freq_i_ + 1 < int(caps_.freqs_khz.size())) {
-    ++freq_i_, freq_settled_ = true;
-  } else {
-    return "";
-  }
-  put(p);
-  ++changes_;
-  return fmt::format("kernel: goal missed, up to {} cores{}", cores_,
-                     caps_.freq ? fmt::format(", {} kHz", p.freq_khz) : "");
+  return std::nullopt;
 }
 
 nlohmann::json KernelPlan::summary() const {
   nlohmann::json j;
   j["tuned"] = enabled_;
   if (!enabled_) return j;
+  Params p;
+  put(p);
   j["mode"] = caps_.cores_mode;
-  j["cores"] = caps_.cores ? cores_ : 0;
-  j["freq_khz"] = caps_.freq && freq_i_ >= 0 ? caps_.freqs_khz[size_t(freq_i_)] : 0;
+  j["cores"] = p.cores;
+  j["freq_khz"] = p.freq_khz;
   j["changes"] = changes_;
   return j;
 }

@@ -18,14 +18,42 @@
 // kernel's receive path (softirq), disk writeback and checksumming, whose
 // load grows with the number of connections. kChannelsPerCore is where the
 // Scale rule starts; Lower then corrects it by measurement.
+// The knobs are data (in the way thermal_daemon's cooling devices are): each
+// KernelKnob has its levels, ascending, and where it stands; one controller
+// steps any of them, in a given order (down: frequency, then cores; up: cores,
+// then frequency). A new knob (uncore frequency, a RAPL power cap) is one
+// more KernelKnob and one line in put().
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "xfer/tuner.h"
 
 namespace xfer::tune {
+
+struct KernelKnob {
+  std::string name;          // "cores", "frequency"
+  std::string unit;          // how a level reads: "cores", "kHz"
+  std::vector<long> levels;  // ascending; empty: not controllable here
+  int index = -1;
+  bool settled = false;      // a step down cost more than it saved, or missed the goal: stays
+  long value() const { return index >= 0 ? levels[size_t(index)] : 0; }
+  bool at_top() const { return levels.empty() || index + 1 >= int(levels.size()); }
+  bool at_floor() const { return levels.empty() || index <= 0; }
+  std::string level() const { return std::to_string(value()) + " " + unit; }
+};
+
+// What one step did: a typed decision (its reason is for the timeline).
+struct KernelStep {
+  enum class Kind { Scaled, TryLower, Undone, Raised };
+  Kind kind;
+  std::string knob;
+  long value = 0;
+  std::string reason;
+};
 
 class KernelPlan {
  public:
@@ -37,27 +65,26 @@ class KernelPlan {
   // kernel layer is not tuned).
   std::string init(const KernelCaps& caps, bool enabled, Goal goal, int channels, Params& p);
   // One interval. goal_holds: the policy's goal is met; cost: joules per byte
-  // in the interval just measured (<= 0 when unknown). Returns the reason for
-  // a change, "" when nothing changed.
-  std::string step(bool goal_holds, double cost, int channels, Params& p);
+  // in the interval just measured (<= 0 when unknown). nullopt: no change.
+  std::optional<KernelStep> step(bool goal_holds, double cost, int channels, Params& p);
   // Lower: a step down is being measured.
-  bool probing() const { return probe_ != Probe::None; }
+  bool probing() const { return probe_ >= 0; }
   bool at_top() const;
   nlohmann::json summary() const;
 
   static int cores_for(int channels, const KernelCaps& caps);
 
  private:
-  enum class Probe { None, Freq, Cores };
+  KernelKnob* knob(const char* name);
   void put(Params& p) const;
+  KernelStep changed(KernelStep::Kind kind, const KernelKnob& k, std::string reason, Params& p);
   KernelCaps caps_;
   bool enabled_ = false;
   Goal goal_ = Goal::Raise;
-  int cores_ = 0;
-  int freq_i_ = -1;  // index into caps_.freqs_khz
-  Probe probe_ = Probe::None;
+  // Down order: frequency first (the cheaper step back), then cores.
+  std::vector<KernelKnob> knobs_;
+  int probe_ = -1;  // the knob whose step down is being measured
   double cost_before_ = 0;
-  bool cores_settled_ = false, freq_settled_ = false;
   int changes_ = 0;
 };
 

@@ -62,9 +62,9 @@ std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
     return std::nullopt;
   }
   double cost = *obs.joules / double(obs.bytes_interval);
-  std::string why = kernel_.step(true, cost, current_.total_channels(), current_);
-  if (why.empty()) return std::nullopt;
-  current_.reason = "min-energy: " + why;
+  std::optional<tune::KernelStep> step = kernel_.step(true, cost, current_.total_channels(), current_);
+  if (!step) return std::nullopt;
+  current_.reason = "min-energy: " + step->reason;
   return current_;
 }
 

@@ -144,15 +144,20 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   }
   std::string why;
   bool app_change = false;
+  auto kernel_step = [&](bool holds) {
+    std::optional<tune::KernelStep> k = kernel_.step(holds, cost, current_.total_channels(), current_);
+    if (k) why = k->reason;
+    return k.has_value();
+  };
   if (kernel_.probing()) {
-    why = kernel_.step(thr >= lo, cost, current_.total_channels(), current_);
+    kernel_step(thr >= lo);
   } else if (thr < lo) {
     if (current_.rate_cap_bps > 0) {
       current_.rate_cap_bps = current_.rate_cap_bps * 1.1 > target_bps_ * 1.5 ? 0 : current_.rate_cap_bps * 1.1;
       why = current_.rate_cap_bps > 0 ? fmt::format("{:.1f} of {:.1f} Mbit/s: rate cap raised to {:.1f}", thr / 1e6,
                                                     target_bps_ / 1e6, current_.rate_cap_bps / 1e6)
                                       : "below target: rate cap lifted";
-    } else if (!kernel_.at_top() && !(why = kernel_.step(false, cost, current_.total_channels(), current_)).empty()) {
+    } else if (!kernel_.at_top() && kernel_step(false)) {
     } else if (scale_pp(lo / std::max(thr, 1.0), obs)) {
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: pipelining raised back toward MinE's", thr / 1e6, target_bps_ / 1e6);
       app_change = true;
@@ -187,7 +192,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
                         current_.rate_cap_bps / 1e6);
     }
   } else {
-    why = kernel_.step(true, cost, current_.total_channels(), current_);  // in band: fewer resources if it holds
+    kernel_step(true);  // in band: fewer resources if it holds
   }
   if (why.empty()) return std::nullopt;
   settle_ = app_change;
