@@ -44,6 +44,7 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
     if (s.joules) joules_ += *s.joules;
   }
   running_ = true;
+  settling_ = true;  // the first interval is the set-up
   arm();
   Params first = tuner_->init(i);
   apply_kernel(first);
@@ -119,6 +120,8 @@ IntervalRecord ControlLoop::observe() {
   o.bytes_total = p.bytes_total;
   o.near_end = p.bytes_total > p.bytes_done && p.bytes_total - p.bytes_done < 2 * o.bytes_interval;
   o.params = current_;
+  o.settling = settling_;
+  settling_ = false;
   std::vector<ChunkStatus> chunks = job_.chunks();
   last_chunk_bytes_.resize(chunks.size(), 0);
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -182,6 +185,7 @@ void ControlLoop::apply_kernel(const Params& p) {
 
 void ControlLoop::apply(const Params& p) {
   apply_kernel(p);
+  if (p.chunks != current_.chunks) settling_ = true;
   current_ = p;
   job_.apply(p);
 }

@@ -76,8 +76,7 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
     current_.reason = fmt::format("energy-efficient: level {} re-split over the chunks still running", chosen_) + k;
     return current_;
   }
-  if (settle_) {  // the interval held a change of level (or the job's set-up): not scored
-    settle_ = false;
+  if (obs.settling) {  // the interval held a change of level (or the job's set-up): not scored
     if (!obs.near_end) return std::nullopt;
   } else {
     Score s;
@@ -95,7 +94,6 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
   bool done = next_ >= levels_.size() || obs.near_end;
   if (!done) {
     std::string k = at_level(levels_[next_], &obs);
-    settle_ = true;
     current_.reason = fmt::format("energy-efficient: searching, level {}", levels_[next_]) + k;
     return current_;
   }

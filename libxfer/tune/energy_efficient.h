@@ -28,7 +28,6 @@ class EnergyEfficientTuner : public Tuner {
   std::vector<double> weights_;
   std::vector<int> levels_;
   size_t next_ = 0;         // index of the level being measured
-  bool settle_ = true;     // the next interval holds a change (or the set-up): not scored
   int chosen_ = 0;
   std::string basis_;       // "joules" or "throughput only (no energy figures)"
   struct Score {

@@ -95,7 +95,6 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
     target_bps_ = opts_.target_mbps * 1e6;
     phase_ = Phase::Control;
     current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; start at one channel", opts_.target_mbps);
-    settle_ = true;  // the first interval is set-up and slow start
   } else {
     phase_ = Phase::Probe;
     current_.reason = fmt::format("throughput-target: {:g}% of the maximum; measuring it with {} channels",
@@ -123,7 +122,6 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     target_bps_ = max_bps_ * opts_.target_pct / 100;
     phase_ = Phase::Control;
     total_ = 1;
-    settle_ = true;
     allocate(&obs);
     current_.reason = fmt::format("throughput-target: maximum {:.1f} Mbit/s measured, target {:.1f} Mbit/s; one channel",
                                   max_bps_ / 1e6, target_bps_ / 1e6);
@@ -138,12 +136,8 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   }
   // The interval after a change of channels or pipelining holds the change
   // itself (connections opening or draining, slow start): not a measurement.
-  if (settle_) {
-    settle_ = false;
-    return std::nullopt;
-  }
+  if (obs.settling) return std::nullopt;
   std::string why;
-  bool app_change = false;
   auto kernel_step = [&](bool holds) {
     std::optional<tune::KernelStep> k = kernel_.step(holds, cost, current_.total_channels(), current_);
     if (k) why = k->reason;
@@ -160,18 +154,16 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     } else if (!kernel_.at_top() && kernel_step(false)) {
     } else if (scale_pp(lo / std::max(thr, 1.0), obs)) {
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: pipelining raised back toward MinE's", thr / 1e6, target_bps_ / 1e6);
-      app_change = true;
     } else if (!jumped_) {
       int next = jump(total_, target_bps_, thr, info_.max_channels);
       why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: jump to {} (cc * target / actual)", thr / 1e6,
                         target_bps_ / 1e6, total_, next);
-      total_ = next, jumped_ = true, app_change = true;
+      total_ = next, jumped_ = true;
     } else if (total_ < info_.max_channels) {
       ++total_;
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: additive increase to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
-      app_change = true;
     } else if (!rearranged_) {
-      rearranged_ = true, app_change = true;
+      rearranged_ = true;
       why = "at the channel limit below target: channels re-arranged, Large gets its share";
     } else if (!out_of_reach_) {
       out_of_reach_ = true;
@@ -185,7 +177,6 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
                         current_.rate_cap_bps / 1e6);
     } else if (scale_pp(target_bps_ / thr, obs)) {
       why = fmt::format("{:.1f} Mbit/s still over {:.1f} under the cap: pipelining lowered", thr / 1e6, target_bps_ / 1e6);
-      app_change = true;
     } else {
       current_.rate_cap_bps = std::max(current_.rate_cap_bps * target_bps_ / thr, target_bps_ * 0.9);
       why = fmt::format("{:.1f} Mbit/s over {:.1f}: rate cap lowered to {:.1f}", thr / 1e6, target_bps_ / 1e6,
@@ -195,7 +186,6 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     kernel_step(true);  // in band: fewer resources if it holds
   }
   if (why.empty()) return std::nullopt;
-  settle_ = app_change;
   allocate(&obs);
   current_.reason = "throughput-target: " + why;
   return current_;

@@ -35,7 +35,6 @@ class ThroughputTargetTuner : public Tuner {
   double max_bps_ = 0, target_bps_ = 0;
   int total_ = 1;
   bool jumped_ = false, rearranged_ = false, out_of_reach_ = false;
-  bool settle_ = false;  // the next interval holds a change: not a measurement
   tune::KernelPlan kernel_;
   Params current_;
   // Deviation: from the first interval at or above the target to the tail.

@@ -45,6 +45,7 @@ struct SimEngine {
   uint64_t total = 100'000'000'000;  // never near its end unless a test says so
   uint64_t done = 0;
   std::vector<Params> applied;
+  std::optional<Params> prev;  // the params of the interval before
 
   Observation step(const Params& p, size_t nchunks, std::vector<bool> finished = {}) {
     double m = mbps(p);
@@ -57,6 +58,8 @@ struct SimEngine {
     o.bytes_done = done, o.bytes_total = total;
     o.joules = watts(p) * dt;
     o.energy_source = "sim";
+    o.settling = !prev || prev->chunks != p.chunks;  // as the control loop marks it
+    prev = p;
     for (size_t i = 0; i < nchunks; ++i) {
       ChunkObservation c;
       c.params = p.chunks[i];

@@ -88,6 +88,7 @@ class ControlLoop : public JobController {
   LoopParts parts_;
   Params current_;
   bool running_ = false;
+  bool settling_ = false;  // the next interval begins with new cc / p / pp
   bool left_ = false;  // the machine's shares
   std::vector<IntervalRecord> timeline_;
   uint64_t start_us_ = 0, last_us_ = 0, last_bytes_ = 0;

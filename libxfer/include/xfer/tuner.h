@@ -61,6 +61,11 @@ struct Observation {
   std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
   std::optional<long> freq_khz;    // the frequency set, when the job controls it
   bool near_end = false;  // what is left would take under two intervals at this rate
+  // The interval began with new cc / p / pp (or is the job's first): it holds
+  // the change itself, connections opening or draining and slow start, so it
+  // measures the change, not the params. (A rate cap or the kernel layer
+  // changes no connection.) Set once, by the control loop, for every tuner.
+  bool settling = false;
 };
 
 struct TunerOptions {
