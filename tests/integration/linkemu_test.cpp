@@ -1,5 +1,7 @@
 // xfer-linkemu for real: two namespaces, TUN devices, the forwarding threads.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +50,16 @@ TEST(Linkemu, CarriesTcpAtTheConfiguredRttAndRate) {
                           "http://10.201.231.2:8080/" + img + " http://10.201.231.2:8080/" + img);
   double connect = 0, speed = 0, size = 0;
   ASSERT_EQ(std::sscanf(r.c_str(), "%lf %lf %lf", &connect, &speed, &size), 3) << r;
+  // The path's RTT is the least of a few handshakes: on a loaded machine the
+  // userspace forwarder can add a few ms to any one of them.
+  for (int i = 0; i < 4; ++i) {
+    double c = 0;
+    if (std::sscanf(capture("ip netns exec xfer-lt1-c curl -s -o /dev/null -w '%{time_connect}' "
+                            "http://10.201.231.2:8080/missing")
+                        .c_str(),
+                    "%lf", &c) == 1 && c > 0)
+      connect = std::min(connect, c);
+  }
   EXPECT_NEAR(connect * 1000, 40, 4) << "ms";  // within 10%
   double mbps = speed * 8 / 1e6;
   EXPECT_LE(mbps, 50 * 1.05);
