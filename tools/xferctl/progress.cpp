@@ -114,11 +114,10 @@ void print_result(const nlohmann::json& s, const std::string& title) {
   if (!s["timeline"].empty()) {
     fmt::print("\n  {:>7} {:>12}  params\n", "t (s)", "Mbit/s");
     for (const auto& e : s["timeline"]) {
-      std::string ps;
-      for (const auto& p : e["params"])
-        ps += fmt::format("{}:{}/{}/{} ", p["chunk"].get<std::string>(), p["cc"].get<int>(), p["p"].get<int>(),
-                          p["pp"].get<int>());
-      fmt::print("  {:>7.1f} {:>12.1f}  {}\n", e["t"].get<double>(), e["throughput_mbps"].get<double>(), ps);
+      std::vector<ChunkKnobs> knobs;
+      for (const auto& p : e["params"]) knobs.push_back({p.value("chunk", "?"), p.value("cc", 1), p.value("p", 1), p.value("pp", 1)});
+      fmt::print("  {:>7.1f} {:>12.1f}  {}\n", e["t"].get<double>(), e["throughput_mbps"].get<double>(),
+                 params_in_words(knobs));
     }
   }
   if (!s["failed"].empty()) {
