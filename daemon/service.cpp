@@ -54,6 +54,7 @@ DirKey dest_key(int dir_fd) {
 }
 
 JobEntry::~JobEntry() {
+  loop.reset();  // the loop goes before the job it tunes
   job.reset();
   if (dir_fd >= 0) close(dir_fd);
 }
