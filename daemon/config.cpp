@@ -91,7 +91,8 @@ Setter<T> strings(std::vector<std::string> T::*field) {
 }
 
 // The daemon's own keys: section, key, setter. The job options a section or
-// a policy may set come from xfer::option_table() (table_value below).
+// a policy may set come from xfer::option_table() (table_option below); a
+// section listed here with no keys of its own holds table options only.
 // systemd/xferd.conf documents each.
 const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys() {
   static const std::map<std::string, std::map<std::string, Setter<Config>>> keys = {

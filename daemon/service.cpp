@@ -372,8 +372,6 @@ void Service::start(JobEntry& j) {
   parts.machine = machine.get();
   parts.kernel = j.holds_kernel ? kernel.get() : nullptr;
   parts.id = uint32_t(id);
-  parts.interval_ms = eo.interval_ms;
-  parts.link_bps = eo.bandwidth_mbps * 1e6;
   j.loop = std::make_unique<xfer::ControlLoop>(engine, *j.job, std::move(tuner), parts);
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
   JobEntry* jp = &j;
@@ -384,7 +382,7 @@ void Service::start(JobEntry& j) {
     x.throughput_bps = o.throughput_bps;
     x.joules = x.loop->joules().value_or(0);
     if (x.kinds.empty())
-      for (const xfer::ChunkStatus& c : x.job->chunks()) x.kinds.push_back(xfer::to_string(c.plan.kind));
+      for (const xfer::ChunkStatus& c : x.job->chunks()) x.kinds.push_back(xfer::to_string(c.kind));
     try {
       store->add_interval(x.row.id, x.seq++, x.policy.algorithm, o, x.kinds, x.progress.files_total,
                           x.progress.bytes_total);

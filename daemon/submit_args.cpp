@@ -15,6 +15,14 @@ void check(int r, const char* what) {
   if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
 }
 
+// One value of a basic D-Bus type.
+template <class T>
+T read_basic(sd_bus_message* m, char type, const char* what) {
+  T x{};
+  check(sd_bus_message_read_basic(m, type, &x), what);
+  return x;
+}
+
 Refusal too_many(size_t max_entries) {
   return Refusal(err::kTooManyEntries,
                  fmt::format("the manifest has more than {} entries, the most this daemon takes per job "
@@ -90,37 +98,18 @@ nlohmann::json read_options(sd_bus_message* m) {
     // The variant as JSON; the table checks it (the same words as xferctl
     // and the config use).
     nlohmann::json v;
-    if (vt == "s") {
-      const char* x = nullptr;
-      check(sd_bus_message_read(m, "s", &x), key);
-      v = std::string(x);
-    } else if (vt == "d") {
-      double x = 0;
-      check(sd_bus_message_read(m, "d", &x), key);
-      v = x;
-    } else if (vt == "u") {
-      uint32_t x = 0;
-      check(sd_bus_message_read(m, "u", &x), key);
-      v = x;
-    } else if (vt == "i") {
-      int32_t x = 0;
-      check(sd_bus_message_read(m, "i", &x), key);
-      v = x;
-    } else if (vt == "t") {
-      uint64_t x = 0;
-      check(sd_bus_message_read(m, "t", &x), key);
-      v = x;
-    } else if (vt == "x") {
-      int64_t x = 0;
-      check(sd_bus_message_read(m, "x", &x), key);
-      v = x;
-    } else {
+    if (vt == "s") v = std::string(read_basic<const char*>(m, 's', key));
+    else if (vt == "d") v = read_basic<double>(m, 'd', key);
+    else if (vt == "u") v = read_basic<uint32_t>(m, 'u', key);
+    else if (vt == "i") v = read_basic<int32_t>(m, 'i', key);
+    else if (vt == "t") v = read_basic<uint64_t>(m, 't', key);
+    else if (vt == "x") v = read_basic<int64_t>(m, 'x', key);
+    else
       throw Refusal(err::kInvalidArguments,
                     fmt::format("option {} takes a {} (s, d, u, i, t or x), not '{}'", key,
                                 opt->type == xfer::OptionType::Text || opt->type == xfer::OptionType::Path ? "string"
                                                                                                             : "number",
                                 xfer::printable(vt)));
-    }
     if (std::string why = xfer::check_option(*opt, v); !why.empty()) throw Refusal(err::kInvalidArguments, why);
     out[opt->name] = v;
     check(sd_bus_message_exit_container(m), "option value");

@@ -70,7 +70,7 @@ void ControlLoop::leave_machine() {
 }
 
 void ControlLoop::arm() {
-  uint64_t usec = uint64_t(parts_.interval_ms) * 1000;
+  uint64_t usec = uint64_t(job_.options().interval_ms) * 1000;
   if (!tick_) {
     sd_event_add_time_relative(
         eng_.loop(), &tick_, CLOCK_MONOTONIC, usec, 1000,
@@ -78,7 +78,7 @@ void ControlLoop::arm() {
           auto* self = static_cast<ControlLoop*>(ud);
           self->tick();
           if (self->running_) {
-            sd_event_source_set_time_relative(s, uint64_t(self->parts_.interval_ms) * 1000);
+            sd_event_source_set_time_relative(s, uint64_t(self->job_.options().interval_ms) * 1000);
             sd_event_source_set_enabled(s, SD_EVENT_ON);
           }
           return 0;
@@ -127,11 +127,11 @@ IntervalRecord ControlLoop::observe() {
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkStatus& c = chunks[i];
     ChunkObservation co;
-    co.kind = c.plan.kind;
+    co.kind = c.kind;
     co.params = c.params;
     co.bytes_total = c.bytes_total;
     co.bytes_done = c.bytes_done;
-    co.files_total = c.plan.files.size();
+    co.files_total = c.files_total;
     co.files_done = c.files_done;
     co.throughput_bps = double(c.bytes_fetched - last_chunk_bytes_[i]) * 8 / dt;
     co.finished = c.finished;
@@ -159,8 +159,9 @@ IntervalRecord ControlLoop::observe() {
       joules_ += *s.joules;
       o.energy_source = energy_source_;
     }
-    if (s.external_bytes && parts_.link_bps > 0)
-      o.ext_load = std::clamp(double(*s.external_bytes) * 8 / dt / parts_.link_bps, 0.0, 1.0);
+    double link_bps = job_.options().bandwidth_mbps * 1e6;
+    if (s.external_bytes && link_bps > 0)
+      o.ext_load = std::clamp(double(*s.external_bytes) * 8 / dt / link_bps, 0.0, 1.0);
     o.cpu_pct = s.cpu_pct;
   }
   if (KernelLayer* k = parts_.kernel) {

@@ -29,13 +29,11 @@ void Machine::sample() {
   if (src_.meter) joules = src_.meter->sample().joules;
   std::optional<double> cpu = src_.cpu_pct ? src_.cpu_pct() : std::nullopt;
   uint64_t sum = 0;
-  std::map<uint32_t, uint64_t> got;
   for (auto& [id, m] : members_) {
     uint64_t b = m.received();
-    uint64_t d = b >= m.last_bytes ? b - m.last_bytes : 0;
+    m.moved = b >= m.last_bytes ? b - m.last_bytes : 0;
     m.last_bytes = b;
-    got[id] = d;
-    sum += d;
+    sum += m.moved;
   }
   uint64_t external = 0;
   if (src_.interface_rx_bytes) {
@@ -46,10 +44,9 @@ void Machine::sample() {
   }
   if (joules && !members_.empty()) joules_shared_ += *joules;
   for (auto& [id, m] : members_) {
-    if (joules) m.joules += sum > 0 ? *joules * double(got[id]) / double(sum) : *joules / double(members_.size());
+    if (joules) m.joules += sum > 0 ? *joules * double(m.moved) / double(sum) : *joules / double(members_.size());
     m.external += external;
     if (cpu) m.cpu_weighted += *cpu * dt, m.cpu_s += dt;
-    m.since_s += dt;
   }
 }
 
@@ -74,13 +71,12 @@ Machine::Share Machine::take(uint32_t job) {
   auto it = members_.find(job);
   if (it == members_.end()) return s;
   Member& m = it->second;
-  s.interval_s = m.since_s;
   if (src_.meter) s.joules = m.joules;
   if (src_.interface_rx_bytes) s.external_bytes = m.external;
   if (m.cpu_s > 0) s.cpu_pct = m.cpu_weighted / m.cpu_s;
   m.joules = 0;
   m.external = 0;
-  m.cpu_weighted = m.cpu_s = m.since_s = 0;
+  m.cpu_weighted = m.cpu_s = 0;
   return s;
 }
 

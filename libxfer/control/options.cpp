@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <limits>
 
 #include "xfer/log.h"
 #include "xfer/text.h"

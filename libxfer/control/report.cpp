@@ -69,10 +69,10 @@ json job_report(const Job& job, const ControlLoop* loop) {
   for (const auto& f : job.failed()) j["failed"].push_back({{"url", f.url}, {"reason", f.reason}});
   j["chunks"] = json::array();
   for (const ChunkStatus& c : job.chunks())
-    j["chunks"].push_back({{"kind", to_string(c.plan.kind)},
-                           {"files", c.plan.files.size()},
+    j["chunks"].push_back({{"kind", to_string(c.kind)},
+                           {"files", c.files_total},
                            {"bytes", c.bytes_total},
-                           {"avg_size", c.plan.avg_size()},
+                           {"avg_size", c.avg_size},
                            {"cc", c.params.cc},
                            {"p", c.params.p},
                            {"pp", c.params.pp}});

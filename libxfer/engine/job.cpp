@@ -600,6 +600,7 @@ void Job::pause() { impl_->pause(); }
 void Job::resume() { impl_->resume(); }
 void Job::cancel(bool keep_partial) { impl_->cancel(keep_partial); }
 JobState Job::state() const { return impl_->state; }
+const EngineOptions& Job::options() const { return impl_->spec.opts; }
 JobProgress Job::progress() const { return impl_->progress(); }
 const JobInfo& Job::info() const { return impl_->info; }
 const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
@@ -609,7 +610,8 @@ const std::string& Job::pause_reason() const { return impl_->pause_reason; }
 std::vector<ChunkStatus> Job::chunks() const {
   std::vector<ChunkStatus> out;
   for (const auto& c : impl_->chunks)
-    out.push_back({c->plan, c->params, c->bytes_total, c->bytes_done, c->bytes_fetched, c->files_done, c->finished});
+    out.push_back({c->plan.kind, c->plan.files.size(), c->plan.avg_size(), c->params, c->bytes_total, c->bytes_done,
+                   c->bytes_fetched, c->files_done, c->finished});
   return out;
 }
 

@@ -184,7 +184,7 @@ TEST(SharedMachine, TwoConcurrentJobsAreChargedTheirShareOnly) {
         fs::create_directories(dest);
         jobs.push_back(std::make_unique<xfer::Job>(engine, xfer::Job::Spec{xfer::parse_manifest(manifest, "m"), dest, opts}));
         jobs.back()->set_flow_monitor(flows.get(), i);
-        xfer::LoopParts parts{flows.get(), machine.get(), nullptr, i, opts.interval_ms, opts.bandwidth_mbps * 1e6};
+        xfer::LoopParts parts{flows.get(), machine.get(), nullptr, i};
         xfer::TunerOptions t;
         t.fixed = xfer::ChunkParams{1, 1, 1};
         loops.push_back(std::make_unique<xfer::ControlLoop>(engine, *jobs.back(), xfer::make_tuner("static", t), parts));

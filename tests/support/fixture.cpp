@@ -201,10 +201,7 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
     xfer::TunerOptions topts;
     topts.fixed = fixed;
     xfer::Job job(engine, {xfer::parse_manifest(manifest_text, "<test>"), dest, opts});
-    xfer::LoopParts parts;
-    parts.interval_ms = opts.interval_ms;
-    parts.link_bps = opts.bandwidth_mbps * 1e6;
-    xfer::ControlLoop control(engine, job, xfer::make_tuner(policy, topts), parts);
+    xfer::ControlLoop control(engine, job, xfer::make_tuner(policy, topts), {});
     job.on_finished = [&] { sd_event_exit(loop, 0); };
     if (hook) control.on_interval = [&](const xfer::IntervalRecord& r) { hook(control, r); };
     sd_event_source* guard = nullptr;

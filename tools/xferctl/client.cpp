@@ -419,31 +419,40 @@ int guarded(const std::function<int()>& f) {
 
 }  // namespace
 
+void add_table_flags(CLI::App* cmd, xfer::OptionScope scope, xfer::OptionValues& into,
+                     const xfer::OptionValues* shown_defaults) {
+  for (const xfer::OptionSpec& o : xfer::option_table()) {
+    if (!(o.scopes & scope)) continue;
+    std::string help = o.help;
+    if (shown_defaults && shown_defaults->contains(o.name)) {
+      const auto& d = (*shown_defaults)[o.name];
+      help += " (default: " + (d.is_string() ? d.get<std::string>() : d.dump()) + ")";
+    }
+    auto read = [&o](const std::string& text, std::string* why) { return xfer::option_from_text(o, text, why); };
+    cmd->add_option_function<std::string>(
+           o.flag_name(),
+           [&into, &o, read](const std::string& text) {
+             std::string why;
+             into[o.name] = read(text, &why);
+           },
+           help)
+        ->check(CLI::Validator(
+            [read](std::string& text) {
+              std::string why;
+              read(text, &why);
+              return why;
+            },
+            "", o.name));
+  }
+}
+
 std::function<int()> add_client_commands(CLI::App& app) {
   auto sa = std::make_shared<SubmitArgs>();
   CLI::App* submit_cmd = app.add_subcommand("submit", "submit a job to xferd (D-Bus)");
   submit_cmd->add_option("--manifest", sa->manifest, "manifest: one 'URL [SIZE] [sha256:HEX]' a line; - for stdin")->required();
   submit_cmd->add_option("--dest", sa->dest, "destination directory (default: here)");
   submit_cmd->add_option("--policy", sa->policy, "SLA policy by name (xferctl policies); default: the daemon's");
-  for (const xfer::OptionSpec& o : xfer::option_table()) {
-    if (!(o.scopes & xfer::kJob)) continue;
-    // Read and checked by the table, as the daemon checks it.
-    submit_cmd
-        ->add_option_function<std::string>(
-            o.flag_name(),
-            [sa, &o](const std::string& text) {
-              std::string why;
-              sa->options[o.name] = xfer::option_from_text(o, text, &why);
-            },
-            o.help)
-        ->check(CLI::Validator(
-            [&o](std::string& text) {
-              std::string why;
-              xfer::option_from_text(o, text, &why);
-              return why;
-            },
-            "", o.name));
-  }
+  add_table_flags(submit_cmd, xfer::kJob, sa->options);
   submit_cmd->add_flag("--wait", sa->wait, "follow the job until it ends (progress bar on a terminal), show the result");
   submit_cmd->add_flag("--json", sa->json, "print JSON (with --wait: the job's summary)");
   submit_cmd->add_flag("--no-progress", sa->no_progress, "no progress while waiting");

@@ -54,6 +54,11 @@ bool wait_signal(int ms) {
 }
 
 
+// The paths xferctl run gives the options the table leaves unset.
+xfer::OptionValues path_defaults() {
+  return {{"kernel_state", xferd::kKernelState}, {"power_model", xferd::kPowerModel}};
+}
+
 struct RunArgs {
   std::string manifest, dest, sla, log_level = "warn";
   bool json = false, no_progress = false;
@@ -87,7 +92,7 @@ int run(const RunArgs& a) {
   bool fixed = o.contains("cc") || o.contains("p") || o.contains("pp");
   std::string policy = a.sla.empty() ? (fixed ? "static" : "min-energy") : a.sla;
   xfer::OptionLayers layers;
-  layers.defaults = {{"kernel_state", xferd::kKernelState}, {"power_model", xferd::kPowerModel}};
+  layers.defaults = path_defaults();
   layers.job = o;
   layers.job_scope = xfer::kRun;
   xfer::JobSetup setup;
@@ -159,8 +164,6 @@ int run(const RunArgs& a) {
     parts.flows = monitor.get();
     parts.machine = machine.get();
     parts.kernel = kernel.get();
-    parts.interval_ms = opts.interval_ms;
-    parts.link_bps = opts.bandwidth_mbps * 1e6;
     auto control = std::make_unique<xfer::ControlLoop>(engine, *job, std::move(tuner), parts);
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
@@ -186,7 +189,7 @@ int run(const RunArgs& a) {
             auto* b = static_cast<BarState*>(ud);
             std::vector<xferctl::ChunkKnobs> knobs;
             for (const xfer::ChunkStatus& c : b->job->chunks())
-              knobs.push_back({xfer::to_string(c.plan.kind), c.params.cc, c.params.p, c.params.pp});
+              knobs.push_back({xfer::to_string(c.kind), c.params.cc, c.params.p, c.params.pp});
             b->bar.draw(b->job->progress(), xferctl::params_in_words(knobs));
             sd_event_source_set_time_relative(s, 250000);
             sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -307,29 +310,11 @@ int main(int argc, char** argv) {
   std::string policies;
   for (const auto& e : xfer::tuner_registry()) policies += (policies.empty() ? "" : ", ") + e.name;
   run_cmd->add_option("--sla", ra.sla, "SLA policy (" + policies + "); default min-energy, or static with --cc/--p/--pp");
-  for (const xfer::OptionSpec& o : xfer::option_table()) {
-    if (!(o.scopes & xfer::kRun)) continue;
-    std::string help = o.help;
-    if (!o.def.is_null()) help += " (default: " + (o.def.is_string() ? o.def.get<std::string>() : o.def.dump()) + ")";
-    if (o.name == "kernel_state") help += std::string(" (default: ") + xferd::kKernelState + ")";
-    if (o.name == "power_model") help += std::string(" (default: ") + xferd::kPowerModel + ")";
-    // The table reads and checks the value: the same words as the config and D-Bus.
-    run_cmd
-        ->add_option_function<std::string>(
-            o.flag_name(),
-            [&ra, &o](const std::string& text) {
-              std::string why;
-              ra.options[o.name] = xfer::option_from_text(o, text, &why);
-            },
-            help)
-        ->check(CLI::Validator(
-            [&o](std::string& text) {
-              std::string why;
-              xfer::option_from_text(o, text, &why);
-              return why;
-            },
-            "", o.name));
-  }
+  // Shown in the help: the table's defaults and this front end's paths.
+  xfer::OptionValues run_defaults = path_defaults();
+  for (const xfer::OptionSpec& o : xfer::option_table())
+    if (!o.def.is_null()) run_defaults[o.name] = o.def;
+  xferctl::add_table_flags(run_cmd, xfer::kRun, ra.options, &run_defaults);
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));

@@ -42,9 +42,9 @@ struct LoopParts {
   Machine* machine = nullptr;     // energy, external load, CPU: shared among the jobs
   KernelLayer* kernel = nullptr;  // cores and frequency, when this job may turn them
   uint32_t id = 1;                // the job's id in the flow monitor and the machine
-  long interval_ms = 5000;
-  double link_bps = 1e9;          // link capacity, for the external load
 };
+// The interval and the link capacity (for the external load) are the job's
+// own options (EngineOptions::interval_ms, bandwidth_mbps).
 
 class ControlLoop : public JobController {
  public:

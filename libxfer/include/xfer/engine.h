@@ -165,7 +165,9 @@ class JobController {
 
 // A chunk of a running job.
 struct ChunkStatus {
-  ChunkPlan plan;       // kind, files, bytes
+  ChunkKind kind = ChunkKind::Small;
+  size_t files_total = 0;
+  double avg_size = 0;  // bytes per file as partitioned (ChunkPlan::avg_size)
   ChunkParams params;   // in effect
   uint64_t bytes_total = 0;    // known sizes
   uint64_t bytes_done = 0;     // on disk
@@ -228,6 +230,7 @@ class Job {
   void cancel(bool keep_partial = true);
 
   JobState state() const;
+  const EngineOptions& options() const;
   JobProgress progress() const;
   // Once the transfer has begun (after discovery): what the tuner was told.
   const JobInfo& info() const;

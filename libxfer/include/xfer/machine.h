@@ -51,7 +51,6 @@ class Machine {
 
   // What a job is owed since its previous take (or its join).
   struct Share {
-    double interval_s = 0;
     std::optional<double> joules;          // this job's share
     std::optional<uint64_t> external_bytes;  // received on the interfaces, by no job
     std::optional<double> cpu_pct;         // mean over the interval
@@ -72,9 +71,10 @@ class Machine {
   struct Member {
     ReceivedBytes received;
     uint64_t last_bytes = 0;
+    uint64_t moved = 0;  // received in the sample being divided
     double joules = 0;
     uint64_t external = 0;
-    double cpu_weighted = 0, cpu_s = 0, since_s = 0;
+    double cpu_weighted = 0, cpu_s = 0;
   };
   void sample();
   Sources src_;
