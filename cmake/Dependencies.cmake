@@ -10,6 +10,7 @@ pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf>=1.0)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd>=247)  # sd_event_add_time_relative
 pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
+pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)  # the fleet's history (PostgreSQL)
 
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)

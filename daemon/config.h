@@ -55,7 +55,11 @@ struct Config {
   // table's default, the daemon's paths, then what the files say.
   xfer::OptionValues values = xfer::OptionValues::object();
   // One of them, as a string (a Choice or Path).
-  std::string text(const char* name) const { return values.at(name).get<std::string>(); }
+  // A text option's value; "" when it has no value (no default, not set).
+  std::string text(const char* name) const {
+    auto it = values.find(name);
+    return it == values.end() || it->is_null() ? std::string() : it->get<std::string>();
+  }
 
   // The built-in set until a file defines a [policy.NAME]; from then on only
   // the policies the files define.

@@ -79,6 +79,7 @@ Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o))
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw StoreError("state directory " + dir + ": " + strerror(errno));
   store = std::make_unique<Store>(dir + "/xferd.db");
+  open_history(dir);
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   // A journal a crashed xferd left: cores and frequency go back now.
@@ -113,6 +114,7 @@ Service::~Service() {
 void Service::retire(JobEntry& j) {
   bool had_job = j.job != nullptr;
   j.loop.reset();
+  j.recorder.reset();
   j.job.reset();
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
@@ -122,6 +124,34 @@ void Service::retire(JobEntry& j) {
     j.holds_kernel = false;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
+}
+
+void Service::open_history(const std::string& state_dir) {
+  std::string where = cfg.text("history");
+  if (where.empty()) where = state_dir + "/history.db";
+  xfer::hla::HistoryOptions o;
+  o.journal = cfg.text("history_journal");
+  if (o.journal.empty()) o.journal = state_dir + "/history.db";
+  try {
+    history = xfer::hla::open_history(where, o);
+    log::info("history: {}", xfer::printable(history->where()));
+  } catch (const std::exception& e) {
+    log::error("history: {}; jobs run without being recorded until it is fixed (then Reload or restart)",
+               xfer::printable(e.what()));
+    return;
+  }
+  // A store from before version 3 kept the intervals itself: they move to
+  // the history, and leave the store only once the history holds them.
+  try {
+    std::vector<xfer::hla::LegacyInterval> legacy = store->legacy_intervals();
+    if (legacy.empty()) return;
+    xfer::hla::migrate_legacy(*history, legacy);
+    store->drop_legacy_intervals();
+    log::info("history: moved {} interval records from the job store into {}", legacy.size(),
+              xfer::printable(history->where()));
+  } catch (const std::exception& e) {
+    log::error("history: moving the job store's interval records: {}; they stay in the store", xfer::printable(e.what()));
+  }
 }
 
 xfer::OptionLayers Service::layers(const Policy& p, const nlohmann::json& options) const {
@@ -374,6 +404,13 @@ void Service::start(JobEntry& j) {
   parts.id = uint32_t(id);
   j.loop = std::make_unique<xfer::ControlLoop>(engine, *j.job, std::move(tuner), parts);
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
+  if (history) {
+    xfer::hla::RunRow run;
+    run.tool = "xferd", run.job_id = int64_t(id), run.policy = j.policy.name, run.algorithm = j.policy.algorithm;
+    run.label = j.label;
+    run.link_source = cfg.values.contains("bandwidth_mbps") ? "configured" : "assumed";
+    j.recorder = std::make_unique<xfer::hla::HistoryRecorder>(*history, run);
+  }
   JobEntry* jp = &j;
   j.loop->on_interval = [this, jp](const xfer::IntervalRecord& r) {
     JobEntry& x = *jp;
@@ -383,12 +420,7 @@ void Service::start(JobEntry& j) {
     x.joules = x.loop->joules().value_or(0);
     if (x.kinds.empty())
       for (const xfer::ChunkStatus& c : x.job->chunks()) x.kinds.push_back(xfer::to_string(c.kind));
-    try {
-      store->add_interval(x.row.id, x.seq++, x.policy.algorithm, o, x.kinds, x.progress.files_total,
-                          x.progress.bytes_total);
-    } catch (const StoreError& err) {
-      log::error("job {}: interval record: {}", x.row.id, err.what());
-    }
+    if (x.recorder) x.recorder->interval(*x.job, r);
     std::string ps;
     for (size_t i = 0; i < o.params.chunks.size(); ++i)
       ps += fmt::format("{}{}:{}", ps.empty() ? "" : " ", i < x.kinds.size() ? x.kinds[i] : "?",
@@ -435,6 +467,7 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
+  if (j.recorder) j.recorder->finish(xfer::to_string(state));
   if (!j.job) retire(j);  // a running Job is retired after its callback returns
   try {
     store->finish(j.row.id, xfer::to_string(state), error, summary);
@@ -575,7 +608,6 @@ void Service::restore_jobs() {
         record_finished(e, xfer::JobState::Failed, why,
                         nlohmann::json{{"state", "failed"}, {"job", e.row.id}, {"error", why}}.dump());
       } else {
-        e.seq = int(store->interval_count(e.row.id));  // interval records go on after the ones already kept
         log::info("job {}: carried on after a restart ({})", e.row.id, xfer::to_string(e.state));
       }
     } else {
@@ -606,6 +638,7 @@ void Service::shutdown() {
     if (j->job) {
       log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
       j->job->cancel(true);  // checkpoints every .part; on_finished ignores it (stopping)
+      if (j->recorder) j->recorder->finish("interrupted");  // the next start is a new run
       retire(*j);
     }
 }

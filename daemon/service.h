@@ -22,6 +22,7 @@
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
+#include "xfer/history.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
 #include "xfer/machine.h"
@@ -56,7 +57,7 @@ struct JobEntry {
   std::unique_ptr<xfer::ControlLoop> loop;  // tunes job; goes before it
   bool holds_kernel = false;
   std::string kernel_note;
-  int seq = 0;
+  std::unique_ptr<xfer::hla::HistoryRecorder> recorder;  // its rows in the transfer history
   std::vector<std::string> kinds;  // chunk names, Params order
   // Last known figures (kept after the job ends):
   xfer::JobProgress progress;
@@ -92,6 +93,9 @@ struct Service {
   Options opts;
   Config cfg;
   std::unique_ptr<Store> store;
+  // The transfer history (xfer/history.h); null when it could not be opened
+  // (logged: the jobs run, unrecorded).
+  std::unique_ptr<xfer::hla::History> history;
   xfer::Engine engine;
   std::unique_ptr<xfer::FlowMonitor> flows;
   // Energy, interface bytes and CPU, measured once and shared among the jobs.
@@ -143,6 +147,9 @@ struct Service {
   // destination descriptor, and the kernel layer (restoring cores and frequency).
   void retire(JobEntry& j);
   size_t running() const;
+  // The history at [history] url (default STATE_DIR/history.db); moves a
+  // pre-v3 store's intervals into it.
+  void open_history(const std::string& state_dir);
   std::string last_status_;
   sd_event_source* reap_ = nullptr;  // retires finished jobs outside their own callbacks
 };

@@ -5,14 +5,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "xfer/history.h"
+#include "xfer/sqlite_stmt.h"
+
 namespace xferd {
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
-// intervals: one row per control interval of a job (the history the
-// learning reads). A figure the job had no source for is NULL, never 0.
+// intervals (versions 1 and 2; version 3 moved them to the transfer
+// history, xfer/history.h): one row per control interval of a job.
 #define XFERD_INTERVALS_COLUMNS                                                                            \
   "job_id INTEGER NOT NULL, seq INTEGER NOT NULL, algorithm TEXT NOT NULL,"                                \
   "t_s REAL NOT NULL, throughput_bps REAL NOT NULL, bytes_done INTEGER NOT NULL,"                          \
@@ -27,8 +30,7 @@ const char* kSchema =
     "  id INTEGER PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
     "  dest TEXT NOT NULL, manifest TEXT NOT NULL, policy TEXT NOT NULL, options TEXT NOT NULL,"
     "  state TEXT NOT NULL, submitted_at REAL NOT NULL, finished_at REAL,"
-    "  error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');"
-    "CREATE TABLE IF NOT EXISTS intervals(" XFERD_INTERVALS_COLUMNS ");";
+    "  error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');";
 
 // Version 1 -> 2: intervals gain ext_load and cpu_pct, and cores, freq_khz
 // and joules may be missing (NULL). SQLite changes constraints only by
@@ -45,37 +47,9 @@ const char* kFromV1 =
     "COMMIT;";
 
 // One prepared statement, finalized on every path.
-class Stmt {
+class Stmt : public xfer::SqliteStmt<StoreError> {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      throw StoreError(std::string("job store: ") + sqlite3_errmsg(db));
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(s_, i, v)); }
-  Stmt& bind(int i, double v) { return check(sqlite3_bind_double(s_, i, v)); }
-  Stmt& bind(int i, const std::string& v) { return check(sqlite3_bind_text(s_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT)); }
-  Stmt& null(int i) { return check(sqlite3_bind_null(s_, i)); }
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw StoreError(std::string("job store: ") + sqlite3_errmsg(db_));
-  }
-  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
-  double dbl(int c) const { return sqlite3_column_double(s_, c); }
-  std::string str(int c) const {
-    const unsigned char* t = sqlite3_column_text(s_, c);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-
- private:
-  Stmt& check(int rc) {
-    if (rc != SQLITE_OK) throw StoreError(std::string("job store: ") + sqlite3_errmsg(db_));
-    return *this;
-  }
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
+  Stmt(sqlite3* db, const char* sql) : SqliteStmt(db, sql, "job store: ") {}
 };
 
 }  // namespace
@@ -151,39 +125,34 @@ void Store::finish(uint64_t id, const std::string& state, const std::string& err
   s.bind(1, state).bind(2, error).bind(3, summary).bind(4, int64_t(id)).step();
 }
 
-void Store::add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::Observation& o,
-                         const std::vector<std::string>& kinds, size_t files_total, uint64_t bytes_total) {
-  nlohmann::json chunks = nlohmann::json::array();
-  int cc = 0, p = 0, pp = 0;
-  for (size_t i = 0; i < o.params.chunks.size(); ++i) {
-    const xfer::ChunkParams& c = o.params.chunks[i];
-    chunks.push_back({{"kind", i < kinds.size() ? kinds[i] : "?"}, {"cc", c.cc}, {"p", c.p}, {"pp", c.pp}});
-    cc += c.cc;
-    p += c.cc * c.p;
-    pp = std::max(pp, c.pp);
-  }
-  nlohmann::json params = {{"chunks", chunks}, {"reason", o.params.reason}};
+std::vector<xfer::hla::LegacyInterval> Store::legacy_intervals() const {
+  std::vector<xfer::hla::LegacyInterval> out;
+  Stmt t(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='intervals'");
+  t.step();
+  if (t.i64(0) == 0) return out;
   Stmt s(db_,
-         "INSERT OR REPLACE INTO intervals(job_id,seq,algorithm,t_s,throughput_bps,bytes_done,cc,p,pp,params,cores,"
-         "freq_khz,joules,energy_source,rtt_ms,retrans_per_mb,files_total,bytes_total,ext_load,cpu_pct) "
-         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  s.bind(1, int64_t(job_id)).bind(2, int64_t(seq)).bind(3, algorithm).bind(4, o.t_s).bind(5, o.throughput_bps);
-  s.bind(6, int64_t(o.bytes_done)).bind(7, int64_t(cc)).bind(8, int64_t(p)).bind(9, int64_t(pp)).bind(10, params.dump());
-  auto opt = [&](int i, const auto& v) {
-    if (v) s.bind(i, *v);
-    else s.null(i);
-  };
-  opt(11, o.cores ? std::optional<int64_t>(*o.cores) : std::nullopt);
-  opt(12, o.freq_khz ? std::optional<int64_t>(*o.freq_khz) : std::nullopt);
-  opt(13, o.joules);
-  s.bind(14, o.joules ? o.energy_source : std::string("none"));
-  opt(15, o.flow ? std::optional<double>(o.flow->rtt_ms) : std::nullopt);
-  opt(16, o.flow ? std::optional<double>(o.flow->retrans_per_mb) : std::nullopt);
-  s.bind(17, int64_t(files_total)).bind(18, int64_t(bytes_total));
-  opt(19, o.ext_load);
-  opt(20, o.cpu_pct);
-  s.step();
+         "SELECT i.job_id,i.seq,i.algorithm,COALESCE(j.policy,''),COALESCE(j.state,''),i.params,i.energy_source,"
+         "i.t_s,i.throughput_bps,COALESCE(j.submitted_at,0),i.bytes_done,i.cc,i.p,i.pp,i.files_total,i.bytes_total,"
+         "i.cores,i.freq_khz,i.joules,i.rtt_ms,i.retrans_per_mb,i.ext_load,i.cpu_pct "
+         "FROM intervals i LEFT JOIN jobs j ON j.id=i.job_id ORDER BY i.job_id,i.seq");
+  auto opt_i = [&](int c) { return s.is_null(c) ? std::nullopt : std::optional<int64_t>(s.i64(c)); };
+  auto opt_d = [&](int c) { return s.is_null(c) ? std::nullopt : std::optional<double>(s.dbl(c)); };
+  while (s.step()) {
+    xfer::hla::LegacyInterval l;
+    l.job_id = s.i64(0), l.seq = s.i64(1), l.algorithm = s.str(2), l.policy = s.str(3), l.state = s.str(4);
+    l.params_json = s.str(5), l.energy_source = s.str(6), l.t_s = s.dbl(7), l.throughput_bps = s.dbl(8);
+    l.submitted_at = s.dbl(9), l.bytes_done = s.i64(10), l.cc = s.i64(11), l.p = s.i64(12), l.pp = s.i64(13);
+    l.files_total = s.i64(14), l.bytes_total = s.i64(15), l.cores = opt_i(16), l.freq_khz = opt_i(17);
+    l.joules = opt_d(18), l.rtt_ms = opt_d(19), l.retrans_per_mb = opt_d(20), l.ext_load = opt_d(21);
+    l.cpu_pct = opt_d(22);
+    // A job still unfinished in the store is "running" in its legacy run.
+    if (l.state == "queued" || l.state == "paused" || l.state == "discovering") l.state = "running";
+    out.push_back(std::move(l));
+  }
+  return out;
 }
+
+void Store::drop_legacy_intervals() { exec("DROP TABLE IF EXISTS intervals"); }
 
 std::string Store::text_of(uint64_t id, const char* column) const {
   Stmt s(db_, (std::string("SELECT ") + column + " FROM jobs WHERE id=?").c_str());
@@ -222,12 +191,6 @@ std::vector<JobRow> Store::jobs() const {
     out.push_back(std::move(r));
   }
   return out;
-}
-
-size_t Store::interval_count(uint64_t job_id) const {
-  Stmt s(db_, "SELECT COUNT(*) FROM intervals WHERE job_id=?");
-  s.bind(1, int64_t(job_id)).step();
-  return size_t(s.i64(0));
 }
 
 int Store::purge_finished_before(double unix_time) {

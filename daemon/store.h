@@ -1,10 +1,10 @@
 // The job store: one SQLite database, STATE_DIR/xferd.db. It holds what a
 // restart needs to carry every unfinished job on (kill -9 included; the bytes
 // themselves are in the destination's .part files and their records), the
-// summaries of finished jobs, and one row per control interval: the history
-// the learning tuner (Cross-LayerHLA) fits its surfaces to.
+// summaries of finished jobs. (The per-interval history the learning reads
+// is the transfer history, STATE_DIR/history.db: xfer/history.h.)
 //
-// Schema (version 1; `PRAGMA user_version`):
+// Schema (version 3; `PRAGMA user_version`):
 //
 //   jobs       one row per job
 //     id            INTEGER PRIMARY KEY  N of /org/xferd/Xferd1/job/N
@@ -19,18 +19,11 @@
 //     error         TEXT                 why it failed, '' otherwise
 //     summary       TEXT                 JSON, the job's result (as `xferctl run --json`)
 //
-//   intervals  one row per control interval of every job; kept when the job's
-//              row is purged (it is the learning history)
-//     job_id, seq   INTEGER              PRIMARY KEY (job_id, seq)
-//     algorithm     TEXT                 the tuner in charge
-//     t_s           REAL                 seconds since the job started
-//     throughput_bps REAL, bytes_done INTEGER
-//     cc, p, pp     INTEGER              totals over chunks: channels, streams, max pp
-//     params        TEXT                 JSON: per chunk {kind, cc, p, pp}, the tuner's reason
-//     cores         INTEGER, freq_khz INTEGER   the kernel layer during the interval (0: untouched)
-//     joules        REAL, energy_source TEXT    rapl:... or model:... (never unlabelled)
-//     rtt_ms        REAL, retrans_per_mb REAL   from the flow monitor (NULL without one)
-//     files_total   INTEGER, bytes_total INTEGER  the dataset's shape
+//   intervals  (versions 1 and 2 only) one row per control interval; version 3
+//              keeps the intervals in the transfer history (xfer/history.h):
+//              xferd moves the rows there at its first start on a v2 store
+//              (legacy_intervals, then drop_legacy_intervals once the history
+//              holds them), so no row is lost.
 #pragma once
 
 #include <sys/types.h>
@@ -41,6 +34,7 @@
 #include <vector>
 
 #include "xfer/engine.h"
+#include "xfer/history.h"
 
 struct sqlite3;
 
@@ -71,17 +65,17 @@ class Store {
   uint64_t insert(JobRow& row);  // sets row.id
   void set_state(uint64_t id, const std::string& state);
   void finish(uint64_t id, const std::string& state, const std::string& error, const std::string& summary);
-  // kinds: the chunks' names (small, medium, large) in Params order.
-  void add_interval(uint64_t job_id, int seq, const std::string& algorithm, const xfer::Observation& o,
-                    const std::vector<std::string>& kinds, size_t files_total, uint64_t bytes_total);
+  // A store from before version 3: its intervals, for the history. Empty
+  // when there are none (or they were moved already).
+  std::vector<xfer::hla::LegacyInterval> legacy_intervals() const;
+  void drop_legacy_intervals();
   // Every kept job, oldest first, without its manifest and summary (which can
   // be large: read them one job at a time).
   std::vector<JobRow> jobs() const;
   std::string manifest(uint64_t id) const;
   std::string summary(uint64_t id) const;
-  // Drops one finished job's row (its interval records stay: they are history).
+  // Drops one finished job's row.
   void forget(uint64_t id);
-  size_t interval_count(uint64_t job_id) const;
   // Drops finished jobs older than the given Unix time; returns how many.
   int purge_finished_before(double unix_time);
 

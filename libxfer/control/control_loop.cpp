@@ -156,6 +156,7 @@ IntervalRecord ControlLoop::observe() {
     Machine::Share s = parts_.machine->take(parts_.id);
     if (s.joules) {
       o.joules = *s.joules;
+      o.dynamic_joules = s.dynamic_joules;
       joules_ += *s.joules;
       o.energy_source = energy_source_;
     }

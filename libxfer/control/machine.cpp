@@ -25,8 +25,12 @@ void Machine::sample() {
   uint64_t now = monotonic_ns();
   double dt = double(now - last_ns_) / 1e9;
   last_ns_ = now;
-  std::optional<double> joules;
-  if (src_.meter) joules = src_.meter->sample().joules;
+  std::optional<double> joules, dynamic;
+  if (src_.meter) {
+    EnergySample e = src_.meter->sample();
+    joules = e.joules;
+    dynamic = e.dynamic_joules;
+  }
   std::optional<double> cpu = src_.cpu_pct ? src_.cpu_pct() : std::nullopt;
   uint64_t sum = 0;
   for (auto& [id, m] : members_) {
@@ -44,7 +48,8 @@ void Machine::sample() {
   }
   if (joules && !members_.empty()) joules_shared_ += *joules;
   for (auto& [id, m] : members_) {
-    if (joules) m.joules += sum > 0 ? *joules * double(m.moved) / double(sum) : *joules / double(members_.size());
+    double share = sum > 0 ? double(m.moved) / double(sum) : 1.0 / double(members_.size());
+    if (joules) m.joules += *joules * share, m.dynamic_joules += *dynamic * share;
     m.external += external;
     if (cpu) m.cpu_weighted += *cpu * dt, m.cpu_s += dt;
   }
@@ -71,10 +76,10 @@ Machine::Share Machine::take(uint32_t job) {
   auto it = members_.find(job);
   if (it == members_.end()) return s;
   Member& m = it->second;
-  if (src_.meter) s.joules = m.joules;
+  if (src_.meter) s.joules = m.joules, s.dynamic_joules = m.dynamic_joules;
   if (src_.interface_rx_bytes) s.external_bytes = m.external;
   if (m.cpu_s > 0) s.cpu_pct = m.cpu_weighted / m.cpu_s;
-  m.joules = 0;
+  m.joules = m.dynamic_joules = 0;
   m.external = 0;
   m.cpu_weighted = m.cpu_s = 0;
   return s;

@@ -58,8 +58,13 @@ std::vector<ChunkPlan> partition_files(const std::vector<uint64_t>& sizes, const
   }
 
   std::vector<ChunkPlan> out;
-  for (auto& p : c)
-    if (!p.files.empty()) out.push_back(std::move(p));
+  for (auto& p : c) {
+    if (p.files.empty()) continue;
+    double mean = p.avg_size(), var = 0;
+    for (size_t i : p.files) var += (double(sizes[i]) - mean) * (double(sizes[i]) - mean);
+    p.size_sd = std::sqrt(var / double(p.files.size()));
+    out.push_back(std::move(p));
+  }
   return out;
 }
 

@@ -610,7 +610,7 @@ const std::string& Job::pause_reason() const { return impl_->pause_reason; }
 std::vector<ChunkStatus> Job::chunks() const {
   std::vector<ChunkStatus> out;
   for (const auto& c : impl_->chunks)
-    out.push_back({c->plan.kind, c->plan.files.size(), c->plan.avg_size(), c->params, c->bytes_total, c->bytes_done,
+    out.push_back({c->plan.kind, c->plan.files.size(), c->plan.avg_size(), c->plan.size_sd, c->params, c->bytes_total, c->bytes_done,
                    c->bytes_fetched, c->files_done, c->finished});
   return out;
 }

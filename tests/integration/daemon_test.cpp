@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "daemon.h"
+#include "xfer/history.h"
 #include "daemon_env.h"
 #include "fixture.h"
 #include "store.h"
@@ -221,11 +222,21 @@ TEST(Daemon, KillNineMidJobThenRestartCompletesByteIdentical) {
   EXPECT_EQ(job_property(path, "FilesTotal"), std::to_string(env.data.files.size()));
   EXPECT_EQ(job_property(path, "FilesDone"), std::to_string(env.data.files.size()));
   EXPECT_EQ(job_property(path, "BytesTotal"), std::to_string(env.data.bytes));
-  // Every interval of both runs went to the store (0.5 s intervals over several seconds).
+  // Every interval of both runs went to the history (0.5 s intervals over
+  // several seconds), one run per start.
   env.xferd.stop();
-  xferd::Store store(env.xferd.state_dir + "/xferd.db");
-  std::cout << "[ store ] " << store.interval_count(1) << " interval records for job 1\n";
-  EXPECT_GE(store.interval_count(1), 4u);
+  auto history = xfer::hla::open_history(env.xferd.state_dir + "/history.db", {.read_only = true});
+  xfer::hla::HistoryData h = history->read();
+  std::vector<std::string> outcomes;
+  for (const auto& r : h.runs)
+    if (r.job_id == 1 && r.tool == "xferd") outcomes.push_back(r.outcome);
+  size_t rows = 0;
+  for (const auto& i : h.intervals) rows += h.run_of(i) && h.run_of(i)->job_id == 1;
+  std::cout << "[ history ] " << rows << " interval rows for job 1 over " << outcomes.size() << " runs\n";
+  // kill -9 left its run "running" (cut off: the analysis drops it), the
+  // clean stop marked its run "interrupted", the last run finished.
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"running", "interrupted", "done"}));
+  EXPECT_GE(rows, 4u);
 }
 
 TEST(Daemon, TwentyConcurrentJobsFromTwoUids) {

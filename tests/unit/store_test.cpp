@@ -1,5 +1,6 @@
-// The job store: jobs and interval records survive reopening; purge keeps intervals.
+// The job store: jobs survive reopening; a v2 store's intervals move into the history.
 #include "store.h"
+#include "xfer/history.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -16,7 +17,7 @@ std::string temp_db() {
 
 }  // namespace
 
-TEST(Store, JobsAndIntervalsSurviveReopening) {
+TEST(Store, JobsSurviveReopening) {
   std::string db = temp_db();
   uint64_t id;
   {
@@ -31,25 +32,6 @@ TEST(Store, JobsAndIntervalsSurviveReopening) {
     id = s.insert(r);
     EXPECT_EQ(r.id, id);
     s.set_state(id, "running");
-    xfer::Observation e;
-    e.t_s = 5;
-    e.throughput_bps = 8e8;
-    e.bytes_done = 500;
-    e.params.chunks = {{4, 2, 8}, {1, 1, 1}};
-    e.params.reason = "because";
-    e.joules = 12.5;
-    e.energy_source = "model:cpu";
-    e.cores = 2;
-    e.ext_load = 0.25;
-    xfer::FlowInterval f;
-    f.rtt_ms = 40;
-    f.retrans_per_mb = 0.5;
-    e.flow = f;
-    s.add_interval(id, 0, "min-energy", e, {"small", "large"}, 2, 1000);
-    e.t_s = 10;
-    e.flow.reset();
-    e.joules.reset();  // no figure: stored as missing, not as 0
-    s.add_interval(id, 1, "min-energy", e, {"small", "large"}, 2, 1000);
   }
   xferd::Store s(db);
   std::vector<xferd::JobRow> jobs = s.jobs();
@@ -58,40 +40,7 @@ TEST(Store, JobsAndIntervalsSurviveReopening) {
   EXPECT_EQ(jobs[0].uid, 65534u);
   EXPECT_TRUE(jobs[0].manifest.empty());  // read one job at a time, not with the list
   EXPECT_EQ(s.manifest(id), "http://127.0.0.1/a 10\n");
-  EXPECT_EQ(s.interval_count(id), 2u);
-
-  // The documented columns hold what was recorded.
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(raw,
-                               "SELECT cc, p, pp, cores, joules, energy_source, rtt_ms, params FROM intervals "
-                               "WHERE job_id=? AND seq=0",
-                               -1, &st, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_int64(st, 1, int64_t(id));
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), 5);       // channels: 4 + 1
-  EXPECT_EQ(sqlite3_column_int(st, 1), 4 * 2 + 1);  // streams
-  EXPECT_EQ(sqlite3_column_int(st, 2), 8);       // max pp
-  EXPECT_EQ(sqlite3_column_int(st, 3), 2);
-  EXPECT_DOUBLE_EQ(sqlite3_column_double(st, 4), 12.5);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 5)), "model:cpu");
-  EXPECT_DOUBLE_EQ(sqlite3_column_double(st, 6), 40);
-  EXPECT_NE(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 7))).find("\"kind\":\"small\""),
-            std::string::npos);
-  sqlite3_finalize(st);
-  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT ext_load, joules, energy_source FROM intervals WHERE job_id=? ORDER BY seq", -1,
-                               &st, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_int64(st, 1, int64_t(id));
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_DOUBLE_EQ(sqlite3_column_double(st, 0), 0.25);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_type(st, 1), SQLITE_NULL);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), "none");
-  sqlite3_finalize(st);
-  sqlite3_close(raw);
+  EXPECT_TRUE(s.legacy_intervals().empty());  // a new store keeps no intervals: the history does
 
   s.finish(id, "done", "", "{\"state\":\"done\"}");
   EXPECT_EQ(s.summary(id), "{\"state\":\"done\"}");
@@ -100,7 +49,72 @@ TEST(Store, JobsAndIntervalsSurviveReopening) {
   EXPECT_EQ(s.purge_finished_before(1), 0);  // finished now, not before 1970
   EXPECT_EQ(s.purge_finished_before(4e9), 1);
   EXPECT_TRUE(s.jobs().empty());
-  EXPECT_EQ(s.interval_count(id), 2u);  // the learning history stays
+  std::filesystem::remove_all(std::filesystem::path(db).parent_path());
+}
+
+// A version-2 store (as xferd 0.1 left it) holds the intervals itself; they
+// move into the history with their figures, NULL staying NULL, and leave
+// the store only after.
+TEST(Store, AVersion2StoresIntervalsMoveIntoTheHistory) {
+  std::string db = temp_db();
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    const char* v2 =
+        "CREATE TABLE jobs(id INTEGER PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL, dest TEXT NOT NULL,"
+        " manifest TEXT NOT NULL, policy TEXT NOT NULL, options TEXT NOT NULL, state TEXT NOT NULL,"
+        " submitted_at REAL NOT NULL, finished_at REAL, error TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '');"
+        "CREATE TABLE intervals(job_id INTEGER NOT NULL, seq INTEGER NOT NULL, algorithm TEXT NOT NULL,"
+        " t_s REAL NOT NULL, throughput_bps REAL NOT NULL, bytes_done INTEGER NOT NULL,"
+        " cc INTEGER NOT NULL, p INTEGER NOT NULL, pp INTEGER NOT NULL, params TEXT NOT NULL,"
+        " cores INTEGER, freq_khz INTEGER, joules REAL, energy_source TEXT NOT NULL,"
+        " rtt_ms REAL, retrans_per_mb REAL, files_total INTEGER NOT NULL, bytes_total INTEGER NOT NULL,"
+        " ext_load REAL, cpu_pct REAL, PRIMARY KEY(job_id, seq));"
+        "INSERT INTO jobs VALUES(7,0,0,'/srv','m','fast','{}','done',1000,1100,'','');"
+        "INSERT INTO intervals VALUES(7,0,'max-throughput',5,8e8,500,5,9,8,'{\"reason\":\"because\"}',2,NULL,12.5,"
+        " 'model:cpu',40,0.5,2,1000,0.25,30);"
+        "INSERT INTO intervals VALUES(7,1,'max-throughput',10,9e8,900,5,9,8,'{}',2,NULL,NULL,'none',NULL,NULL,2,1000,"
+        " NULL,NULL);"
+        "INSERT INTO intervals VALUES(8,0,'static',5,1e8,100,1,1,1,'{}',NULL,NULL,1.0,'model:cpu',1,0,1,10,0,5);"
+        "PRAGMA user_version=2;";
+    ASSERT_EQ(sqlite3_exec(raw, v2, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  std::string hist = std::filesystem::path(db).parent_path() / "history.db";
+  {
+    xferd::Store s(db);
+    std::vector<xfer::hla::LegacyInterval> legacy = s.legacy_intervals();
+    ASSERT_EQ(legacy.size(), 3u);
+    auto h = xfer::hla::open_history(hist);
+    xfer::hla::migrate_legacy(*h, legacy);
+    s.drop_legacy_intervals();
+  }
+  xferd::Store s(db);
+  EXPECT_TRUE(s.legacy_intervals().empty());
+  auto h = xfer::hla::open_history(hist, {.read_only = true});
+  xfer::hla::HistoryData d = h->read();
+  ASSERT_EQ(d.runs.size(), 2u);
+  ASSERT_EQ(d.intervals.size(), 3u);
+  const xfer::hla::RunRow* r7 = d.run_of(d.intervals[0]);
+  ASSERT_NE(r7, nullptr);
+  EXPECT_EQ(r7->job_id, 7);
+  EXPECT_EQ(r7->outcome, "done");
+  EXPECT_EQ(r7->policy, "fast");
+  EXPECT_EQ(d.run_of(d.intervals[2])->outcome, "unknown");  // job 8's row was purged: its end is not known
+  const xfer::hla::IntervalRow& i0 = d.intervals[0];
+  EXPECT_EQ(i0.chunk, -1);
+  EXPECT_EQ(i0.cc, 5);
+  EXPECT_EQ(i0.p, 1);  // 9 streams over 5 channels, as the store summed them
+  EXPECT_EQ(i0.pp, 8);
+  EXPECT_EQ(i0.cores, 2);
+  EXPECT_FALSE(i0.freq_khz.has_value());
+  EXPECT_DOUBLE_EQ(*i0.joules, 12.5);
+  EXPECT_DOUBLE_EQ(*i0.rtt_ms, 40);
+  EXPECT_DOUBLE_EQ(*i0.ext_load, 0.25);
+  EXPECT_EQ(i0.reason, "because");
+  EXPECT_DOUBLE_EQ(i0.t_unix, 1005);
+  EXPECT_FALSE(d.intervals[1].joules.has_value());  // missing stays missing
+  EXPECT_FALSE(d.intervals[1].rtt_ms.has_value());
   std::filesystem::remove_all(std::filesystem::path(db).parent_path());
 }
 

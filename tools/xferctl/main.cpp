@@ -4,6 +4,7 @@
 // the same Job code the daemon runs.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
+#include "xfer/history.h"
 #include "xfer/kernel.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
@@ -66,6 +68,18 @@ struct RunArgs {
   // checked by the table as it is read.
   xfer::OptionValues options = xfer::OptionValues::object();
 };
+
+// A postgresql:// history's local journal unless --history-journal says:
+// $XDG_STATE_HOME/xferd/history.db (~/.local/state/xferd/history.db).
+std::string default_journal() {
+  const char* xdg = getenv("XDG_STATE_HOME");
+  const char* home = getenv("HOME");
+  std::string base = xdg && *xdg ? xdg : std::string(home && *home ? home : "/tmp") + "/.local/state";
+  std::string dir = base + "/xferd";
+  for (size_t i = 1; i <= dir.size(); ++i)
+    if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0700);
+  return dir + "/history.db";
+}
 
 void raise_fd_limit() {
   rlimit rl{};
@@ -121,6 +135,20 @@ int run(const RunArgs& a) {
     }
   }
 
+  // The transfer history, when asked for: a path or a postgresql:// URL
+  // (journaled locally first; a server that is away delays no transfer).
+  std::unique_ptr<xfer::hla::History> history;
+  if (v.contains("history")) {
+    xfer::hla::HistoryOptions ho;
+    ho.journal = v.contains("history_journal") ? v["history_journal"].get<std::string>() : default_journal();
+    try {
+      history = xfer::hla::open_history(v["history"].get<std::string>(), ho);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xferctl: --history: {}; nothing fetched\n", xfer::printable(e.what()));
+      return kUsage;
+    }
+  }
+
   sd_event* loop = nullptr;
   sd_event_new(&loop);
   block_stop_signals();  // sd-event receives them
@@ -165,6 +193,15 @@ int run(const RunArgs& a) {
     parts.machine = machine.get();
     parts.kernel = kernel.get();
     auto control = std::make_unique<xfer::ControlLoop>(engine, *job, std::move(tuner), parts);
+    std::unique_ptr<xfer::hla::HistoryRecorder> recorder;
+    if (history) {
+      xfer::hla::RunRow run;
+      run.tool = "xferctl", run.job_id = getpid(), run.policy = policy, run.algorithm = policy;
+      run.link_source = o.contains("bandwidth_mbps") ? "configured" : "assumed";
+      if (v.contains("loss_pct")) run.loss_pct = v["loss_pct"].get<double>();
+      recorder = std::make_unique<xfer::hla::HistoryRecorder>(*history, run);
+      control->on_interval = [&](const xfer::IntervalRecord& r) { recorder->interval(*job, r); };
+    }
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
     auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
@@ -213,6 +250,14 @@ int run(const RunArgs& a) {
       rc = kFatal;
     } else if (!job->failed().empty()) {
       rc = kSomeFailed;
+    }
+    if (recorder) {
+      recorder->finish(interrupted ? "cancelled" : xfer::to_string(job->state()));
+      if (!history->flush(5))
+        fmt::print(stderr, "xferctl: history: {} rows wait in the journal {} ({}); they go at the next run\n",
+                   history->unshipped(), v.contains("history_journal") ? v["history_journal"].get<std::string>()
+                                                                        : default_journal(),
+                   xfer::printable(history->ship_error()));
     }
     control.reset();  // the loop goes before the job it tunes
     job.reset();

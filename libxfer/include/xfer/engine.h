@@ -168,6 +168,7 @@ struct ChunkStatus {
   ChunkKind kind = ChunkKind::Small;
   size_t files_total = 0;
   double avg_size = 0;  // bytes per file as partitioned (ChunkPlan::avg_size)
+  double size_sd = 0;   // their standard deviation (ChunkPlan::size_sd)
   ChunkParams params;   // in effect
   uint64_t bytes_total = 0;    // known sizes
   uint64_t bytes_done = 0;     // on disk

@@ -52,6 +52,7 @@ class Machine {
   // What a job is owed since its previous take (or its join).
   struct Share {
     std::optional<double> joules;          // this job's share
+    std::optional<double> dynamic_joules;  // of it, above the idle draw (EnergySample::dynamic_joules)
     std::optional<uint64_t> external_bytes;  // received on the interfaces, by no job
     std::optional<double> cpu_pct;         // mean over the interval
   };
@@ -72,7 +73,7 @@ class Machine {
     ReceivedBytes received;
     uint64_t last_bytes = 0;
     uint64_t moved = 0;  // received in the sample being divided
-    double joules = 0;
+    double joules = 0, dynamic_joules = 0;
     uint64_t external = 0;
     double cpu_weighted = 0, cpu_s = 0;
   };

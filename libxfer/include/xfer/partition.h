@@ -30,6 +30,7 @@ struct ChunkPlan {
   ChunkKind kind = ChunkKind::Small;
   std::vector<size_t> files;  // indices into the size vector given
   uint64_t bytes = 0;
+  double size_sd = 0;  // standard deviation of its files' sizes (bytes)
   double avg_size() const { return files.empty() ? 0.0 : double(bytes) / double(files.size()); }
 };
 

@@ -57,6 +57,7 @@ struct Observation {
   // This job's share of the machine's energy over the interval (machine.h
   // says how it is divided), measured or modelled as energy_source says.
   std::optional<double> joules;
+  std::optional<double> dynamic_joules;  // of it, above the idle draw
   std::string energy_source;
   std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
   std::optional<long> freq_khz;    // the frequency set, when the job controls it

@@ -1,0 +1,515 @@
+// The history's backends: SQLite, PostgreSQL, and PostgreSQL behind a local
+// SQLite journal with a shipper thread (history.h).
+#include "xfer/history.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "columns.h"
+#include "xfer/log.h"
+#include "xfer/sqlite_stmt.h"
+#include "xfer/text.h"
+
+namespace xfer::hla {
+
+namespace {
+
+using Stmt = SqliteStmt<HistoryError>;
+
+// ---- SQLite -----------------------------------------------------------------
+
+class SqliteHistory : public History {
+ public:
+  SqliteHistory(const std::string& path, bool read_only) : path_(path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw HistoryError("history " + path + ": not a regular file");
+    if (read_only && ::access(path.c_str(), F_OK) != 0)
+      throw HistoryError("history " + path + ": no such file (nothing has been recorded there)");
+    int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      throw HistoryError("history " + path + ": " + why);
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    try {
+      if (!read_only) exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+      bool has_meta = false, has_other = false;
+      Stmt t(db_, "SELECT name FROM sqlite_master WHERE type='table'", prefix());
+      while (t.step()) {
+        std::string n = t.str(0);
+        if (n == "hla_meta") has_meta = true;
+        else if (n.rfind("hla_", 0) != 0) has_other = true;
+      }
+      if (!has_meta && (read_only || has_other))
+        throw HistoryError("history " + path + ": not a transfer history (it has no hla_meta table)");
+      if (has_meta) {
+        Stmt v(db_, "SELECT value FROM hla_meta WHERE key='schema_version'", prefix());
+        int version = v.step() ? std::atoi(v.str(0).c_str()) : 0;
+        if (version != kHistorySchemaVersion)
+          throw HistoryError(fmt::format("history {}: schema version {}, this program reads version {}", path,
+                                         version, kHistorySchemaVersion));
+      }
+      if (!read_only) {
+        exec(schema_sql(true));  // every SQLite history can serve as a journal
+        exec(fmt::format("INSERT OR IGNORE INTO hla_meta VALUES('schema_version','{}')", kHistorySchemaVersion));
+      }
+    } catch (...) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    }
+  }
+  ~SqliteHistory() override { sqlite3_close(db_); }
+
+  void put_run(const RunRow& r) override {
+    Stmt s(db_, insert_runs_sql([](int i) { return "?" + std::to_string(i); }, true), prefix());
+    bind_row(s, run_columns(), r);
+    s.step();
+  }
+
+  void append(const std::vector<IntervalRow>& rows) override {
+    if (rows.empty()) return;
+    exec("BEGIN");
+    try {
+      Stmt s(db_, insert_intervals_sql([](int i) { return "?" + std::to_string(i); }), prefix());
+      for (const IntervalRow& r : rows) {
+        bind_row(s, interval_columns(), r);
+        s.step();
+        s.reset();
+      }
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  HistoryData read() const override {
+    HistoryData d;
+    read_table(select_sql(true), run_columns(), d.runs);
+    read_table(select_sql(false), interval_columns(), d.intervals);
+    return d;
+  }
+
+  std::string where() const override { return path_; }
+
+  // The journal's side (JournaledHistory): rows whose latest revision is
+  // not on the server, with the revision read.
+  template <class Row>
+  void unshipped(const char* table, const std::vector<Column<Row>>& cols, size_t limit,
+                 std::vector<std::pair<Row, std::pair<int64_t, int64_t>>>& out) const {
+    std::string names;
+    for (const auto& c : cols) names += std::string(c.name) + ",";
+    Stmt s(db_, fmt::format("SELECT {}rowid,rev FROM {} WHERE shipped_rev<rev ORDER BY rowid LIMIT {}", names, table, limit),
+           prefix());
+    while (s.step()) {
+      Row r;
+      fill(s, cols, r);
+      out.push_back({std::move(r), {s.i64(int(cols.size())), s.i64(int(cols.size()) + 1)}});
+    }
+  }
+  void mark_shipped(const char* table, const std::vector<std::pair<int64_t, int64_t>>& rowid_rev) {
+    exec("BEGIN");
+    try {
+      Stmt s(db_, fmt::format("UPDATE {} SET shipped_rev=?2 WHERE rowid=?1", table), prefix());
+      for (auto [id, rev] : rowid_rev) {
+        s.bind(1, id).bind(2, rev).step();
+        s.reset();
+      }
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+  size_t count_unshipped() const {
+    Stmt s(db_, "SELECT (SELECT COUNT(*) FROM hla_runs WHERE shipped_rev<rev)+"
+                "(SELECT COUNT(*) FROM hla_intervals WHERE shipped_rev<rev)", prefix());
+    s.step();
+    return size_t(s.i64(0));
+  }
+
+ private:
+  std::string prefix() const { return "history " + path_ + ": "; }
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string why = err ? err : "unknown error";
+      sqlite3_free(err);
+      throw HistoryError(prefix() + why);
+    }
+  }
+  template <class Row>
+  static void bind_row(Stmt& s, const std::vector<Column<Row>>& cols, const Row& r) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      Value v = cols[i].get(r);
+      int k = int(i) + 1;
+      if (auto* n = std::get_if<int64_t>(&v)) s.bind(k, *n);
+      else if (auto* d = std::get_if<double>(&v)) s.bind(k, *d);
+      else if (auto* t = std::get_if<std::string>(&v)) s.bind(k, *t);
+      else s.null(k);
+    }
+  }
+  template <class Row>
+  static void fill(const Stmt& s, const std::vector<Column<Row>>& cols, Row& r) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      int c = int(i);
+      Value v;
+      switch (s.type(c)) {
+        case SQLITE_NULL: break;
+        case SQLITE_INTEGER: v = s.i64(c); break;
+        case SQLITE_FLOAT: v = s.dbl(c); break;
+        default: v = s.str(c);
+      }
+      cols[i].set(r, v);
+    }
+  }
+  template <class Row>
+  void read_table(const std::string& sql, const std::vector<Column<Row>>& cols, std::vector<Row>& out) const {
+    Stmt s(db_, sql, prefix());
+    while (s.step()) {
+      Row r;
+      fill(s, cols, r);
+      out.push_back(std::move(r));
+    }
+  }
+
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// ---- PostgreSQL -------------------------------------------------------------
+
+class PgHistory : public History {
+ public:
+  PgHistory(const std::string& url, double connect_timeout_s) : url_(url) {
+    std::string timeout = std::to_string(std::max(1, int(connect_timeout_s + 0.5)));
+    const char* keys[] = {"dbname", "connect_timeout", "application_name", nullptr};
+    const char* vals[] = {url.c_str(), timeout.c_str(), "xferd-history", nullptr};
+    conn_ = PQconnectdbParams(keys, vals, 1);
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+      std::string why = conn_ ? one_line(PQerrorMessage(conn_)) : "out of memory";
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw HistoryError("history " + redact_url(url) + ": cannot connect: " + why);
+    }
+    exec("SET client_min_messages=warning");
+    exec(schema_sql(false));
+    exec(fmt::format("INSERT INTO hla_meta VALUES('schema_version','{}') ON CONFLICT DO NOTHING",
+                     kHistorySchemaVersion));
+    PGresult* r = PQexec(conn_, "SELECT value FROM hla_meta WHERE key='schema_version'");
+    int version = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? std::atoi(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    if (version != kHistorySchemaVersion) {
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw HistoryError(fmt::format("history {}: schema version {}, this program reads version {}", redact_url(url),
+                                     version, kHistorySchemaVersion));
+    }
+  }
+  ~PgHistory() override { PQfinish(conn_); }
+
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+  void put_run(const RunRow& r) override { put_runs({r}); }
+  void put_runs(const std::vector<RunRow>& rows) {
+    send(insert_runs_sql([](int i) { return "$" + std::to_string(i); }, false), run_columns(), rows);
+  }
+  void append(const std::vector<IntervalRow>& rows) override {
+    send(insert_intervals_sql([](int i) { return "$" + std::to_string(i); }), interval_columns(), rows);
+  }
+
+  HistoryData read() const override {
+    HistoryData d;
+    read_table(select_sql(true), run_columns(), d.runs);
+    read_table(select_sql(false), interval_columns(), d.intervals);
+    return d;
+  }
+  std::string where() const override { return redact_url(url_); }
+
+ private:
+  static std::string one_line(const char* msg) {
+    std::string s = msg ? msg : "";
+    for (char& c : s)
+      if (c == '\n') c = ' ';
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+  }
+  void exec(const std::string& sql) const {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    ExecStatusType st = PQresultStatus(r);
+    std::string why = one_line(PQresultErrorMessage(r));
+    PQclear(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw HistoryError("history " + where() + ": " + why);
+  }
+  // All rows in one transaction: on the server, all or none.
+  template <class Row>
+  void send(const std::string& sql, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+    if (rows.empty()) return;
+    exec("BEGIN");
+    try {
+      for (const Row& row : rows) {
+        std::vector<std::string> text(cols.size());
+        std::vector<const char*> params(cols.size());
+        for (size_t i = 0; i < cols.size(); ++i) {
+          Value v = cols[i].get(row);
+          text[i] = value_text(v);
+          params[i] = std::holds_alternative<std::monostate>(v) ? nullptr : text[i].c_str();
+        }
+        PGresult* r = PQexecParams(conn_, sql.c_str(), int(cols.size()), nullptr, params.data(), nullptr, nullptr, 0);
+        bool good = PQresultStatus(r) == PGRES_COMMAND_OK;
+        std::string why = one_line(PQresultErrorMessage(r));
+        PQclear(r);
+        if (!good) throw HistoryError("history " + where() + ": " + why);
+      }
+      exec("COMMIT");
+    } catch (...) {
+      if (ok()) PQclear(PQexec(conn_, "ROLLBACK"));
+      throw;
+    }
+  }
+  template <class Row>
+  void read_table(const std::string& sql, const std::vector<Column<Row>>& cols, std::vector<Row>& out) const {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+      std::string why = one_line(PQresultErrorMessage(r));
+      PQclear(r);
+      throw HistoryError("history " + where() + ": " + why);
+    }
+    for (int i = 0; i < PQntuples(r); ++i) {
+      Row row;
+      for (size_t c = 0; c < cols.size(); ++c)
+        cols[c].set(row, PQgetisnull(r, i, int(c)) ? Value{} : parse_value(cols[c].type, PQgetvalue(r, i, int(c))));
+      out.push_back(std::move(row));
+    }
+    PQclear(r);
+  }
+
+  std::string url_;
+  PGconn* conn_ = nullptr;
+};
+
+// ---- PostgreSQL behind a journal ---------------------------------------------
+
+// Writes go to the SQLite journal only; a thread ships what the server does
+// not have yet, in batches, each batch one server transaction, then marks it
+// shipped in the journal. A crash between the two sends the batch again,
+// which the server's keys make harmless.
+class JournaledHistory : public History {
+ public:
+  JournaledHistory(const std::string& url, const HistoryOptions& o)
+      : url_(url), opts_(o), journal_(o.journal, false), shipper_journal_(o.journal, false) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~JournaledHistory() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void put_run(const RunRow& r) override { journal_.put_run(r); }
+  void append(const std::vector<IntervalRow>& rows) override { journal_.append(rows); }
+  HistoryData read() const override { return journal_.read(); }
+  std::string where() const override { return redact_url(url_) + " (journal " + opts_.journal + ")"; }
+  size_t unshipped() const override { return journal_.count_unshipped(); }
+  std::string ship_error() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
+  bool flush(double timeout_s) override {
+    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    uint64_t start;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      start = rounds_;
+    }
+    while (true) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        urgent_ = true;
+        // Two rounds that began after this call failed: the server is away.
+        if (rounds_ >= start + 2 && !error_.empty()) return false;
+      }
+      cv_.notify_all();
+      if (journal_.count_unshipped() == 0) return true;
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  void run() {
+    std::unique_ptr<PgHistory> pg;
+    while (true) {
+      bool last;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        last = stop_;
+      }
+      // The round that sees stop_ comes after the writers' last row: it is
+      // the last chance for a short-lived writer's rows to leave with it;
+      // what it cannot ship, ships at the next start.
+      std::string err;
+      try {
+        if (pg && !pg->ok()) pg.reset();
+        if (!pg) pg = std::make_unique<PgHistory>(url_, last ? std::min(opts_.connect_timeout_s, 2.0) : opts_.connect_timeout_s);
+        ship(*pg);
+      } catch (const std::exception& e) {
+        err = e.what();
+        pg.reset();
+      }
+      std::unique_lock<std::mutex> l(mu_);
+      if (err != error_) {
+        if (!err.empty())
+          log::warn("history: {}; the rows wait in the journal {} and go when it answers", err, opts_.journal);
+        else if (!error_.empty())
+          log::info("history: {} answers again; the journal is shipping", redact_url(url_));
+      }
+      error_ = err;
+      ++rounds_;
+      if (last) {
+        if (!err.empty())
+          log::warn("history: {} rows stay in the journal {} for the next start",
+                    shipper_journal_.count_unshipped(), opts_.journal);
+        return;
+      }
+      cv_.wait_for(l, std::chrono::duration<double>(opts_.ship_every_s), [&] { return stop_ || urgent_; });
+      urgent_ = false;
+    }
+  }
+  void ship(PgHistory& pg) {
+    constexpr size_t kBatch = 2000;
+    while (true) {
+      std::vector<std::pair<RunRow, std::pair<int64_t, int64_t>>> runs;
+      std::vector<std::pair<IntervalRow, std::pair<int64_t, int64_t>>> ivs;
+      shipper_journal_.unshipped("hla_runs", run_columns(), kBatch, runs);
+      shipper_journal_.unshipped("hla_intervals", interval_columns(), kBatch, ivs);
+      if (runs.empty() && ivs.empty()) return;
+      std::vector<RunRow> rr;
+      std::vector<std::pair<int64_t, int64_t>> rmark, imark;
+      for (auto& [r, m] : runs) rr.push_back(r), rmark.push_back(m);
+      std::vector<IntervalRow> ir;
+      for (auto& [r, m] : ivs) ir.push_back(r), imark.push_back(m);
+      pg.put_runs(rr);
+      pg.append(ir);
+      shipper_journal_.mark_shipped("hla_runs", rmark);
+      shipper_journal_.mark_shipped("hla_intervals", imark);
+    }
+  }
+
+  std::string url_;
+  HistoryOptions opts_;
+  SqliteHistory journal_;          // the writers' connection
+  SqliteHistory shipper_journal_;  // the shipper thread's
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, urgent_ = false;
+  uint64_t rounds_ = 0;
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+const RunRow* HistoryData::run_of(const IntervalRow& r) const {
+  for (const RunRow& x : runs)
+    if (x.node == r.node && x.run == r.run) return &x;
+  return nullptr;
+}
+
+bool is_postgres_url(const std::string& s) {
+  return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
+}
+
+std::string redact_url(const std::string& url) {
+  if (!is_postgres_url(url)) return url;
+  size_t scheme = url.find("://") + 3;
+  size_t at = url.find('@', scheme);
+  size_t slash = url.find('/', scheme);
+  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+  size_t colon = url.find(':', scheme);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon) + ":***" + url.substr(at);
+}
+
+std::string node_name() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) return "localhost";
+  return host;
+}
+
+std::string run_key(const std::string& tool, int64_t id, double started_unix) {
+  return fmt::format("{}/{}/{}", tool, id, int64_t(started_unix * 1000));
+}
+
+std::unique_ptr<History> open_history(const std::string& where, const HistoryOptions& o) {
+  if (where.empty()) throw HistoryError("history: no path or URL given");
+  if (is_postgres_url(where)) {
+    if (o.read_only) return std::make_unique<PgHistory>(where, o.connect_timeout_s);
+    if (o.journal.empty())
+      throw HistoryError("history " + redact_url(where) + ": a PostgreSQL history needs a local journal file");
+    return std::make_unique<JournaledHistory>(where, o);
+  }
+  if (where.find("://") != std::string::npos)
+    throw HistoryError("history " + where + ": not a file path or a postgresql:// URL");
+  return std::make_unique<SqliteHistory>(where, o.read_only);
+}
+
+void migrate_legacy(History& h, const std::vector<LegacyInterval>& rows) {
+  // One run per job: its key is "xferd/ID/legacy"; its outcome is the job's
+  // state when the store still had the job, else "unknown" (the analysis
+  // keeps only runs that are done). Each row becomes a whole-job row (chunk
+  // -1, kind "job") with the totals the store kept; what the store never
+  // had (per-chunk figures, dynamic joules, delta RTT) stays NULL.
+  std::string node = node_name();
+  std::map<int64_t, RunRow> runs;
+  std::vector<IntervalRow> out;
+  for (const LegacyInterval& l : rows) {
+    RunRow& r = runs[l.job_id];
+    if (r.run.empty()) {
+      r.node = node, r.run = fmt::format("xferd/{}/legacy", l.job_id), r.tool = "migrated", r.job_id = l.job_id;
+      r.policy = l.policy, r.algorithm = l.algorithm, r.dest_host = node;
+      r.outcome = l.state.empty() ? "unknown" : l.state;
+      r.files = l.files_total, r.bytes = l.bytes_total;
+      r.size_mean = l.files_total > 0 ? double(l.bytes_total) / double(l.files_total) : 0;
+      r.started_unix = l.submitted_at;
+    }
+    IntervalRow i;
+    i.node = node, i.run = r.run, i.seq = l.seq, i.chunk = -1, i.chunk_kind = "job";
+    i.t_s = l.t_s, i.t_unix = l.submitted_at + l.t_s;
+    i.throughput_bps = i.job_throughput_bps = l.throughput_bps;
+    i.joules = i.job_joules = l.joules;
+    i.energy_source = l.energy_source;
+    i.rtt_ms = l.rtt_ms, i.retrans_per_mb = l.retrans_per_mb, i.ext_load = l.ext_load, i.cpu_pct = l.cpu_pct;
+    i.cores = l.cores, i.freq_khz = l.freq_khz;
+    i.cc = l.cc, i.p = l.cc > 0 ? std::max<int64_t>(1, l.p / l.cc) : l.p, i.pp = l.pp;  // the store kept p summed over channels
+    i.chunk_files = l.files_total, i.chunk_bytes = l.bytes_total, i.chunk_size_mean = r.size_mean;
+    try {
+      i.reason = nlohmann::json::parse(l.params_json).value("reason", "");
+    } catch (const std::exception&) {
+      i.reason = "";
+    }
+    out.push_back(std::move(i));
+  }
+  for (auto& [id, r] : runs) h.put_run(r);
+  h.append(out);
+}
+
+}  // namespace xfer::hla

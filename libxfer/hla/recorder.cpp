@@ -1,0 +1,115 @@
+// HistoryRecorder: a job's intervals as history rows (history.h).
+#include <chrono>
+#include <cmath>
+
+#include "xfer/control_loop.h"
+#include "xfer/engine.h"
+#include "xfer/history.h"
+#include "xfer/log.h"
+#include "xfer/text.h"
+
+namespace xfer::hla {
+
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+HistoryRecorder::HistoryRecorder(History& h, RunRow run) : h_(h), run_(std::move(run)) {
+  if (run_.node.empty()) run_.node = node_name();
+  if (run_.dest_host.empty()) run_.dest_host = run_.node;
+  if (run_.started_unix == 0) run_.started_unix = unix_now();
+  if (run_.run.empty()) run_.run = run_key(run_.tool, run_.job_id, run_.started_unix);
+}
+
+void HistoryRecorder::begin(const Job& job) {
+  const JobInfo& info = job.info();
+  run_.link_mbps = info.bandwidth_bps / 1e6;
+  run_.handshake_rtt_ms = info.rtt_s * 1000;
+  run_.cores_present = info.kernel.cores_present;
+  run_.freq_levels = int64_t(info.kernel.freqs_khz.size());
+  std::vector<OriginStatus> origins = job.origins();
+  if (!origins.empty()) run_.source_origin = origins.front().origin;
+  // The job's file sizes pooled from its chunks: n, mean and sd of each.
+  double n = 0, sum = 0, sq = 0;
+  for (const ChunkStatus& c : job.chunks()) {
+    double k = double(c.files_total);
+    n += k;
+    sum += k * c.avg_size;
+    sq += k * (c.size_sd * c.size_sd + c.avg_size * c.avg_size);
+  }
+  run_.files = int64_t(n);
+  run_.bytes = int64_t(sum + 0.5);
+  run_.size_mean = n > 0 ? sum / n : 0;
+  run_.size_sd = n > 0 ? std::sqrt(std::max(0.0, sq / n - run_.size_mean * run_.size_mean)) : 0;
+  begun_ = true;
+  put_run();
+}
+
+void HistoryRecorder::put_run() {
+  try {
+    h_.put_run(run_);
+  } catch (const std::exception& e) {
+    if (last_error_ != e.what()) log::error("history: {}", printable(e.what()));
+    last_error_ = e.what();
+  }
+}
+
+void HistoryRecorder::interval(const Job& job, const IntervalRecord& rec) {
+  if (!begun_) begin(job);
+  const Observation& o = rec.obs;
+  std::vector<ChunkStatus> status = job.chunks();
+  // The job's energy is split among its chunks as the machine's is among
+  // jobs: by the bytes each received in the interval.
+  double moved = 0;
+  std::vector<double> bytes(o.chunks.size());
+  for (size_t i = 0; i < o.chunks.size(); ++i) moved += bytes[i] = o.chunks[i].throughput_bps * o.interval_s / 8;
+  std::vector<IntervalRow> rows;
+  double now = unix_now();
+  for (size_t i = 0; i < o.chunks.size(); ++i) {
+    const ChunkObservation& c = o.chunks[i];
+    if (c.finished && bytes[i] < 1) continue;  // done before this interval: nothing of it to learn
+    IntervalRow r;
+    r.node = run_.node, r.run = run_.run, r.seq = seq_, r.chunk = int64_t(i);
+    r.t_unix = now, r.t_s = o.t_s, r.interval_s = o.interval_s, r.settling = o.settling;
+    r.chunk_kind = to_string(c.kind);
+    r.throughput_bps = c.throughput_bps, r.job_throughput_bps = o.throughput_bps;
+    r.bytes_interval = int64_t(bytes[i] + 0.5);
+    double share = moved > 0 ? bytes[i] / moved : 1.0 / double(o.chunks.size());
+    if (o.joules) r.joules = *o.joules * share, r.job_joules = o.joules, r.energy_source = o.energy_source;
+    if (o.dynamic_joules) r.dynamic_joules = *o.dynamic_joules * share;
+    if (c.flow) {
+      r.rtt_ms = c.flow->rtt_ms, r.delta_rtt_ms = c.flow->delta_rtt_ms, r.retrans_per_mb = c.flow->retrans_per_mb;
+      r.flows = c.flow->flows;
+    }
+    r.ext_load = o.ext_load, r.cpu_pct = o.cpu_pct;
+    if (o.cores) r.cores = *o.cores;
+    if (o.freq_khz) r.freq_khz = *o.freq_khz;
+    r.cc = c.params.cc, r.p = c.params.p, r.pp = c.params.pp;
+    if (i < status.size()) {
+      r.chunk_files = int64_t(status[i].files_total), r.chunk_bytes = int64_t(status[i].bytes_total);
+      r.chunk_size_mean = status[i].avg_size, r.chunk_size_sd = status[i].size_sd;
+    }
+    r.reason = o.params.reason;
+    rows.push_back(std::move(r));
+  }
+  ++seq_;
+  try {
+    h_.append(rows);
+    rows_ += rows.size();
+  } catch (const std::exception& e) {
+    if (last_error_ != e.what()) log::error("history: {}; this interval is not recorded", printable(e.what()));
+    last_error_ = e.what();
+  }
+}
+
+void HistoryRecorder::finish(const std::string& outcome) {
+  run_.outcome = outcome;
+  run_.finished_unix = unix_now();
+  if (begun_) put_run();  // a run that never began (discovery failed) has no rows to qualify
+}
+
+}  // namespace xfer::hla
