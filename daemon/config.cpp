@@ -112,6 +112,8 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
       {"kernel", {{"group", text(&Config::kernel_group)}}},
       {"energy", {}},
       {"network", {}},
+      {"history", {}},
+      {"hla", {}},
   };
   return keys;
 }
@@ -237,7 +239,7 @@ void apply_config_text(const std::string& text, const std::string& file, Config&
     auto sect = global_keys().find(section);
     if (sect == global_keys().end())
       throw ConfigError(at(file, k.source()) + ": unknown section [" + section +
-                        "] (known: daemon, limits, kernel, energy, network, policy.NAME)");
+                        "] (known: daemon, limits, kernel, energy, network, history, hla, policy.NAME)");
     apply_table(file, section, section, *tbl, sect->second, c, c.values);
   }
   c.files.push_back(file);
@@ -316,6 +318,9 @@ Config builtin_config() {
     if ((o.scopes & xfer::kGlobal) && !o.def.is_null()) c.values[o.name] = o.def;
   c.values["kernel_state"] = kKernelState;
   c.values["power_model"] = kPowerModel;
+  c.values["history"] = "";          // STATE_DIR/history.db
+  c.values["history_journal"] = "";  // STATE_DIR/history.db
+  c.values["hla_table"] = "";        // none
   c.policies["min-energy"] = builtin("min-energy", "min-energy", true, "least energy (MinE), cores and frequency stepped down while joules per byte fall");
   c.policies["max-throughput"] = builtin("max-throughput", "max-throughput", true, "most throughput (MaxThr), every core at the top frequency");
   c.policies["energy-efficient"] = builtin("energy-efficient", "energy-efficient", true, "best throughput per joule (HTEE/EE search)");

@@ -110,11 +110,13 @@ std::vector<OptionSpec> make_table() {
       in(text("history", OptionType::Text, kGlobal | kRun,
               "transfer history: a SQLite file or a postgresql:// URL (xferd: STATE_DIR/history.db; xferctl run: off)"),
          "history.url", "--history"),
-      in(text("history_journal", OptionType::Path, kGlobal | kRun,
-              "the local journal (SQLite) of a postgresql:// history, shipped to the server when it answers"),
+      in(text("history_journal", OptionType::Text, kGlobal | kRun,
+              "the local journal (SQLite) of a postgresql:// history, shipped to the server when it answers "
+              "(xferd: STATE_DIR/history.db; xferctl: ~/.local/state/xferd/history.db)"),
          "history.journal"),
       number("loss_pct", 0, 100, nullptr, kRun, "the path's packet loss in percent, when known (kept in the history)"),
-      in(text("hla_table", OptionType::Path, kGlobal | kRun, "parameter table from xfer-hla analyze"), "hla.table"),
+      in(text("hla_table", OptionType::Text, kGlobal | kRun, "parameter table from xfer-hla analyze (\"\": none)"),
+         "hla.table", "--hla-table"),
       choice("energy_scope", {"machine", "process"}, "machine", kRun,
              "power model input: machine (all CPUs) or process (this process's CPU time; for test beds)"),
   };

@@ -140,7 +140,8 @@ int run(const RunArgs& a) {
   std::unique_ptr<xfer::hla::History> history;
   if (v.contains("history")) {
     xfer::hla::HistoryOptions ho;
-    ho.journal = v.contains("history_journal") ? v["history_journal"].get<std::string>() : default_journal();
+    ho.journal = v.value("history_journal", std::string());
+    if (ho.journal.empty()) ho.journal = default_journal();
     try {
       history = xfer::hla::open_history(v["history"].get<std::string>(), ho);
     } catch (const std::exception& e) {
@@ -254,9 +255,8 @@ int run(const RunArgs& a) {
     if (recorder) {
       recorder->finish(interrupted ? "cancelled" : xfer::to_string(job->state()));
       if (!history->flush(5))
-        fmt::print(stderr, "xferctl: history: {} rows wait in the journal {} ({}); they go at the next run\n",
-                   history->unshipped(), v.contains("history_journal") ? v["history_journal"].get<std::string>()
-                                                                        : default_journal(),
+        fmt::print(stderr, "xferctl: history: {} rows wait in the journal of {} ({}); they go at the next run\n",
+                   history->unshipped(), history->where(),
                    xfer::printable(history->ship_error()));
     }
     control.reset();  // the loop goes before the job it tunes
