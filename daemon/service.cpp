@@ -467,7 +467,7 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
-  if (j.recorder) j.recorder->finish(xfer::to_string(state));
+  if (j.recorder && j.job) j.recorder->finish(*j.job, xfer::to_string(state));
   if (!j.job) retire(j);  // a running Job is retired after its callback returns
   try {
     store->finish(j.row.id, xfer::to_string(state), error, summary);
@@ -638,7 +638,7 @@ void Service::shutdown() {
     if (j->job) {
       log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
       j->job->cancel(true);  // checkpoints every .part; on_finished ignores it (stopping)
-      if (j->recorder) j->recorder->finish("interrupted");  // the next start is a new run
+      if (j->recorder) j->recorder->finish(*j->job, "interrupted");  // the next start is a new run
       retire(*j);
     }
 }

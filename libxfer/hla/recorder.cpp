@@ -106,10 +106,11 @@ void HistoryRecorder::interval(const Job& job, const IntervalRecord& rec) {
   }
 }
 
-void HistoryRecorder::finish(const std::string& outcome) {
+void HistoryRecorder::finish(const Job& job, const std::string& outcome) {
   run_.outcome = outcome;
   run_.finished_unix = unix_now();
-  if (begun_) put_run();  // a run that never began (discovery failed) has no rows to qualify
+  if (!begun_) begin(job);  // a job too short for an interval (or one that failed early) still has its run
+  else put_run();
 }
 
 }  // namespace xfer::hla

@@ -219,6 +219,7 @@ TEST(History, PostgresStoppedMidJobLosesNoRow) {
 // one, its rows wait in the journal and the user is told; the next run
 // with a reachable server ships them.
 TEST(History, AnUnreachableServerDelaysNoTransfer) {
+  xtest::set_link_rate(40);  // about a second: several 200-ms intervals
   xtest::Dataset d = xtest::dataset(10, 1, 0);
   xtest::Nginx nginx(d.dir);
   std::string work = make_temp_dir("histdown");

@@ -253,7 +253,7 @@ int run(const RunArgs& a) {
       rc = kSomeFailed;
     }
     if (recorder) {
-      recorder->finish(interrupted ? "cancelled" : xfer::to_string(job->state()));
+      recorder->finish(*job, interrupted ? "cancelled" : xfer::to_string(job->state()));
       if (!history->flush(5))
         fmt::print(stderr, "xferctl: history: {} rows wait in the journal of {} ({}); they go at the next run\n",
                    history->unshipped(), history->where(),

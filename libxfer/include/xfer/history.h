@@ -191,7 +191,7 @@ class HistoryRecorder {
   // Every closed interval (ControlLoop::on_interval).
   void interval(const Job& job, const IntervalRecord& r);
   // The run's end: done | failed | cancelled.
-  void finish(const std::string& outcome);
+  void finish(const Job& job, const std::string& outcome);
   const RunRow& run() const { return run_; }
   size_t rows() const { return rows_; }
 
