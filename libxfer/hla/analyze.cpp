@@ -1,0 +1,56 @@
+// The offline analysis end to end (hla.h): steps 1-4 and the predictor.
+#include <chrono>
+#include <fmt/format.h>
+
+#include "xfer/hla.h"
+
+namespace xfer::hla {
+
+Analysis analyze(const HistoryData& h, const std::string& history_name, size_t min_rows, uint64_t seed) {
+  Analysis a;
+  if (h.intervals.empty())
+    throw HistoryError("history " + history_name + " holds no interval rows: nothing to learn from (run transfers with "
+                       "a history, or xfer-hla collect)");
+  a.pre = preprocess(h);
+  if (a.pre.samples.empty())
+    throw HistoryError(fmt::format("history {}: none of its {} rows is usable after preprocessing", history_name,
+                                   a.pre.input));
+  a.strata = stratify(a.pre.samples, min_rows);
+  ParamTable& t = a.table;
+  t.generated_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  t.history = history_name;
+  for (const Stratum& st : a.strata.strata) {
+    if (st.rows.size() < min_rows) {
+      a.skipped.push_back(fmt::format("{}: {} rows, fewer than {}", st.id, st.rows.size(), min_rows));
+      continue;
+    }
+    StratumModel m = fit_stratum(a.pre.samples, st.rows, seed);
+    std::vector<Knobs> c = candidates(m);
+    TableStratum ts;
+    ts.id = st.id;
+    ts.link_mbps = st.link_mbps, ts.rtt_ms = st.rtt_ms, ts.loss_pct = st.loss_pct;
+    ts.files = st.files, ts.bytes = st.bytes, ts.size_mean = st.size_mean, ts.size_sd = st.size_sd;
+    ts.load_lo = st.load_lo, ts.load_hi = st.load_hi;
+    ts.rows = st.rows.size();
+    ts.one_frequency = m.one_frequency;
+    ts.rmse_t = m.rmse_t, ts.rmse_e = m.rmse_e, ts.rmse_t_rows = m.rmse_t_rows, ts.rmse_e_rows = m.rmse_e_rows;
+    double t_max = 0, e_min = 1e300;
+    for (const Knobs& k : c) t_max = std::max(t_max, m.throughput(k)), e_min = std::min(e_min, m.energy(k));
+    for (double level : kThroughputLevels) {
+      TableEntry e{"throughput", level, level * t_max, least_energy(m, c, level * t_max)};
+      ts.entries.push_back(e);
+    }
+    if (m.has_energy)
+      for (double level : kEnergyLevels) {
+        TableEntry e{"energy", level, level * e_min, most_throughput(m, c, level * e_min)};
+        ts.entries.push_back(e);
+      }
+    t.rows_used += st.rows.size();
+    t.strata.push_back(std::move(ts));
+    a.models.push_back(std::move(m));
+  }
+  a.predictor = train_predictor(t, a.pre.samples, seed);
+  return a;
+}
+
+}  // namespace xfer::hla

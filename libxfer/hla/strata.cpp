@@ -1,0 +1,260 @@
+// Steps 1 and 2 of the offline analysis: preprocessing and strata (hla.h).
+#include <libalglib/dataanalysis.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "xfer/hla.h"
+
+namespace xfer::hla {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  size_t m = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + long(m), v.end());
+  double hi = v[m];
+  if (v.size() % 2) return hi;
+  return (*std::max_element(v.begin(), v.begin() + long(m)) + hi) / 2;
+}
+
+// Iglewicz-Hoaglin modified z-score: 0.6745 (x - median) / MAD.
+std::vector<bool> outliers(const std::vector<double>& x) {
+  std::vector<bool> out(x.size(), false);
+  if (x.size() < 4) return out;
+  double med = median(x);
+  std::vector<double> dev;
+  for (double v : x) dev.push_back(std::abs(v - med));
+  double mad = median(dev);
+  if (mad <= 0) return out;
+  for (size_t i = 0; i < x.size(); ++i) out[i] = 0.6745 * std::abs(x[i] - med) / mad > 3.5;
+  return out;
+}
+
+}  // namespace
+
+Preprocessed preprocess(const HistoryData& h) {
+  Preprocessed p;
+  p.input = h.intervals.size();
+  std::map<std::pair<std::string, std::string>, const RunRow*> runs;
+  for (const RunRow& r : h.runs) runs[{r.node, r.run}] = &r;
+  // Each run's usual interval (the median), to tell a partial one.
+  std::map<const RunRow*, std::vector<double>> lengths;
+  for (const IntervalRow& i : h.intervals)
+    if (auto it = runs.find({i.node, i.run}); it != runs.end()) lengths[it->second].push_back(i.interval_s);
+  std::map<const RunRow*, double> usual;
+  for (auto& [r, v] : lengths) usual[r] = median(v);
+
+  enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Outlier, kRules };
+  const char* names[kRules] = {
+      "the run did not end done (failed, cancelled, interrupted or cut off)",
+      "settling: the interval began with new cc / p / pp (or was the run's first)",
+      "partial: shorter than half the run's usual interval (the tail)",
+      "idle: the chunk moved no byte",
+      "throughput above the link rate (impossible: a measuring error)",
+      "outlier: modified z-score > 3.5 (Iglewicz-Hoaglin) of throughput or J/GB among the run's rows at the same params",
+  };
+  std::array<size_t, kRules> removed{};
+  std::vector<Sample> kept;
+  for (const IntervalRow& i : h.intervals) {
+    auto it = runs.find({i.node, i.run});
+    const RunRow* r = it == runs.end() ? nullptr : it->second;
+    Rule why = kRules;
+    if (!r || r->outcome != "done") why = NotDone;
+    else if (i.settling) why = Settling;
+    else if (i.interval_s < 0.5 * usual[r]) why = Partial;
+    else if (i.bytes_interval <= 0 || i.throughput_bps <= 0) why = Idle;
+    else if (r->link_mbps > 0 && i.throughput_bps > r->link_mbps * 1e6 * 1.02) why = AboveLink;
+    if (why != kRules) {
+      ++removed[why];
+      continue;
+    }
+    Sample s;
+    s.run = i.node + "/" + i.run;
+    s.link_mbps = r->link_mbps, s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = r->loss_pct.value_or(0);
+    s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
+    s.size_sd = i.chunk_size_sd;
+    s.ext_load = i.ext_load.value_or(0);
+    s.cc = int(i.cc), s.p = int(i.p), s.pp = int(i.pp);
+    s.cores = int(i.cores.value_or(r->cores_present > 0 ? r->cores_present : 1));
+    s.freq_khz = long(i.freq_khz.value_or(0));
+    s.mbps = i.throughput_bps / 1e6;
+    if (i.joules) s.j_per_gb = *i.joules / (double(i.bytes_interval) / 1e9);
+    kept.push_back(std::move(s));
+  }
+  // Outliers among the rows of one run at one set of params.
+  std::map<std::tuple<std::string, int, int, int, int, long>, std::vector<size_t>> groups;
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const Sample& s = kept[k];
+    groups[{s.run, s.cc, s.p, s.pp, s.cores, s.freq_khz}].push_back(k);
+  }
+  std::vector<bool> drop(kept.size(), false);
+  for (auto& [key, idx] : groups) {
+    std::vector<double> t, e;
+    for (size_t k : idx) t.push_back(kept[k].mbps);
+    std::vector<bool> ot = outliers(t), oe(idx.size(), false);
+    bool all_e = std::all_of(idx.begin(), idx.end(), [&](size_t k) { return kept[k].j_per_gb.has_value(); });
+    if (all_e) {
+      for (size_t k : idx) e.push_back(*kept[k].j_per_gb);
+      oe = outliers(e);
+    }
+    for (size_t j = 0; j < idx.size(); ++j) drop[idx[j]] = ot[j] || oe[j];
+  }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    if (drop[k]) ++removed[Outlier];
+    else p.samples.push_back(std::move(kept[k]));
+  }
+  for (int r = 0; r < kRules; ++r) p.rules.push_back({names[r], removed[size_t(r)]});
+  return p;
+}
+
+Dendrogram upgma(const std::vector<std::vector<double>>& points, double cut) {
+  Dendrogram d;
+  size_t n = points.size();
+  if (n == 0) return d;
+  if (n == 1) {
+    d.cluster = {0};
+    d.k = 1;
+    return d;
+  }
+  size_t f = points[0].size();
+  alglib::real_2d_array xy;
+  xy.setlength(alglib::ae_int_t(n), alglib::ae_int_t(f));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < f; ++j) xy[alglib::ae_int_t(i)][alglib::ae_int_t(j)] = points[i][j];
+  alglib::clusterizerstate s;
+  alglib::ahcreport rep;
+  alglib::clusterizercreate(s);
+  alglib::clusterizersetpoints(s, xy, 2);  // Euclidean
+  alglib::clusterizersetahcalgo(s, 2);     // unweighted average linkage (UPGMA)
+  alglib::clusterizerrunahc(s, rep);
+  for (alglib::ae_int_t i = 0; i < alglib::ae_int_t(n) - 1; ++i) {
+    d.merges.push_back({int(rep.z[i][0]), int(rep.z[i][1])});
+    d.heights.push_back(rep.mergedist[i]);
+  }
+  alglib::ae_int_t k = 0;
+  alglib::integer_1d_array cidx, cz;
+  alglib::clusterizerseparatedbydist(rep, cut, k, cidx, cz);
+  // Renumber in order of each cluster's first point.
+  std::map<int, int> order;
+  for (size_t i = 0; i < n; ++i) {
+    int c = int(cidx[alglib::ae_int_t(i)]);
+    if (!order.count(c)) order[c] = int(order.size());
+    d.cluster.push_back(order[c]);
+  }
+  d.k = int(k);
+  return d;
+}
+
+namespace {
+
+std::vector<double> path_features(const Sample& s) {
+  return {std::log10(std::max(s.link_mbps, 1e-3)), std::log10(std::max(s.rtt_ms, 0.1)),
+          std::log10(1 + 100 * s.loss_pct)};
+}
+std::vector<double> dataset_features(const Sample& s) {
+  return {std::log10(std::max(s.bytes, 1.0)), std::log10(std::max(s.files, 1.0)),
+          std::log10(std::max(s.size_mean, 1.0)), std::log10(1 + s.size_sd)};
+}
+
+// Clusters rows by their distinct feature vectors: returns per row its cluster.
+std::vector<int> cluster_rows(const std::vector<Sample>& s, const std::vector<size_t>& rows,
+                              std::vector<double> (*features)(const Sample&), double cut, int* k) {
+  std::map<std::vector<double>, int> distinct;
+  std::vector<std::vector<double>> points;
+  std::vector<int> point_of;
+  for (size_t r : rows) {
+    std::vector<double> f = features(s[r]);
+    for (double& v : f) v = std::round(v * 1e6) / 1e6;
+    auto [it, fresh] = distinct.emplace(f, int(points.size()));
+    if (fresh) points.push_back(f);
+    point_of.push_back(it->second);
+  }
+  Dendrogram d = upgma(points, cut);
+  *k = d.k;
+  std::vector<int> out;
+  for (int p : point_of) out.push_back(d.cluster[size_t(p)]);
+  return out;
+}
+
+}  // namespace
+
+Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
+  Strata out;
+  std::vector<size_t> all(s.size());
+  std::iota(all.begin(), all.end(), 0);
+  int k1 = 0;
+  std::vector<int> c1 = cluster_rows(s, all, path_features, 0.15, &k1);
+  for (int p = 0; p < k1; ++p) {
+    std::vector<size_t> prow;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (c1[i] == p) prow.push_back(all[i]);
+    Stratum path;
+    for (size_t r : prow) path.link_mbps += s[r].link_mbps, path.rtt_ms += s[r].rtt_ms, path.loss_pct += s[r].loss_pct;
+    double n1 = double(prow.size());
+    path.link_mbps /= n1, path.rtt_ms /= n1, path.loss_pct /= n1;
+    out.tree += fmt::format("P{}  path {:.0f} Mbit/s, {:.1f} ms RTT, {:.3f}% loss: {} rows\n", p + 1, path.link_mbps,
+                            path.rtt_ms, path.loss_pct, prow.size());
+    int k2 = 0;
+    std::vector<int> c2 = cluster_rows(s, prow, dataset_features, 1.0, &k2);
+    for (int d = 0; d < k2; ++d) {
+      std::vector<size_t> drow;
+      for (size_t i = 0; i < prow.size(); ++i)
+        if (c2[i] == d) drow.push_back(prow[i]);
+      Stratum ds = path;
+      double n2 = double(drow.size()), lm = 0, lsq = 0;
+      for (size_t r : drow) {
+        ds.files += s[r].files / n2, ds.bytes += s[r].bytes / n2, ds.size_mean += s[r].size_mean / n2;
+        ds.size_sd += s[r].size_sd / n2;
+        lm += s[r].ext_load / n2;
+        lsq += s[r].ext_load * s[r].ext_load / n2;
+      }
+      double lsd = std::sqrt(std::max(0.0, lsq - lm * lm));
+      out.tree += fmt::format("  P{}/D{}  dataset {:.0f} files, {:.1f} MB, mean {:.0f} KB (sd {:.0f} KB): {} rows\n",
+                              p + 1, d + 1, ds.files, ds.bytes / 1e6, ds.size_mean / 1e3, ds.size_sd / 1e3, drow.size());
+      // Tier 3: external load bands from the load distribution's mean and sd.
+      std::vector<double> bounds = {0};
+      if (lsd >= 0.02) {
+        for (double b : {lm - lsd / 2, lm + lsd / 2})
+          if (b > bounds.back() + 1e-9 && b < 1) bounds.push_back(b);
+      }
+      bounds.push_back(1.0000001);
+      std::vector<std::vector<size_t>> bands(bounds.size() - 1);
+      for (size_t r : drow)
+        for (size_t b = 0; b + 1 < bounds.size(); ++b)
+          if (s[r].ext_load >= bounds[b] && s[r].ext_load < bounds[b + 1]) {
+            bands[b].push_back(r);
+            break;
+          }
+      // A thin band joins its neighbour (the lower one, else the upper).
+      for (size_t b = 0; b < bands.size() && bands.size() > 1;) {
+        if (bands[b].size() >= min_rows) {
+          ++b;
+          continue;
+        }
+        size_t into = b > 0 ? b - 1 : b + 1;
+        bands[into].insert(bands[into].end(), bands[b].begin(), bands[b].end());
+        bands.erase(bands.begin() + long(b));
+        bounds.erase(bounds.begin() + long(b > 0 ? b : 1));
+        b = 0;
+      }
+      for (size_t b = 0; b < bands.size(); ++b) {
+        Stratum st = ds;
+        st.load_lo = bounds[b], st.load_hi = std::min(1.0, bounds[b + 1]);
+        st.rows = bands[b];
+        std::sort(st.rows.begin(), st.rows.end());
+        st.id = fmt::format("P{}/D{}/L{}", p + 1, d + 1, b + 1);
+        out.tree += fmt::format("    {}  external load {:.2f}-{:.2f}: {} rows{}\n", st.id, st.load_lo, st.load_hi,
+                                st.rows.size(), st.rows.size() < min_rows ? " (too few to fit)" : "");
+        out.strata.push_back(std::move(st));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace xfer::hla

@@ -1,0 +1,417 @@
+// Steps 3 and 4 of the offline analysis: spline surfaces (eq. 3-9) and the
+// SLA optimisation (eq. 10, 11) with the second-derivative test (hla.h).
+#include <libalglib/interpolation.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "xfer/hla.h"
+
+namespace xfer::hla {
+
+struct Surface::Impl {
+  alglib::spline1dinterpolant s1;
+  alglib::spline2dinterpolant s2;
+  int active = 0;  // a curve: which coordinate it runs over
+};
+
+namespace {
+
+double clamp_to(double v, const std::vector<double>& levels) {
+  if (levels.empty()) return v;
+  return std::clamp(v, levels.front(), levels.back());
+}
+
+std::vector<double> distinct(std::vector<double> v) {
+  for (double& x : v) x = std::round(x * 1e9) / 1e9;
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+size_t index_of(const std::vector<double>& levels, double v) {
+  return size_t(std::lower_bound(levels.begin(), levels.end(), std::round(v * 1e9) / 1e9 - 1e-12) - levels.begin());
+}
+
+}  // namespace
+
+void Surface::fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims) {
+  dims_ = dims;
+  impl_ = std::make_shared<Impl>();
+  for (int d = 0; d < 2; ++d) {
+    std::vector<double> v;
+    if (d < dims)
+      for (const auto& x : xs) v.push_back(x[size_t(d)]);
+    levels_[size_t(d)] = distinct(v);
+  }
+  constant_ = y.empty() ? 0 : std::accumulate(y.begin(), y.end(), 0.0) / double(y.size());
+  size_t n0 = levels_[0].size(), n1 = dims == 2 ? levels_[1].size() : 1;
+  // Mean value per distinct point (the knots).
+  std::vector<double> sum(n0 * n1, 0), cnt(n0 * n1, 0);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    size_t a = index_of(levels_[0], xs[i][0]), b = dims == 2 ? index_of(levels_[1], xs[i][1]) : 0;
+    sum[b * n0 + a] += y[i];
+    cnt[b * n0 + a] += 1;
+  }
+  auto curve = [&](int active, const std::vector<double>& x, const std::vector<double>& v) {
+    alglib::real_1d_array ax, ay;
+    ax.setcontent(alglib::ae_int_t(x.size()), x.data());
+    ay.setcontent(alglib::ae_int_t(v.size()), v.data());
+    // Natural end conditions: zero second derivative at both ends (eq. 9).
+    alglib::spline1dbuildcubic(ax, ay, alglib::ae_int_t(x.size()), 2, 0.0, 2, 0.0, impl_->s1);
+    impl_->active = active;
+    kind_ = Kind::Curve;
+  };
+  if (n0 < 2 && n1 < 2) {
+    kind_ = Kind::Constant;
+    return;
+  }
+  if (n1 < 2 || n0 < 2) {
+    // One coordinate has a single level: a curve over the other.
+    int active = n0 >= 2 ? 0 : 1;
+    size_t n = active == 0 ? n0 : n1;
+    std::vector<double> v(n, 0), c(n, 0);
+    for (size_t b = 0; b < n1; ++b)
+      for (size_t a = 0; a < n0; ++a) {
+        size_t k = active == 0 ? a : b;
+        v[k] += sum[b * n0 + a];
+        c[k] += cnt[b * n0 + a];
+      }
+    for (size_t k = 0; k < n; ++k) v[k] /= c[k];
+    curve(active, levels_[size_t(active)], v);
+    return;
+  }
+  // A bicubic spline through the grid of knots; a cell the history lacks
+  // gets the additive estimate from its row's and column's means.
+  std::vector<double> row(n1, 0), rc(n1, 0), col(n0, 0), cc(n0, 0);
+  double all = 0, ac = 0;
+  for (size_t b = 0; b < n1; ++b)
+    for (size_t a = 0; a < n0; ++a)
+      if (cnt[b * n0 + a] > 0) {
+        double m = sum[b * n0 + a] / cnt[b * n0 + a];
+        row[b] += m, rc[b] += 1, col[a] += m, cc[a] += 1, all += m, ac += 1;
+      }
+  std::vector<double> f(n0 * n1);
+  for (size_t b = 0; b < n1; ++b)
+    for (size_t a = 0; a < n0; ++a)
+      f[b * n0 + a] = cnt[b * n0 + a] > 0 ? sum[b * n0 + a] / cnt[b * n0 + a]
+                                           : row[b] / rc[b] + col[a] / cc[a] - all / ac;
+  alglib::real_1d_array ax, ay, af;
+  ax.setcontent(alglib::ae_int_t(n0), levels_[0].data());
+  ay.setcontent(alglib::ae_int_t(n1), levels_[1].data());
+  af.setcontent(alglib::ae_int_t(f.size()), f.data());
+  alglib::spline2dbuildbicubicv(ax, alglib::ae_int_t(n0), ay, alglib::ae_int_t(n1), af, 1, impl_->s2);
+  kind_ = Kind::Surface;
+}
+
+double Surface::operator()(double x, double y) const {
+  switch (kind_) {
+    case Kind::Constant: return constant_;
+    case Kind::Curve: {
+      double v = impl_->active == 0 ? x : y;
+      return alglib::spline1dcalc(impl_->s1, clamp_to(v, levels_[size_t(impl_->active)]));
+    }
+    case Kind::Surface: return alglib::spline2dcalc(impl_->s2, clamp_to(x, levels_[0]), clamp_to(y, levels_[1]));
+  }
+  return constant_;
+}
+
+void Surface::derivatives(double x, double y, std::array<double, 2>& g, std::array<double, 4>& h) const {
+  g = {0, 0};
+  h = {0, 0, 0, 0};
+  if (kind_ == Kind::Curve) {
+    int a = impl_->active;
+    double s, ds, d2s;
+    alglib::spline1ddiff(impl_->s1, clamp_to(a == 0 ? x : y, levels_[size_t(a)]), s, ds, d2s);
+    g[size_t(a)] = ds;
+    h[size_t(a * 3)] = d2s;  // h[0] (xx) or h[3] (yy)
+  } else if (kind_ == Kind::Surface) {
+    double f, fx, fy, fxy;
+    x = clamp_to(x, levels_[0]), y = clamp_to(y, levels_[1]);
+    alglib::spline2ddiff(impl_->s2, x, y, f, fx, fy, fxy);
+    g = {fx, fy};
+    // ALGLIB gives the mixed derivative; the pure second derivatives are
+    // central differences of the first.
+    auto d1 = [&](double px, double py, int which) {
+      double a, bx, by, bxy;
+      alglib::spline2ddiff(impl_->s2, px, py, a, bx, by, bxy);
+      return which == 0 ? bx : by;
+    };
+    double hx = 1e-4 * std::max(1e-9, hi(0) - lo(0)), hy = 1e-4 * std::max(1e-9, hi(1) - lo(1));
+    double x0 = std::max(lo(0), x - hx), x1 = std::min(hi(0), x + hx);
+    double y0 = std::max(lo(1), y - hy), y1 = std::min(hi(1), y + hy);
+    double fxx = x1 > x0 ? (d1(x1, y, 0) - d1(x0, y, 0)) / (x1 - x0) : 0;
+    double fyy = y1 > y0 ? (d1(x, y1, 1) - d1(x, y0, 1)) / (y1 - y0) : 0;
+    h = {fxx, fxy, fxy, fyy};
+  }
+}
+
+std::vector<Surface::Extremum> Surface::extrema() const {
+  std::vector<Extremum> out;
+  if (kind_ == Kind::Constant) return out;
+  int dims = kind_ == Kind::Surface ? 2 : 1;
+  int a = kind_ == Kind::Curve ? impl_->active : 0;
+  const int n = dims == 2 ? 25 : 65;
+  auto at = [&](int i, int j) {
+    std::array<double, 2> p{0, 0};
+    if (dims == 2) {
+      p[0] = lo(0) + (hi(0) - lo(0)) * i / (n - 1);
+      p[1] = lo(1) + (hi(1) - lo(1)) * j / (n - 1);
+    } else {
+      p[size_t(a)] = lo(a) + (hi(a) - lo(a)) * i / (n - 1);
+    }
+    return p;
+  };
+  auto val = [&](const std::array<double, 2>& p) { return (*this)(p[0], p[1]); };
+  for (int i = 1; i < n - 1; ++i)
+    for (int j = dims == 2 ? 1 : 0; j < (dims == 2 ? n - 1 : 1); ++j) {
+      std::array<double, 2> p = at(i, j);
+      double v = val(p);
+      bool is_min = true, is_max = true;
+      for (int di = -1; di <= 1; ++di)
+        for (int dj = (dims == 2 ? -1 : 0); dj <= (dims == 2 ? 1 : 0); ++dj) {
+          if (!di && !dj) continue;
+          double w = val(at(i + di, j + dj));
+          is_min &= v < w;
+          is_max &= v > w;
+        }
+      if (!is_min && !is_max) continue;
+      // Newton steps on the gradient, kept inside the knots.
+      for (int it = 0; it < 8; ++it) {
+        std::array<double, 2> g;
+        std::array<double, 4> h;
+        derivatives(p[0], p[1], g, h);
+        if (dims == 2) {
+          Eigen::Matrix2d H;
+          H << h[0], h[1], h[2], h[3];
+          Eigen::Vector2d step = H.colPivHouseholderQr().solve(Eigen::Vector2d(g[0], g[1]));
+          if (!step.allFinite()) break;
+          p[0] = std::clamp(p[0] - step[0], lo(0), hi(0));
+          p[1] = std::clamp(p[1] - step[1], lo(1), hi(1));
+        } else {
+          double d2 = h[size_t(a * 3)];
+          if (d2 == 0) break;
+          p[size_t(a)] = std::clamp(p[size_t(a)] - g[size_t(a)] / d2, lo(a), hi(a));
+        }
+      }
+      // The second-derivative test: the Hessian's eigenvalues.
+      std::array<double, 2> g;
+      std::array<double, 4> h;
+      derivatives(p[0], p[1], g, h);
+      Extremum e;
+      e.x = p[0], e.y = p[1], e.value = val(p);
+      if (dims == 2) {
+        Eigen::Matrix2d H;
+        H << h[0], h[1], h[2], h[3];
+        Eigen::SelfAdjointEigenSolver<Eigen::Matrix2d> es(H);
+        Eigen::Vector2d ev = es.eigenvalues();
+        if (ev.minCoeff() > 0) e.minimum = true;        // positive definite: a local minimum
+        else if (ev.maxCoeff() < 0) e.minimum = false;  // negative definite: a local maximum
+        else continue;                                  // indefinite or flat: a saddle, no extremum
+      } else {
+        double d2 = h[size_t(a * 3)];
+        if (d2 > 0) e.minimum = true;
+        else if (d2 < 0) e.minimum = false;
+        else continue;
+      }
+      bool dup = false;
+      for (const Extremum& o : out) dup |= std::abs(o.x - e.x) < 1e-3 && std::abs(o.y - e.y) < 1e-3;
+      if (!dup) out.push_back(e);
+    }
+  return out;
+}
+
+std::array<double, 2> StratumModel::coords(int i, const Knobs& k) {
+  switch (i) {
+    case 0: return {double(k.cores), double(k.freq_khz) / 1e6};
+    case 1: return {std::log2(double(k.cc)), std::log2(double(k.p))};
+    default: return {std::log2(double(k.pp)), 0};
+  }
+}
+
+namespace {
+
+Knobs knobs_of(const Sample& s) { return {s.cc, s.p, s.pp, s.cores, s.freq_khz}; }
+
+// Additive model by backfitting: y = mean + sum_k (S_k(x_k) - off_k).
+void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, double& mean, std::array<Surface, 3>& s,
+             std::array<double, 3>& off) {
+  size_t n = y.size();
+  mean = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
+  std::array<std::vector<double>, 3> part;
+  for (auto& p : part) p.assign(n, 0);
+  const int dims[3] = {2, 2, 1};
+  for (int round = 0; round < 8; ++round)
+    for (int j = 0; j < 3; ++j) {
+      std::vector<std::array<double, 2>> xs(n);
+      std::vector<double> r(n);
+      for (size_t i = 0; i < n; ++i) {
+        xs[i] = StratumModel::coords(j, k[i]);
+        r[i] = y[i] - mean;
+        for (int o = 0; o < 3; ++o)
+          if (o != j) r[i] -= part[size_t(o)][i];
+      }
+      s[size_t(j)].fit(xs, r, dims[j]);
+      double m = 0;
+      for (size_t i = 0; i < n; ++i) m += part[size_t(j)][i] = s[size_t(j)](xs[i][0], xs[i][1]);
+      m /= double(n);
+      for (size_t i = 0; i < n; ++i) part[size_t(j)][i] -= m;
+      off[size_t(j)] = m;
+    }
+  // The surfaces as the paper draws them: the value itself (mean + deviation).
+  for (int j = 0; j < 3; ++j) {
+    std::vector<std::array<double, 2>> xs(n);
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      xs[i] = StratumModel::coords(j, k[i]);
+      v[i] = mean + s[size_t(j)](xs[i][0], xs[i][1]) - off[size_t(j)];
+    }
+    s[size_t(j)].fit(xs, v, dims[j]);
+    off[size_t(j)] = mean;
+  }
+}
+
+double predict_additive(double mean, const std::array<Surface, 3>& s, const std::array<double, 3>& off, const Knobs& k) {
+  double v = mean;
+  for (int j = 0; j < 3; ++j) {
+    auto c = StratumModel::coords(j, k);
+    v += s[size_t(j)](c[0], c[1]) - off[size_t(j)];
+  }
+  return v;
+}
+
+// Per surface: how far it is from the held-out rows at its own points (the
+// other surfaces' parts removed), RMSE over the points weighted by rows;
+// and the whole model's RMSE per row. Both relative to the mean.
+void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double mean, const std::array<Surface, 3>& s,
+              const std::array<double, 3>& off, std::array<double, 3>& per_surface, double& rows) {
+  size_t n = y.size();
+  double se = 0;
+  for (size_t i = 0; i < n; ++i) se += std::pow(y[i] - predict_additive(mean, s, off, k[i]), 2);
+  rows = n ? std::sqrt(se / double(n)) / std::abs(mean) : 0;
+  for (int j = 0; j < 3; ++j) {
+    std::map<std::array<double, 2>, std::pair<double, double>> at;  // point -> (sum of partial residuals, rows)
+    for (size_t i = 0; i < n; ++i) {
+      double r = y[i];
+      for (int o = 0; o < 3; ++o) {
+        auto c = StratumModel::coords(o, k[i]);
+        if (o != j) r -= s[size_t(o)](c[0], c[1]) - off[size_t(o)];
+      }
+      auto& cell = at[StratumModel::coords(j, k[i])];
+      cell.first += r, cell.second += 1;
+    }
+    double sq = 0, w = 0;
+    for (auto& [c, v] : at) {
+      double want = v.first / v.second, got = s[size_t(j)](c[0], c[1]) - off[size_t(j)] + mean;
+      sq += v.second * (want - got) * (want - got), w += v.second;
+    }
+    per_surface[size_t(j)] = w > 0 ? std::sqrt(sq / w) / std::abs(mean) : 0;
+  }
+}
+
+}  // namespace
+
+double StratumModel::throughput(const Knobs& k) const { return predict_additive(mean_t, t, t_off, k); }
+double StratumModel::energy(const Knobs& k) const {
+  return has_energy ? predict_additive(mean_e, e, e_off, k) : 0;
+}
+
+StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed) {
+  StratumModel m;
+  std::vector<size_t> order = rows;
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  size_t n_train = std::max<size_t>(1, (order.size() * 7 + 9) / 10);
+  if (order.size() >= 2) n_train = std::min(n_train, order.size() - 1);
+  std::vector<Knobs> ktr, kte;
+  std::vector<double> ttr, tte, etr, ete;
+  m.has_energy = std::all_of(rows.begin(), rows.end(), [&](size_t r) { return s[r].j_per_gb.has_value(); });
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Sample& x = s[order[i]];
+    bool train = i < n_train;
+    (train ? ktr : kte).push_back(knobs_of(x));
+    (train ? ttr : tte).push_back(x.mbps);
+    if (m.has_energy) (train ? etr : ete).push_back(*x.j_per_gb);
+  }
+  m.train_rows = ktr.size(), m.test_rows = kte.size();
+  if (ktr.empty()) return m;
+  backfit(ktr, ttr, m.mean_t, m.t, m.t_off);
+  held_out(kte, tte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);
+  if (m.has_energy) {
+    backfit(ktr, etr, m.mean_e, m.e, m.e_off);
+    held_out(kte, ete, m.mean_e, m.e, m.e_off, m.rmse_e, m.rmse_e_rows);
+  }
+  m.one_frequency = m.t[0].levels(1).size() < 2;
+  return m;
+}
+
+std::vector<Knobs> candidates(const StratumModel& m) {
+  // Levels per parameter: the surfaces' knots, and their interior extrema
+  // rounded to whole values; then every combination.
+  std::set<int> cc, p, pp, cores;
+  std::set<long> freq;
+  auto lv = [](const Surface& s, int d) { return s.levels(d); };
+  for (double v : lv(m.t[1], 0)) cc.insert(int(std::lround(std::exp2(v))));
+  for (double v : lv(m.t[1], 1)) p.insert(int(std::lround(std::exp2(v))));
+  for (double v : lv(m.t[2], 0)) pp.insert(int(std::lround(std::exp2(v))));
+  for (double v : lv(m.t[0], 0)) cores.insert(int(std::lround(v)));
+  for (double v : lv(m.t[0], 1)) freq.insert(long(std::lround(v * 1e6)));
+  for (const auto* set : {&m.t, &m.e}) {
+    if (set == &m.e && !m.has_energy) continue;
+    for (const auto& e : (*set)[1].extrema()) {
+      cc.insert(std::max(1, int(std::lround(std::exp2(e.x))))), p.insert(std::max(1, int(std::lround(std::exp2(e.y)))));
+    }
+    for (const auto& e : (*set)[2].extrema()) pp.insert(std::max(1, int(std::lround(std::exp2(e.x)))));
+    for (const auto& e : (*set)[0].extrema()) cores.insert(std::max(1, int(std::lround(e.x))));
+  }
+  if (cc.empty()) cc.insert(1);
+  if (p.empty()) p.insert(1);
+  if (pp.empty()) pp.insert(1);
+  if (cores.empty()) cores.insert(1);
+  if (freq.empty()) freq.insert(0);
+  std::vector<Knobs> out;
+  for (int a : cc)
+    for (int b : p)
+      for (int c : pp)
+        for (int d : cores)
+          for (long f : freq) out.push_back({a, b, c, d, f});
+  return out;
+}
+
+Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla) {
+  Choice best, fallback;
+  for (const Knobs& k : c) {
+    double t = m.throughput(k), e = m.energy(k);
+    if (t >= t_sla && (!best.feasible || e < best.j_per_gb || (e == best.j_per_gb && t > best.mbps)))
+      best = {k, t, e, true};
+    if (fallback.mbps == 0 || t > fallback.mbps) fallback = {k, t, e, false};
+  }
+  return best.feasible ? best : fallback;
+}
+
+Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla) {
+  Choice best, fallback;
+  bool any = false;
+  for (const Knobs& k : c) {
+    double t = m.throughput(k), e = m.energy(k);
+    if (e <= e_sla && (!best.feasible || t > best.mbps || (t == best.mbps && e < best.j_per_gb))) best = {k, t, e, true};
+    if (!any || e < fallback.j_per_gb) fallback = {k, t, e, false}, any = true;
+  }
+  return best.feasible ? best : fallback;
+}
+
+std::vector<Knobs> schedule_mixed(std::vector<Knobs> per_chunk, int max_channels) {
+  int sum = 0;
+  for (const Knobs& k : per_chunk) sum += k.cc;
+  if (sum <= max_channels || sum == 0) return per_chunk;
+  // FastHLA Algorithm 1, line 7: theta_i x limit / sum(theta), at least one each.
+  for (Knobs& k : per_chunk) k.cc = std::max(1, int(std::floor(double(k.cc) * max_channels / sum)));
+  return per_chunk;
+}
+
+}  // namespace xfer::hla

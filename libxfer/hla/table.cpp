@@ -1,0 +1,222 @@
+// The parameter table: the analysis's product, the online tuners' start.
+//
+// Format (JSON, version 1):
+//   { "format": "xferd-hla-table", "version": 1,
+//     "generated_unix": T, "history": "where it was learnt from", "rows_used": N,
+//     "strata": [ {
+//        "id": "P1/D2/L1",
+//        "path":    {"link_mbps", "rtt_ms", "loss_pct"},           tier 1 (centroid)
+//        "dataset": {"files", "bytes", "size_mean", "size_sd"},     tier 2 (centroid)
+//        "ext_load": [lo, hi],                                      tier 3
+//        "rows": N, "one_frequency": true,    (the cores surface is a curve)
+//        "rmse": {"throughput": [s1, s2, s3], "energy": [...], "throughput_rows", "energy_rows"},
+//        "entries": [ {"sla": "throughput" | "energy", "level", "bound",
+//                      "params": {"cc", "p", "pp", "cores", "freq_khz"},
+//                      "predicted": {"mbps", "j_per_gb"}, "feasible": bool} ] } ],
+//     "predictor": null | {...} }
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "xfer/hla.h"
+#include "xfer/safe_open.h"
+
+namespace xfer::hla {
+
+namespace {
+
+using nlohmann::json;
+
+double num(const json& j, const char* key, const std::string& where, double lo, double hi) {
+  if (!j.is_object() || !j.contains(key)) throw TableError(where + ": '" + key + "' is missing");
+  const json& v = j[key];
+  if (!v.is_number()) throw TableError(where + ": '" + key + "' is not a number");
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi)
+    throw TableError(fmt::format("{}: '{}' = {} is outside {}..{}", where, key, d, lo, hi));
+  return d;
+}
+
+int whole(const json& j, const char* key, const std::string& where, int lo, int hi) {
+  double d = num(j, key, where, lo, hi);
+  if (d != std::floor(d)) throw TableError(fmt::format("{}: '{}' = {} is not a whole number", where, key, d));
+  return int(d);
+}
+
+const json& member(const json& j, const char* key, const std::string& where, json::value_t type) {
+  if (!j.is_object() || !j.contains(key)) throw TableError(where + ": '" + key + "' is missing");
+  const json& v = j[key];
+  if (v.type() != type) throw TableError(where + ": '" + key + "' has the wrong type");
+  return v;
+}
+
+}  // namespace
+
+json to_json(const ParamTable& t) {
+  json strata = json::array();
+  for (const TableStratum& s : t.strata) {
+    json entries = json::array();
+    for (const TableEntry& e : s.entries) {
+      const Knobs& k = e.choice.knobs;
+      entries.push_back({{"sla", e.sla},
+                         {"level", e.level},
+                         {"bound", e.bound},
+                         {"params", {{"cc", k.cc}, {"p", k.p}, {"pp", k.pp}, {"cores", k.cores}, {"freq_khz", k.freq_khz}}},
+                         {"predicted", {{"mbps", e.choice.mbps}, {"j_per_gb", e.choice.j_per_gb}}},
+                         {"feasible", e.choice.feasible}});
+    }
+    strata.push_back({{"id", s.id},
+                      {"path", {{"link_mbps", s.link_mbps}, {"rtt_ms", s.rtt_ms}, {"loss_pct", s.loss_pct}}},
+                      {"dataset", {{"files", s.files}, {"bytes", s.bytes}, {"size_mean", s.size_mean}, {"size_sd", s.size_sd}}},
+                      {"ext_load", {s.load_lo, s.load_hi}},
+                      {"rows", s.rows},
+                      {"one_frequency", s.one_frequency},
+                      {"rmse",
+                       {{"throughput", s.rmse_t}, {"energy", s.rmse_e}, {"throughput_rows", s.rmse_t_rows},
+                        {"energy_rows", s.rmse_e_rows}}},
+                      {"entries", entries}});
+  }
+  return {{"format", kTableFormat}, {"version", t.version}, {"generated_unix", t.generated_unix},
+          {"history", t.history},   {"rows_used", t.rows_used}, {"strata", strata},
+          {"predictor", t.predictor}};
+}
+
+ParamTable table_from_json(const json& j) {
+  if (!j.is_object()) throw TableError("not a parameter table: the top level is not an object");
+  if (!j.contains("format") || j["format"] != kTableFormat)
+    throw TableError(std::string("not a parameter table: 'format' is not \"") + kTableFormat + "\"");
+  int version = whole(j, "version", "table", 0, 1000000);
+  if (version != kTableVersion)
+    throw TableError(fmt::format("a parameter table of version {}; this program reads version {} (run xfer-hla "
+                                 "analyze again)", version, kTableVersion));
+  ParamTable t;
+  t.generated_unix = num(j, "generated_unix", "table", 0, 1e11);
+  t.history = member(j, "history", "table", json::value_t::string).get<std::string>();
+  t.rows_used = size_t(num(j, "rows_used", "table", 0, 1e15));
+  const json& strata = member(j, "strata", "table", json::value_t::array);
+  for (size_t i = 0; i < strata.size(); ++i) {
+    const json& s = strata[i];
+    std::string at = fmt::format("stratum {}", i + 1);
+    TableStratum st;
+    st.id = member(s, "id", at, json::value_t::string).get<std::string>();
+    if (st.id.empty() || st.id.size() > 64) throw TableError(at + ": 'id' must be 1 to 64 characters");
+    at = "stratum " + st.id;
+    const json& path = member(s, "path", at, json::value_t::object);
+    st.link_mbps = num(path, "link_mbps", at + " path", 0, 1e7);
+    st.rtt_ms = num(path, "rtt_ms", at + " path", 0, 1e6);
+    st.loss_pct = num(path, "loss_pct", at + " path", 0, 100);
+    const json& ds = member(s, "dataset", at, json::value_t::object);
+    st.files = num(ds, "files", at + " dataset", 0, 1e12);
+    st.bytes = num(ds, "bytes", at + " dataset", 0, 1e19);
+    st.size_mean = num(ds, "size_mean", at + " dataset", 0, 1e19);
+    st.size_sd = num(ds, "size_sd", at + " dataset", 0, 1e19);
+    const json& load = member(s, "ext_load", at, json::value_t::array);
+    if (load.size() != 2 || !load[0].is_number() || !load[1].is_number())
+      throw TableError(at + ": 'ext_load' must be [low, high]");
+    st.load_lo = load[0].get<double>(), st.load_hi = load[1].get<double>();
+    if (!(st.load_lo >= 0 && st.load_lo <= st.load_hi && st.load_hi <= 1))
+      throw TableError(at + ": 'ext_load' must be 0 <= low <= high <= 1");
+    st.rows = size_t(num(s, "rows", at, 0, 1e15));
+    st.one_frequency = member(s, "one_frequency", at, json::value_t::boolean).get<bool>();
+    const json& rmse = member(s, "rmse", at, json::value_t::object);
+    for (const char* which : {"throughput", "energy"}) {
+      const json& a = member(rmse, which, at + " rmse", json::value_t::array);
+      if (a.size() != 3) throw TableError(at + ": rmse '" + which + "' must have 3 numbers");
+      for (size_t k = 0; k < 3; ++k) {
+        if (!a[k].is_number() || !std::isfinite(a[k].get<double>()) || a[k].get<double>() < 0)
+          throw TableError(at + ": rmse '" + which + "' must hold numbers >= 0");
+        (which[0] == 't' ? st.rmse_t : st.rmse_e)[k] = a[k].get<double>();
+      }
+    }
+    st.rmse_t_rows = num(rmse, "throughput_rows", at + " rmse", 0, 1e9);
+    st.rmse_e_rows = num(rmse, "energy_rows", at + " rmse", 0, 1e9);
+    const json& entries = member(s, "entries", at, json::value_t::array);
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const json& e = entries[k];
+      std::string ea = fmt::format("{} entry {}", at, k + 1);
+      TableEntry te;
+      te.sla = member(e, "sla", ea, json::value_t::string).get<std::string>();
+      if (te.sla != "throughput" && te.sla != "energy")
+        throw TableError(ea + ": 'sla' must be \"throughput\" or \"energy\"");
+      te.level = num(e, "level", ea, 0, 1000);
+      te.bound = num(e, "bound", ea, 0, 1e12);
+      const json& p = member(e, "params", ea, json::value_t::object);
+      Knobs& kn = te.choice.knobs;
+      kn.cc = whole(p, "cc", ea, 1, 4096);
+      kn.p = whole(p, "p", ea, 1, 64);
+      kn.pp = whole(p, "pp", ea, 1, 128);
+      kn.cores = whole(p, "cores", ea, 1, 4096);
+      kn.freq_khz = long(num(p, "freq_khz", ea, 0, 1e8));
+      const json& pr = member(e, "predicted", ea, json::value_t::object);
+      te.choice.mbps = num(pr, "mbps", ea, -1e12, 1e12);
+      te.choice.j_per_gb = num(pr, "j_per_gb", ea, -1e15, 1e15);
+      te.choice.feasible = member(e, "feasible", ea, json::value_t::boolean).get<bool>();
+      st.entries.push_back(std::move(te));
+    }
+    t.strata.push_back(std::move(st));
+  }
+  if (j.contains("predictor")) {
+    const json& p = j["predictor"];
+    if (!p.is_null() && !p.is_object()) throw TableError("table: 'predictor' must be an object or null");
+    t.predictor = p;
+  }
+  return t;
+}
+
+void save_table(const ParamTable& t, const std::string& path) {
+  std::string tmp = path + ".tmp";
+  std::string text = to_json(t).dump(1) + "\n";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw TableError(tmp + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw TableError(tmp + ": " + why);
+    }
+    off += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw TableError(tmp + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw TableError(path + ": " + why);
+  }
+}
+
+ParamTable load_table(const std::string& path) {
+  std::string text;
+  try {
+    text = read_small_file(path, 64u << 20, "parameter table");
+  } catch (const std::exception& e) {
+    throw TableError(e.what());
+  }
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw TableError(path + ": not JSON (a parameter table is the JSON xfer-hla analyze writes)");
+  try {
+    return table_from_json(j);
+  } catch (const TableError& e) {
+    throw TableError(path + ": " + e.what());
+  }
+}
+
+std::string describe(const ParamTable& t) {
+  size_t entries = 0;
+  for (const auto& s : t.strata) entries += s.entries.size();
+  return fmt::format("{} strata, {} entries from {} rows of {} (version {}){}", t.strata.size(), entries, t.rows_used,
+                     t.history, t.version, t.predictor.is_null() ? "" : ", with a predictor");
+}
+
+}  // namespace xfer::hla

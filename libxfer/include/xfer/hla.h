@@ -1,0 +1,268 @@
+// The offline analysis of Cross-LayerHLA (cross-layer-hla.txt §III-A, §III-B;
+// FastHLA, fasthla-mobile.txt §4 steps 1-5): history -> preprocessed rows ->
+// strata -> spline surfaces -> SLA optima -> the parameter table (and a
+// learned predictor for jobs whose stratum the table lacks). xfer-hla
+// analyze drives it; xferd and xferctl load the table.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xfer/history.h"
+
+namespace xfer::hla {
+
+// ---- step 1: preprocessing --------------------------------------------------
+
+// One usable interval of one chunk: the run's path and the chunk's dataset,
+// its parameters and what they achieved.
+struct Sample {
+  std::string run;
+  double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
+  double files = 0, bytes = 0, size_mean = 0, size_sd = 0;  // the chunk's dataset
+  double ext_load = 0;
+  int cc = 1, p = 1, pp = 1, cores = 1;
+  long freq_khz = 0;  // 0: not set (no driver)
+  double mbps = 0;                 // the chunk's throughput
+  std::optional<double> j_per_gb;  // its energy per GB (its share of the machine's)
+};
+
+struct RuleCount {
+  std::string rule;
+  size_t removed = 0;
+};
+struct Preprocessed {
+  std::vector<Sample> samples;
+  size_t input = 0;
+  std::vector<RuleCount> rules;  // in the order applied
+};
+// Drops, and counts: rows of runs that did not end done; settling intervals;
+// partial intervals; intervals that moved nothing; throughput above the
+// link rate; outliers (modified z-score > 3.5 of throughput or energy per
+// GB among rows of the same run and parameters, Iglewicz-Hoaglin).
+Preprocessed preprocess(const HistoryData& h);
+
+// ---- step 2: strata -----------------------------------------------------------
+
+// Hierarchical agglomerative clustering with unweighted average linkage
+// (UPGMA: ALGLIB's clusterizer, AHC algorithm 2, Euclidean distance),
+// cut where the merge distance passes `cut`. merges[i] joins clusters a and
+// b (ids < n: points; n + j: the cluster of merge j) at heights[i].
+struct Dendrogram {
+  std::vector<std::array<int, 2>> merges;
+  std::vector<double> heights;
+  std::vector<int> cluster;  // per point: its cluster after the cut (0..k-1, in order of first point)
+  int k = 0;
+};
+Dendrogram upgma(const std::vector<std::vector<double>>& points, double cut);
+
+struct Stratum {
+  std::string id;            // "P1/D2/L1"
+  double link_mbps = 0, rtt_ms = 0, loss_pct = 0;            // tier 1: the path (centroid)
+  double files = 0, bytes = 0, size_mean = 0, size_sd = 0;  // tier 2: dataset centroid
+  double load_lo = 0, load_hi = 1;                            // tier 3: external load band
+  std::vector<size_t> rows;  // indices into the samples
+};
+struct Strata {
+  std::vector<Stratum> strata;
+  std::string tree;  // the tiers as an indented text tree with sizes
+};
+// Tier 1: UPGMA on (log10 link rate, log10 RTT, log10(1 + 100 x loss%)),
+// cut 0.15; tier 2: UPGMA on the chunks' (log10 bytes, log10 files,
+// log10 mean size, log10(1 + sd)), cut 1.0; tier 3: bands of external load
+// with boundaries at mean -/+ sd/2 of the tier-2 cluster's loads (one band
+// when sd < 0.02), a band with fewer than min_rows rows joins its neighbour.
+Strata stratify(const std::vector<Sample>& s, size_t min_rows = 12);
+
+// ---- step 3: surfaces -----------------------------------------------------------
+
+// A natural cubic spline curve (ALGLIB spline1d, zero second derivative at
+// the ends) or a bicubic spline surface (spline2d) over one or two
+// parameters, in log2 for cc / p / pp and linear for cores / freq; a
+// constant where the history has one level.
+class Surface {
+ public:
+  enum class Kind { Constant, Curve, Surface };
+  // xs: one or two coordinates per row (already transformed); y: values.
+  void fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims);
+  double operator()(double x, double y = 0) const;
+  // Gradient and Hessian (2x2; the unused dimension zero).
+  void derivatives(double x, double y, std::array<double, 2>& g, std::array<double, 4>& h) const;
+  Kind kind() const { return kind_; }
+  int dims() const { return dims_; }
+  const std::vector<double>& levels(int d) const { return levels_[d]; }
+  double lo(int d) const { return levels_[d].empty() ? 0 : levels_[d].front(); }
+  double hi(int d) const { return levels_[d].empty() ? 0 : levels_[d].back(); }
+
+  struct Extremum {
+    double x = 0, y = 0, value = 0;
+    bool minimum = false;  // else a maximum (Hessian positive / negative definite)
+  };
+  // Interior local extrema: a grid scan, Newton refinement, and the second
+  // derivative test (Eigen's eigenvalues of the Hessian); saddles dropped.
+  std::vector<Extremum> extrema() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  Kind kind_ = Kind::Constant;
+  int dims_ = 1;
+  double constant_ = 0;
+  std::array<std::vector<double>, 2> levels_;
+};
+
+// The parameters as the table has them.
+struct Knobs {
+  int cc = 1, p = 1, pp = 1, cores = 1;
+  long freq_khz = 0;  // 0: leave it
+  bool operator==(const Knobs&) const = default;
+};
+
+// Per stratum, for throughput (Mbit/s) and energy (J/GB): three surfaces
+// each, s1(cores, freq), s2(cc, p), s3(pp) (eq. 3-9), combined additively
+// (value = mean + sum of each surface's deviation from the mean), fitted by
+// backfitting so that a sweep that is not a full grid still separates them.
+struct StratumModel {
+  double mean_t = 0, mean_e = 0;
+  bool has_energy = false;
+  std::array<Surface, 3> t, e;
+  std::array<double, 3> t_off{}, e_off{};  // each surface's mean over the training rows (its deviation's zero)
+  // Relative RMSE (of the mean) on the held-out rows: per surface, at its
+  // own points (how far the surface is from what the held-out rows say
+  // there, the other surfaces' parts removed); and of the whole model per row.
+  std::array<double, 3> rmse_t{}, rmse_e{};
+  double rmse_t_rows = 0, rmse_e_rows = 0;
+  size_t train_rows = 0, test_rows = 0;
+  bool one_frequency = true;  // s1 is a curve over cores
+
+  double throughput(const Knobs& k) const;
+  double energy(const Knobs& k) const;
+  // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
+  static std::array<double, 2> coords(int i, const Knobs& k);
+};
+// Fits on a seeded 70% of the stratum's rows; tests on the other 30%.
+StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed = 1);
+
+// ---- step 4: the SLA optimisation (eq. 10, 11) -----------------------------------
+
+struct Choice {
+  Knobs knobs;
+  double mbps = 0, j_per_gb = 0;
+  bool feasible = false;
+};
+// Candidates: every level the history has for each parameter, plus the
+// surfaces' interior extrema rounded to whole values.
+std::vector<Knobs> candidates(const StratumModel& m);
+// eq. 10: least energy with throughput >= t_sla; eq. 11: most throughput
+// with energy <= e_sla. Infeasible: the closest (most throughput / least
+// energy), feasible = false.
+Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla_mbps);
+Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla_j_per_gb);
+
+// ---- the parameter table ----------------------------------------------------------
+
+constexpr int kTableVersion = 1;
+constexpr const char* kTableFormat = "xferd-hla-table";
+
+class TableError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TableEntry {
+  std::string sla;       // "throughput" (eq. 10: least energy at >= level x max) | "energy" (eq. 11)
+  double level = 0;      // the share of the stratum's best throughput, or the multiple of its least energy
+  double bound = 0;      // the SLA in absolute terms: Mbit/s, or J/GB
+  Choice choice;
+};
+struct TableStratum {
+  std::string id;
+  double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
+  double files = 0, bytes = 0, size_mean = 0, size_sd = 0;
+  double load_lo = 0, load_hi = 1;
+  size_t rows = 0;
+  bool one_frequency = true;
+  std::array<double, 3> rmse_t{}, rmse_e{};
+  double rmse_t_rows = 0, rmse_e_rows = 0;
+  std::vector<TableEntry> entries;
+};
+struct ParamTable {
+  int version = kTableVersion;
+  double generated_unix = 0;
+  std::string history;  // where it was learnt from
+  size_t rows_used = 0;
+  std::vector<TableStratum> strata;
+  nlohmann::json predictor;  // the serialized predictor and its figures (null: none)
+};
+
+nlohmann::json to_json(const ParamTable& t);
+// Checks everything (format, version, types, ranges); throws TableError
+// naming what is wrong.
+ParamTable table_from_json(const nlohmann::json& j);
+// Writes to PATH.tmp, syncs, renames: never half a table at PATH.
+void save_table(const ParamTable& t, const std::string& path);
+// Reads (at most 64 MiB, a regular file) and checks; TableError with the path.
+ParamTable load_table(const std::string& path);
+// A one-line description ("N strata, M entries, from HISTORY, version V").
+std::string describe(const ParamTable& t);
+
+// ---- FastHLA step 4: the learned predictor ------------------------------------------
+
+struct PredictorReport {
+  size_t train_cases = 0, test_cases = 0;
+  double accuracy = 0;   // share of held-out cases whose params are all within one level
+  double r2 = 0;         // predicted against achieved throughput, held-out history rows
+  size_t r2_rows = 0;
+};
+// Trains on the table's entries (inputs: path, load, dataset, SLA kind and
+// level; outputs: the params as levels) and on the history's rows (a
+// throughput model for the R²); decision forests (ALGLIB dfbuilder).
+// Cases are held out by stratum (30%). The table gets the serialized forests.
+PredictorReport train_predictor(ParamTable& t, const std::vector<Sample>& s, uint64_t seed = 1);
+
+struct Query {
+  double link_mbps = 0, rtt_ms = 0, loss_pct = 0, ext_load = 0;
+  double files = 0, bytes = 0, size_mean = 0, size_sd = 0;
+  std::string sla = "throughput";
+  double level = 0.9;
+};
+// From the table's predictor; nullopt when the table has none.
+std::optional<Knobs> predict(const ParamTable& t, const Query& q);
+
+// FastHLA Algorithm 1: per-chunk optima scaled down (cc) when their sum
+// passes the channel limit.
+std::vector<Knobs> schedule_mixed(std::vector<Knobs> per_chunk, int max_channels);
+
+// ---- the whole analysis ---------------------------------------------------------------
+
+struct Analysis {
+  Preprocessed pre;
+  Strata strata;
+  std::vector<StratumModel> models;  // per table stratum, in the table's order
+  std::vector<std::string> skipped;  // strata too small to fit, with why
+  ParamTable table;
+  PredictorReport predictor;
+};
+// The SLA ladders of the table: throughput at these shares of the stratum's
+// best (eq. 10), energy at these multiples of its least (eq. 11).
+inline const std::vector<double> kThroughputLevels = {0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0};
+inline const std::vector<double> kEnergyLevels = {1.0, 1.1, 1.25, 1.5, 2.0};
+// Throws HistoryError when there is nothing to learn from (no rows, or no
+// row left after preprocessing).
+Analysis analyze(const HistoryData& h, const std::string& history_name, size_t min_rows = 12, uint64_t seed = 1);
+
+// ---- step 5: pictures ---------------------------------------------------------------
+
+// Per stratum: throughput and energy over (cc, p) as heatmaps and over
+// cores as curves, the optima marked. Returns the files written.
+std::vector<std::string> write_plots(const std::vector<Sample>& s, const Strata& st,
+                                     const std::vector<StratumModel>& models, const ParamTable& t,
+                                     const std::string& dir);
+
+}  // namespace xfer::hla

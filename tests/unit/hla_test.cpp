@@ -1,0 +1,246 @@
+// The offline analysis (issue 14 §3): UPGMA on a hand-checkable tree,
+// preprocessing counts, strata tiers, spline surfaces fitted to a history
+// generated from a known function (the optimiser lands within one level of
+// the true optimum), and the parameter table's format.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "xfer/hla.h"
+
+using namespace xfer::hla;
+
+TEST(Hla, UpgmaBuildsTheTreeByAverageLinkage) {
+  // 1-D points 0, 1, 5, 6, 20. UPGMA by hand: {0,1} at 1 and {5,6} at 1;
+  // {0,1}+{5,6} at (5+6+4+5)/4 = 5 ({5,6}-{20} is (15+14)/2 = 14.5);
+  // then everything at (20+19+15+14)/4 = 17. (Single linkage would join the
+  // last at 14, complete linkage at 20.)
+  Dendrogram d = upgma({{0}, {1}, {5}, {6}, {20}}, 3);
+  ASSERT_EQ(d.heights.size(), 4u);
+  EXPECT_DOUBLE_EQ(d.heights[0], 1);
+  EXPECT_DOUBLE_EQ(d.heights[1], 1);
+  EXPECT_DOUBLE_EQ(d.heights[2], 5);
+  EXPECT_DOUBLE_EQ(d.heights[3], 17);
+  EXPECT_EQ(d.k, 3);
+  EXPECT_EQ(d.cluster, (std::vector<int>{0, 0, 1, 1, 2}));
+  Dendrogram wide = upgma({{0}, {1}, {5}, {6}, {20}}, 10);
+  EXPECT_EQ(wide.k, 2);
+  EXPECT_EQ(wide.cluster, (std::vector<int>{0, 0, 0, 0, 1}));
+}
+
+namespace {
+
+// A history from known functions of the parameters: throughput peaks at
+// cc 8 and p 2 and grows with pp; energy per GB is least at cc 4 and p 2,
+// and grows with cores.
+const std::vector<int> kCc = {1, 2, 4, 8, 16, 32}, kP = {1, 2, 4}, kPp = {1, 2, 4, 8}, kCores = {1, 2};
+
+double true_t(const Knobs& k) {
+  double c = std::log2(k.cc), p = std::log2(k.p), pp = std::log2(k.pp);
+  return 100 + 80 * std::exp(-(c - 3) * (c - 3) / 2) + 20 * std::exp(-(p - 1) * (p - 1)) + 6 * pp - 4 * (k.cores - 1);
+}
+double true_e(const Knobs& k) {
+  double c = std::log2(k.cc), p = std::log2(k.p), pp = std::log2(k.pp);
+  return 300 - 60 * std::exp(-(c - 2) * (c - 2) / 2) + 15 * (p - 1) * (p - 1) - 3 * pp + 25 * k.cores;
+}
+
+std::vector<Sample> synthetic(double noise, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0, 1);
+  std::vector<Sample> out;
+  for (int rep = 0; rep < 3; ++rep)
+    for (int cc : kCc)
+      for (int p : kP)
+        for (int pp : kPp)
+          for (int cores : kCores) {
+            Sample s;
+            s.run = "r" + std::to_string(rep);
+            s.link_mbps = 1000, s.rtt_ms = 40, s.files = 500, s.bytes = 5e7, s.size_mean = 1e5, s.size_sd = 1e3;
+            s.cc = cc, s.p = p, s.pp = pp, s.cores = cores;
+            Knobs k{cc, p, pp, cores, 0};
+            s.mbps = true_t(k) * (1 + noise * n(rng));
+            s.j_per_gb = true_e(k) * (1 + noise * n(rng));
+            out.push_back(s);
+          }
+  return out;
+}
+
+int level_of(const std::vector<int>& ladder, int v) {
+  return int(std::lower_bound(ladder.begin(), ladder.end(), v) - ladder.begin());
+}
+
+void expect_within_one_level(const Knobs& got, const Knobs& want) {
+  EXPECT_LE(std::abs(level_of(kCc, got.cc) - level_of(kCc, want.cc)), 1) << "cc " << got.cc << " vs " << want.cc;
+  EXPECT_LE(std::abs(level_of(kP, got.p) - level_of(kP, want.p)), 1) << "p " << got.p << " vs " << want.p;
+  EXPECT_LE(std::abs(level_of(kPp, got.pp) - level_of(kPp, want.pp)), 1) << "pp " << got.pp << " vs " << want.pp;
+  EXPECT_LE(std::abs(got.cores - want.cores), 1);
+}
+
+}  // namespace
+
+TEST(Hla, SurfacesOfAKnownFunctionLeadToItsOptimum) {
+  std::vector<Sample> s = synthetic(0.01, 7);
+  std::vector<size_t> rows(s.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  StratumModel m = fit_stratum(s, rows, 3);
+  EXPECT_TRUE(m.has_energy);
+  EXPECT_TRUE(m.one_frequency);
+  EXPECT_EQ(m.t[1].kind(), Surface::Kind::Surface);  // (cc, p): a bicubic surface
+  EXPECT_EQ(m.t[2].kind(), Surface::Kind::Curve);    // pp: a natural cubic curve
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(m.rmse_t[size_t(i)], 0.05) << "throughput surface " << i + 1;
+    EXPECT_LT(m.rmse_e[size_t(i)], 0.05) << "energy surface " << i + 1;
+  }
+  EXPECT_LT(m.rmse_t_rows, 0.05);
+
+  // The second-derivative test finds the throughput surface's maximum near
+  // cc 8 (log2 3), p 2 (log2 1), and the energy's minimum near cc 4, p 2.
+  bool t_max = false, e_min = false;
+  for (const auto& x : m.t[1].extrema()) t_max |= !x.minimum && std::abs(x.x - 3) < 0.5 && std::abs(x.y - 1) < 0.5;
+  for (const auto& x : m.e[1].extrema()) e_min |= x.minimum && std::abs(x.x - 2) < 0.5 && std::abs(x.y - 1) < 0.5;
+  EXPECT_TRUE(t_max);
+  EXPECT_TRUE(e_min);
+
+  // eq. 10 and eq. 11 on the fitted model against brute force on the truth.
+  std::vector<Knobs> grid;
+  for (int cc : kCc)
+    for (int p : kP)
+      for (int pp : kPp)
+        for (int cores : kCores) grid.push_back({cc, p, pp, cores, 0});
+  double t_max_true = 0, e_min_true = 1e300;
+  for (const Knobs& k : grid) t_max_true = std::max(t_max_true, true_t(k)), e_min_true = std::min(e_min_true, true_e(k));
+  std::vector<Knobs> c = candidates(m);
+  for (double level : {0.7, 0.8, 0.9}) {
+    Knobs want;
+    double best = 1e300;
+    for (const Knobs& k : grid)
+      if (true_t(k) >= level * t_max_true && true_e(k) < best) best = true_e(k), want = k;
+    Choice got = least_energy(m, c, level * t_max_true);
+    EXPECT_TRUE(got.feasible) << level;
+    expect_within_one_level(got.knobs, want);
+  }
+  for (double level : {1.1, 1.25}) {
+    Knobs want;
+    double best = -1;
+    for (const Knobs& k : grid)
+      if (true_e(k) <= level * e_min_true && true_t(k) > best) best = true_t(k), want = k;
+    Choice got = most_throughput(m, c, level * e_min_true);
+    EXPECT_TRUE(got.feasible) << level;
+    expect_within_one_level(got.knobs, want);
+  }
+}
+
+TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {
+  HistoryData h;
+  auto run = [&](const std::string& id, const std::string& outcome) {
+    RunRow r;
+    r.node = "n", r.run = id, r.outcome = outcome, r.link_mbps = 100;
+    h.runs.push_back(r);
+  };
+  run("ok", "done");
+  run("bad", "failed");
+  auto row = [&](const std::string& id, int seq, double mbps, bool settling = false, double interval = 1) {
+    IntervalRow i;
+    i.node = "n", i.run = id, i.seq = seq, i.throughput_bps = mbps * 1e6, i.bytes_interval = int64_t(mbps * 1e6 / 8);
+    i.settling = settling, i.interval_s = interval, i.joules = 1;
+    h.intervals.push_back(i);
+  };
+  for (int k = 0; k < 10; ++k) row("ok", k, 50 + k % 3);  // kept
+  row("ok", 10, 50, true);                              // settling
+  row("ok", 11, 50, false, 0.2);                        // partial
+  row("ok", 12, 0);                                     // idle
+  row("ok", 13, 150);                                   // above the 100 Mbit/s link
+  row("ok", 14, 90);                                    // an outlier among 50-52
+  row("bad", 0, 50);                                    // its run failed
+  row("gone", 0, 50);                                   // no run row at all
+  Preprocessed p = preprocess(h);
+  EXPECT_EQ(p.input, 17u);
+  ASSERT_EQ(p.rules.size(), 6u);
+  EXPECT_EQ(p.rules[0].removed, 2u);  // not done
+  EXPECT_EQ(p.rules[1].removed, 1u);  // settling
+  EXPECT_EQ(p.rules[2].removed, 1u);  // partial
+  EXPECT_EQ(p.rules[3].removed, 1u);  // idle
+  EXPECT_EQ(p.rules[4].removed, 1u);  // above the link
+  EXPECT_EQ(p.rules[5].removed, 1u);  // outlier
+  EXPECT_EQ(p.samples.size(), 10u);
+}
+
+TEST(Hla, StrataTiersArePathThenDatasetThenLoad) {
+  std::vector<Sample> s;
+  for (double rate : {100.0, 1000.0})
+    for (double mean : {1e5, 1e8})
+      for (double load : {0.0, 0.3, 0.6})
+        for (int k = 0; k < 20; ++k) {
+          Sample x;
+          x.link_mbps = rate, x.rtt_ms = rate == 100 ? 60 : 5;
+          x.size_mean = mean, x.files = mean < 1e6 ? 1000 : 2, x.bytes = x.files * mean, x.size_sd = mean / 50;
+          x.ext_load = load + 0.01 * (k % 3);
+          s.push_back(x);
+        }
+  Strata st = stratify(s, 12);
+  EXPECT_EQ(st.strata.size(), 2u * 2 * 3) << st.tree;
+  for (const Stratum& x : st.strata) EXPECT_EQ(x.rows.size(), 20u) << x.id << "\n" << st.tree;
+  EXPECT_NE(st.tree.find("P2/D2/L3"), std::string::npos) << st.tree;
+}
+
+TEST(Hla, MixedDatasetsAreScaledToTheChannelLimit) {
+  std::vector<Knobs> k = schedule_mixed({{16, 1, 8, 1, 0}, {8, 2, 1, 1, 0}, {8, 4, 1, 1, 0}}, 16);
+  EXPECT_EQ(k[0].cc, 8);  // 16 x 16 / 32
+  EXPECT_EQ(k[1].cc, 4);
+  EXPECT_EQ(k[2].cc, 4);
+  EXPECT_EQ(k[0].pp, 8);  // only the channels are scaled
+  EXPECT_EQ(schedule_mixed({{4, 1, 1, 1, 0}}, 16)[0].cc, 4);
+}
+
+TEST(Hla, TheTableRoundTripsAndBadTablesAreRefused) {
+  std::vector<Sample> s = synthetic(0.01, 9);
+  HistoryData none;
+  ParamTable t;
+  t.history = "synthetic";
+  t.rows_used = s.size();
+  TableStratum st;
+  st.id = "P1/D1/L1", st.link_mbps = 1000, st.rtt_ms = 40, st.rows = s.size();
+  st.entries.push_back({"throughput", 0.9, 180, {{8, 2, 8, 1, 0}, 190, 260, true}});
+  t.strata.push_back(st);
+  std::string dir = std::filesystem::temp_directory_path() / ("hla-table-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  save_table(t, dir + "/t.json");
+  ParamTable back = load_table(dir + "/t.json");
+  ASSERT_EQ(back.strata.size(), 1u);
+  EXPECT_EQ(back.strata[0].entries[0].choice.knobs, (Knobs{8, 2, 8, 1, 0}));
+  EXPECT_DOUBLE_EQ(back.strata[0].entries[0].choice.mbps, 190);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json.tmp"));
+
+  auto refused = [&](const std::string& text, const std::string& words) {
+    std::ofstream(dir + "/bad.json") << text;
+    try {
+      load_table(dir + "/bad.json");
+      ADD_FAILURE() << "loaded: " << text;
+    } catch (const TableError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(dir + "/bad.json"), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json j = to_json(t);
+  j["version"] = 2;
+  refused(j.dump(), "version 2");
+  refused("{\"format\": \"something else\"}", "not a parameter table");
+  refused("not json", "not JSON");
+  j = to_json(t);
+  j["strata"][0]["entries"][0]["params"]["cc"] = 0;
+  refused(j.dump(), "'cc' = 0 is outside");
+  j = to_json(t);
+  j["strata"][0]["ext_load"] = {0.8, 0.2};
+  refused(j.dump(), "ext_load");
+  j = to_json(t);
+  j["strata"][0].erase("entries");
+  refused(j.dump(), "'entries' is missing");
+  std::ofstream(dir + "/empty.json") << "";
+  EXPECT_THROW(load_table(dir + "/empty.json"), TableError);
+  EXPECT_THROW(load_table(dir), TableError);  // a directory
+  std::filesystem::remove_all(dir);
+}
