@@ -71,7 +71,7 @@ std::vector<OptionSpec> make_table() {
          "limits.max_channels"),
       text("ca_file", OptionType::Path, kPolicy | kJob | kRun,
            "PEM CA certificates to verify https servers against instead of the system's store"),
-      text("label", OptionType::Text, kJob, "a name for the job, shown by list and status", 200),
+      text("label", OptionType::Text, kJob | kRun, "a name for the job, shown by list and status (and kept in the history)", 200),
       // The tuner.
       number("target_mbps", 0.001, 1e7, nullptr, kPolicy | kJob | kRun, "throughput-target: the target in Mbit/s"),
       number("target_pct", 1, 100, nullptr, kPolicy | kJob | kRun,
@@ -87,6 +87,9 @@ std::vector<OptionSpec> make_table() {
       integer("p", 1, 64, nullptr, kRun, "static: parallelism, range streams (TCP connections) per file"),
       integer("pp", 1, 128, nullptr, kRun, "static: pipelining, requests outstanding per connection"),
       integer("cores", 1, 4096, nullptr, kRun, "static: online cores"),
+      text("sweep", OptionType::Text, kRun,
+           "sweep: points to visit in turn, cc:p:pp[:cores] separated by commas (xfer-hla collect)", 65536),
+      integer("sweep_hold", 2, 1000, 3, kRun, "sweep: intervals each point is held (the first settles)"),
       integer("freq_khz", 1, 1e8, nullptr, kRun, "static: CPU frequency (kHz)"),
       // The kernel layer.
       in(choice("kernel_mode", {"auto", "hotplug", "affinity", "off"}, "auto", kGlobal | kRun,
@@ -123,6 +126,37 @@ std::vector<OptionSpec> make_table() {
 }
 
 std::string num(double v) { return fmt::format("{}", v); }
+
+// "cc:p:pp[:cores],..." -> points; OptionError naming the bad one.
+std::vector<std::array<int, 4>> parse_sweep(const std::string& text) {
+  std::vector<std::array<int, 4>> out;
+  size_t b = 0;
+  while (b <= text.size()) {
+    size_t e = text.find(',', b);
+    if (e == std::string::npos) e = text.size();
+    std::string item = text.substr(b, e - b);
+    std::array<int, 4> pt{1, 1, 1, 0};
+    const int lo[4] = {1, 1, 1, 1}, hi[4] = {1024, 64, 128, 4096};
+    size_t k = 0, q = 0;
+    bool ok = !item.empty();
+    while (ok && q <= item.size() && k < 4) {
+      size_t c = item.find(':', q);
+      if (c == std::string::npos) c = item.size();
+      std::string part = item.substr(q, c - q);
+      char* end = nullptr;
+      long v = part.empty() ? -1 : std::strtol(part.c_str(), &end, 10);
+      ok = end && *end == 0 && v >= lo[k] && v <= hi[k];
+      if (ok) pt[k++] = int(v);
+      q = c + 1;
+      if (c == item.size()) break;
+    }
+    if (!ok || k < 3 || q <= item.size())
+      throw OptionError("sweep: '" + printable(item) + "' is not cc:p:pp or cc:p:pp:cores (cc 1-1024, p 1-64, pp 1-128)");
+    out.push_back(pt);
+    b = e + 1;
+  }
+  return out;
+}
 
 std::string join(const std::vector<std::string>& v, const char* sep) { return fmt::format("{}", fmt::join(v, sep)); }
 
@@ -352,6 +386,9 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   t.target_pct = d("target_pct");
   t.search_step = int(i("search_step"));
   if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
+  if (m.contains("sweep")) t.sweep_points = parse_sweep(m["sweep"].get<std::string>());
+  if (algorithm == "sweep" && t.sweep_points.empty()) throw OptionError("the sweep policy needs --sweep cc:p:pp[:cores],...");
+  t.sweep_hold = int(i("sweep_hold", 3));
   s.kernel = m["kernel_mode"] != "off";
   t.kernel = s.kernel;
   KernelLayer::Config& k = s.kernel_config;

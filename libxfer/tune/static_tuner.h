@@ -19,4 +19,26 @@ class StaticTuner : public Tuner {
   long freq_khz_;
 };
 
+// `sweep`: static params that change on a schedule, for filling a history
+// (xfer-hla collect): each point (cc, p, pp for every chunk; cores) is held
+// for `hold` intervals, the first of which the history marks settling; after
+// the last point the sweep starts over.
+class SweepTuner : public Tuner {
+ public:
+  SweepTuner(std::vector<std::array<int, 4>> points, int hold) : points_(std::move(points)), hold_(hold) {
+    if (points_.empty()) points_.push_back({1, 1, 1, 0});
+  }
+  std::string name() const override { return "sweep"; }
+  Params init(const JobInfo& info) override;
+  std::optional<Params> decide(const Observation&) override;
+
+ private:
+  Params at(size_t i) const;
+  std::vector<std::array<int, 4>> points_;
+  int hold_;
+  size_t chunks_ = 0, point_ = 0;
+  int held_ = 0;
+  bool cores_ok_ = false;
+};
+
 }  // namespace xfer

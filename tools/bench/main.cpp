@@ -29,122 +29,18 @@
 #include "measure.h"
 #include "report.h"
 #include "scenario.h"
+#include "testbed.h"
 #include "xfer/datagen.h"
 #include "xfer/power_model.h"
 
 namespace fs = std::filesystem;
 
+using namespace bench;
+
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
-
-std::string self_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
-
-std::string source_dir() {
-  if (const char* e = getenv("XFER_SOURCE_DIR")) return e;
-  return XFER_SOURCE_DIR;
-}
-
-int sh(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-// The emulated link, as a child process (xfer-linkemu up).
-class LinkProcess {
- public:
-  LinkProcess(const bench::Scenario& s, const std::string& name, int index, const std::string& log) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-    const auto& l = s.link;
-    std::vector<std::string> a = {self_dir() + "/xfer-linkemu", "up", "--name", name, "--index", std::to_string(index),
-                                  "--rate-mbps", fmt::format("{}", l.rate_mbps), "--rtt-ms", fmt::format("{}", l.rtt_ms),
-                                  "--loss-pct", fmt::format("{}", l.loss_pct), "--jitter-ms", fmt::format("{}", l.jitter_ms),
-                                  "--mtu", std::to_string(l.mtu)};
-    if (l.queue_bytes) a.insert(a.end(), {"--queue-bytes", std::to_string(l.queue_bytes)});
-    if (l.client_rmem_max) a.insert(a.end(), {"--client-rmem-max", std::to_string(l.client_rmem_max)});
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(err, 2);
-      std::vector<char*> av;
-      for (auto& x : a) av.push_back(const_cast<char*>(x.c_str()));
-      av.push_back(nullptr);
-      execv(av[0], av.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    out_ = fds[0];
-    std::string line = read_line(15000);
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.value("ready", false)) {
-      stop();
-      throw std::runtime_error("xfer-linkemu did not come up (see " + log + "): " + line);
-    }
-    client_ns = j["client_ns"], server_ns = j["server_ns"], server_ip = j["server_ip"];
-  }
-  ~LinkProcess() { stop(); }
-  // The counters it prints when it stops.
-  std::string stop() {
-    if (pid_ <= 0) return "";
-    kill(pid_, SIGTERM);
-    std::string last = read_line(15000);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    close(out_);
-    return last;
-  }
-  std::string client_ns, server_ns, server_ip;
-
- private:
-  std::string read_line(int timeout_ms) {
-    std::string line;
-    char c;
-    while (true) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, timeout_ms) <= 0) break;
-      if (read(out_, &c, 1) != 1 || c == '\n') break;
-      line += c;
-    }
-    return line;
-  }
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
-
-struct PreparedDataset {
-  std::string id;  // directory under the data root, and the dataset's label
-  std::vector<bench::ExpectedFile> files;
-  uint64_t bytes = 0;
-};
-
-PreparedDataset prepare(const bench::DatasetSpec& d, bool quick, const std::string& root) {
-  xfer::DatasetSpec spec;
-  spec.shape = d.shape;
-  spec.scale = quick ? d.quick_scale : d.scale;
-  spec.size_scale = quick ? d.quick_size_scale : d.size_scale;
-  spec.seed = d.seed;
-  PreparedDataset p;
-  p.id = fmt::format("{}-x{:g}-s{:g}-seed{}", d.shape, spec.scale, spec.size_scale, d.seed);
-  std::string dir = root + "/" + p.id, list = dir + ".list";
-  if (!fs::exists(list)) {
-    fmt::print(stderr, "xfer-bench: generating dataset {}\n", p.id);
-    auto files = xfer::write_dataset(spec, dir);
-    std::ofstream out(list + ".tmp");
-    for (auto& f : files) out << f.name << " " << f.size << " " << f.sha256 << "\n";
-    out.close();
-    fs::rename(list + ".tmp", list);
-  }
-  std::ifstream in(list);
-  bench::ExpectedFile f;
-  while (in >> f.name >> f.size >> f.sha256) {
-    p.files.push_back(f);
-    p.bytes += f.size;
-  }
-  return p;
-}
 
 // The command line of one client, its input files written under inputs/.
 std::vector<std::string> client_argv(const bench::ClientSpec& c, const PreparedDataset& d, const std::string& base_url,
@@ -192,13 +88,6 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
   const auto& tl = j["timeline"];
   for (size_t i = 1; i + 1 < tl.size(); ++i) v.push_back(tl[i].value("throughput_mbps", 0.0));
   if (!v.empty()) r->steady_mbps = bench::median(v);
-}
-
-pid_t nginx_master(const std::string& run) {
-  std::ifstream f(run + "/nginx.pid");
-  pid_t p = 0;
-  f >> p;
-  return p;
 }
 
 }  // namespace
@@ -252,19 +141,15 @@ int main(int argc, char** argv) {
 
   std::string link_name = "bench" + std::to_string(index);
   std::unique_ptr<LinkProcess> link;
-  std::string run_dir = out + "/nginx";
-  auto stop_nginx = [&] { sh("bash " + source_dir() + "/scripts/nginx-serve.sh stop " + run_dir + " >/dev/null 2>&1"); };
+  std::unique_ptr<NginxInNs> server;
   try {
-    link = std::make_unique<LinkProcess>(sc, link_name, index, out + "/logs/linkemu.err");
-    if (sh("ip netns exec " + link->server_ns + " bash " + source_dir() + "/scripts/nginx-serve.sh start " + run_dir + " " +
-           data_root + " 8080 8081 2m " + link->server_ip) != 0)
-      throw std::runtime_error("nginx did not start in " + link->server_ns + "; see " + run_dir + "/error.log");
+    link = std::make_unique<LinkProcess>(sc.link, link_name, index, out + "/logs/linkemu.err");
+    server = std::make_unique<NginxInNs>(*link, out + "/nginx", data_root);
   } catch (const std::exception& e) {
     fmt::print(stderr, "xfer-bench: {}\n", e.what());
-    stop_nginx();
     return 1;
   }
-  pid_t nginx = nginx_master(run_dir);
+  pid_t nginx = server->master();
   const int cores = int(sysconf(_SC_NPROCESSORS_ONLN));
   xfer::CpuPowerModel model;
   std::vector<linkemu::CrossSpec> cross;
@@ -320,7 +205,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  stop_nginx();
+  server.reset();
   std::string counters = link->stop();
   std::ofstream(out + "/logs/linkemu.json") << counters << "\n";
 

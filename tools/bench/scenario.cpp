@@ -19,36 +19,22 @@ T get(const toml::table& t, const char* key, T fallback) {
 
 }  // namespace
 
-Scenario load_scenario(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
-  Scenario s;
-  s.path = path;
-  s.name = get<std::string>(root, "name", "");
-  if (s.name.empty()) throw std::runtime_error(path + ": 'name' missing");
-  if (auto* l = root["link"].as_table()) {
-    s.link.rate_mbps = get<double>(*l, "rate_mbps", 1000);
-    s.link.rtt_ms = get<double>(*l, "rtt_ms", 0);
-    s.link.loss_pct = get<double>(*l, "loss_pct", 0);
-    s.link.jitter_ms = get<double>(*l, "jitter_ms", 0);
-    s.link.queue_bytes = get<int64_t>(*l, "queue_bytes", 0);
-    s.link.mtu = int(get<int64_t>(*l, "mtu", 1500));
-    s.link.client_rmem_max = get<int64_t>(*l, "client_rmem_max", 0);
-    if (s.link.rate_mbps <= 0) throw std::runtime_error(where(path, *l) + ": rate_mbps must be positive");
-  } else {
-    throw std::runtime_error(path + ": [link] missing");
-  }
-  if (auto* arr = root["cross"].as_array())
-    for (auto& n : *arr) {
-      auto* t = n.as_table();
-      if (!t) throw std::runtime_error(where(path, n) + ": [[cross]] must be a table");
-      s.cross.push_back({get<double>(*t, "start_s", 0), get<double>(*t, "stop_s", 0), get<double>(*t, "pct", 0)});
-    }
+LinkSpec parse_link(const toml::table& l, const std::string& path) {
+  LinkSpec k;
+  k.rate_mbps = get<double>(l, "rate_mbps", 1000);
+  k.rtt_ms = get<double>(l, "rtt_ms", 0);
+  k.loss_pct = get<double>(l, "loss_pct", 0);
+  k.jitter_ms = get<double>(l, "jitter_ms", 0);
+  k.queue_bytes = get<int64_t>(l, "queue_bytes", 0);
+  k.mtu = int(get<int64_t>(l, "mtu", 1500));
+  k.client_rmem_max = get<int64_t>(l, "client_rmem_max", 0);
+  if (k.rate_mbps <= 0) throw std::runtime_error(where(path, l) + ": rate_mbps must be positive");
+  return k;
+}
+
+std::vector<DatasetSpec> parse_datasets(const toml::table& root, const std::string& path) {
   static const std::set<std::string> shapes = {"html", "image", "video", "mixed", "lognormal"};
+  std::vector<DatasetSpec> out;
   if (auto* arr = root["dataset"].as_array())
     for (auto& n : *arr) {
       auto* t = n.as_table();
@@ -61,8 +47,34 @@ Scenario load_scenario(const std::string& path) {
       d.size_scale = get<double>(*t, "size_scale", 1);
       d.quick_size_scale = get<double>(*t, "quick_size_scale", d.size_scale);
       d.seed = get<int64_t>(*t, "seed", 1);
-      s.datasets.push_back(d);
+      out.push_back(d);
     }
+  return out;
+}
+
+toml::table parse_toml(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+}
+
+Scenario load_scenario(const std::string& path) {
+  toml::table root = parse_toml(path);
+  Scenario s;
+  s.path = path;
+  s.name = get<std::string>(root, "name", "");
+  if (s.name.empty()) throw std::runtime_error(path + ": 'name' missing");
+  if (auto* l = root["link"].as_table()) s.link = parse_link(*l, path);
+  else throw std::runtime_error(path + ": [link] missing");
+  if (auto* arr = root["cross"].as_array())
+    for (auto& n : *arr) {
+      auto* t = n.as_table();
+      if (!t) throw std::runtime_error(where(path, n) + ": [[cross]] must be a table");
+      s.cross.push_back({get<double>(*t, "start_s", 0), get<double>(*t, "stop_s", 0), get<double>(*t, "pct", 0)});
+    }
+  s.datasets = parse_datasets(root, path);
   static const std::set<std::string> kinds = {"xferctl", "curl-seq", "curl-parallel", "wget", "aria2c"};
   if (auto* arr = root["client"].as_array())
     for (auto& n : *arr) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <toml++/toml.h>
 #include <vector>
 
 namespace bench {
@@ -47,5 +48,10 @@ struct Scenario {
 
 // Throws std::runtime_error with file, line and reason.
 Scenario load_scenario(const std::string& path);
+
+// The pieces, for other plans made of links and datasets (xfer-hla collect).
+toml::table parse_toml(const std::string& path);
+LinkSpec parse_link(const toml::table& link, const std::string& path);
+std::vector<DatasetSpec> parse_datasets(const toml::table& root, const std::string& path);
 
 }  // namespace bench

@@ -200,6 +200,7 @@ int run(const RunArgs& a) {
       run.tool = "xferctl", run.job_id = getpid(), run.policy = policy, run.algorithm = policy;
       run.link_source = o.contains("bandwidth_mbps") ? "configured" : "assumed";
       if (v.contains("loss_pct")) run.loss_pct = v["loss_pct"].get<double>();
+      if (v.contains("label")) run.label = v["label"].get<std::string>();
       recorder = std::make_unique<xfer::hla::HistoryRecorder>(*history, run);
       control->on_interval = [&](const xfer::IntervalRecord& r) { recorder->interval(*job, r); };
     }

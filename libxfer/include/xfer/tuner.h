@@ -2,6 +2,7 @@
 // algorithm under libxfer/tune/, each with its formula and paper reference.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -78,6 +79,10 @@ struct TunerOptions {
   int search_step = 0;               // energy-efficient: cc step (0: the policy's default)
   std::vector<int> search_levels;    // energy-efficient: explicit levels (overrides the step)
   bool kernel = true;                // tune cores / frequency when the job can
+  // sweep: the points to visit in turn (cc, p, pp, cores; cores 0: leave
+  // alone), each held for sweep_hold intervals (the first one settles).
+  std::vector<std::array<int, 4>> sweep_points;
+  int sweep_hold = 3;
 };
 
 class Tuner {

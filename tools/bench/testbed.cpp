@@ -1,0 +1,132 @@
+#include "testbed.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "xfer/datagen.h"
+
+namespace fs = std::filesystem;
+
+namespace bench {
+
+std::string self_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
+
+std::string source_dir() {
+  if (const char* e = getenv("XFER_SOURCE_DIR")) return e;
+  return XFER_SOURCE_DIR;
+}
+
+int sh(const std::string& cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+LinkProcess::LinkProcess(const LinkSpec& l, const std::string& name, int index, const std::string& log) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> a = {self_dir() + "/xfer-linkemu", "up", "--name", name, "--index", std::to_string(index),
+                                "--rate-mbps", fmt::format("{}", l.rate_mbps), "--rtt-ms", fmt::format("{}", l.rtt_ms),
+                                "--loss-pct", fmt::format("{}", l.loss_pct), "--jitter-ms", fmt::format("{}", l.jitter_ms),
+                                "--mtu", std::to_string(l.mtu)};
+  if (l.queue_bytes) a.insert(a.end(), {"--queue-bytes", std::to_string(l.queue_bytes)});
+  if (l.client_rmem_max) a.insert(a.end(), {"--client-rmem-max", std::to_string(l.client_rmem_max)});
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fds[1], 1);
+    int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    std::vector<char*> av;
+    for (auto& x : a) av.push_back(const_cast<char*>(x.c_str()));
+    av.push_back(nullptr);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_ = fds[0];
+  std::string line = read_line(15000);
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.value("ready", false)) {
+    stop();
+    throw std::runtime_error("xfer-linkemu did not come up (see " + log + "): " + line);
+  }
+  client_ns = j["client_ns"], server_ns = j["server_ns"], server_ip = j["server_ip"];
+}
+
+LinkProcess::~LinkProcess() { stop(); }
+
+std::string LinkProcess::stop() {
+  if (pid_ <= 0) return "";
+  kill(pid_, SIGTERM);
+  std::string last = read_line(15000);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  close(out_);
+  return last;
+}
+
+std::string LinkProcess::read_line(int timeout_ms) {
+  std::string line;
+  char c;
+  while (true) {
+    pollfd p{out_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) break;
+    if (read(out_, &c, 1) != 1 || c == '\n') break;
+    line += c;
+  }
+  return line;
+}
+
+NginxInNs::NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root)
+    : run_dir_(run_dir) {
+  if (sh("ip netns exec " + link.server_ns + " bash " + source_dir() + "/scripts/nginx-serve.sh start " + run_dir + " " +
+         data_root + " 8080 8081 2m " + link.server_ip) != 0) {
+    sh("bash " + source_dir() + "/scripts/nginx-serve.sh stop " + run_dir_ + " >/dev/null 2>&1");
+    throw std::runtime_error("nginx did not start in " + link.server_ns + "; see " + run_dir + "/error.log");
+  }
+}
+
+NginxInNs::~NginxInNs() { sh("bash " + source_dir() + "/scripts/nginx-serve.sh stop " + run_dir_ + " >/dev/null 2>&1"); }
+
+pid_t NginxInNs::master() const {
+  std::ifstream f(run_dir_ + "/nginx.pid");
+  pid_t p = 0;
+  f >> p;
+  return p;
+}
+
+PreparedDataset prepare(const DatasetSpec& d, bool quick, const std::string& root) {
+  xfer::DatasetSpec spec;
+  spec.shape = d.shape;
+  spec.scale = quick ? d.quick_scale : d.scale;
+  spec.size_scale = quick ? d.quick_size_scale : d.size_scale;
+  spec.seed = d.seed;
+  PreparedDataset p;
+  p.id = fmt::format("{}-x{:g}-s{:g}-seed{}", d.shape, spec.scale, spec.size_scale, d.seed);
+  std::string dir = root + "/" + p.id, list = dir + ".list";
+  if (!fs::exists(list)) {
+    fmt::print(stderr, "generating dataset {}\n", p.id);
+    auto files = xfer::write_dataset(spec, dir);
+    std::ofstream out(list + ".tmp");
+    for (auto& f : files) out << f.name << " " << f.size << " " << f.sha256 << "\n";
+    out.close();
+    fs::rename(list + ".tmp", list);
+  }
+  std::ifstream in(list);
+  ExpectedFile f;
+  while (in >> f.name >> f.size >> f.sha256) {
+    p.files.push_back(f);
+    p.bytes += f.size;
+  }
+  return p;
+}
+
+}  // namespace bench

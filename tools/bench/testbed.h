@@ -1,0 +1,59 @@
+// The test bed that xfer-bench and xfer-hla collect share: an emulated link
+// (xfer-linkemu up, two network namespaces), nginx in the server's
+// namespace, and generated datasets cached on disk.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "measure.h"
+#include "scenario.h"
+
+namespace bench {
+
+std::string self_dir();    // where this program is (build/bin)
+std::string source_dir();  // the source tree ($XFER_SOURCE_DIR or the build's)
+int sh(const std::string& cmd);
+
+// The emulated link, as a child process (xfer-linkemu up).
+class LinkProcess {
+ public:
+  LinkProcess(const LinkSpec& l, const std::string& name, int index, const std::string& log);
+  ~LinkProcess();
+  LinkProcess(const LinkProcess&) = delete;
+  LinkProcess& operator=(const LinkProcess&) = delete;
+  // Stops it; returns the counters it prints when it stops.
+  std::string stop();
+  std::string client_ns, server_ns, server_ip;
+
+ private:
+  std::string read_line(int timeout_ms);
+  pid_t pid_ = -1;
+  int out_ = -1;
+};
+
+// nginx (scripts/nginx-serve.sh) in the link's server namespace, serving
+// data_root on 8080 (HTTP/1.1) and 8081 (h2c); stopped when it goes.
+class NginxInNs {
+ public:
+  NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root);
+  ~NginxInNs();
+  NginxInNs(const NginxInNs&) = delete;
+  NginxInNs& operator=(const NginxInNs&) = delete;
+  pid_t master() const;
+
+ private:
+  std::string run_dir_;
+};
+
+struct PreparedDataset {
+  std::string id;  // directory under the data root, and the dataset's label
+  std::vector<ExpectedFile> files;
+  uint64_t bytes = 0;
+};
+// Generates (once) and lists a dataset of the spec under root.
+PreparedDataset prepare(const DatasetSpec& d, bool quick, const std::string& root);
+
+}  // namespace bench

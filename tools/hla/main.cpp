@@ -1,0 +1,122 @@
+// xfer-hla: the offline half of Cross-LayerHLA.
+//
+//   xfer-hla collect PLAN.toml --history PATH|URL --out DIR [--quick]
+//   xfer-hla analyze --history PATH|URL --out TABLE [--plots DIR] [--reload]
+//
+// collect fills a history on this machine (collect.h); analyze turns a
+// history into the parameter table xferd and xferctl load (xfer/hla.h).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "collect.h"
+#include "xfer/hla.h"
+#include "xfer/text.h"
+
+namespace {
+
+int analyze(const std::string& where, const std::string& out, const std::string& plots, size_t min_rows, bool reload) {
+  using namespace xfer::hla;
+  std::unique_ptr<History> h;
+  HistoryData data;
+  try {
+    HistoryOptions o;
+    o.read_only = true;
+    h = open_history(where, o);
+    data = h->read();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xfer-hla analyze: {}; no table written\n", xfer::printable(e.what()));
+    return 2;
+  }
+  Analysis a;
+  try {
+    a = xfer::hla::analyze(data, h->where(), min_rows);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xfer-hla analyze: {}; no table written\n", xfer::printable(e.what()));
+    return 2;
+  }
+  fmt::print("history {}: {} runs, {} interval rows\n\n", xfer::printable(h->where()), data.runs.size(), a.pre.input);
+  fmt::print("Step 1, preprocessing ({} rows in):\n", a.pre.input);
+  size_t left = a.pre.input;
+  for (const RuleCount& r : a.pre.rules) {
+    left -= r.removed;
+    fmt::print("  -{:>6}  ({:>6} left)  {}\n", r.removed, left, r.rule);
+  }
+  fmt::print("  = {} rows kept\n\n", a.pre.samples.size());
+  fmt::print("Step 2, strata (tier 1 path, UPGMA; tier 2 dataset, UPGMA; tier 3 external-load bands):\n{}\n",
+             a.strata.tree);
+  for (const std::string& s : a.skipped) fmt::print("  not fitted: {}\n", s);
+  fmt::print("\nStep 3, surfaces: RMSE on the held-out 30%, % of the mean (s1 cores/freq, s2 cc,p, s3 pp; rows: the whole model per row)\n");
+  fmt::print("  {:<12} {:>6}  {:>7} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7} {:>7}\n", "stratum", "rows", "T s1", "T s2",
+             "T s3", "T rows", "E s1", "E s2", "E s3", "E rows");
+  for (const TableStratum& s : a.table.strata)
+    fmt::print("  {:<12} {:>6}  {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%   {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%{}\n", s.id,
+               s.rows, 100 * s.rmse_t[0], 100 * s.rmse_t[1], 100 * s.rmse_t[2], 100 * s.rmse_t_rows, 100 * s.rmse_e[0],
+               100 * s.rmse_e[1], 100 * s.rmse_e[2], 100 * s.rmse_e_rows, s.one_frequency ? "  (one frequency: s1 is a curve over cores)" : "");
+  fmt::print("\nStep 4, SLA optima (eq. 10 at 90% of the best throughput; eq. 11 at 1.25x the least energy):\n");
+  for (const TableStratum& s : a.table.strata)
+    for (const TableEntry& e : s.entries)
+      if ((e.sla == "throughput" && e.level == 0.9) || (e.sla == "energy" && e.level == 1.25))
+        fmt::print("  {:<12} {:<10} cc {:>3}, p {}, pp {:>2}, cores {}  -> {:>7.1f} Mbit/s, {:>8.1f} J/GB{}\n", s.id, e.sla,
+                   e.choice.knobs.cc, e.choice.knobs.p, e.choice.knobs.pp, e.choice.knobs.cores, e.choice.mbps,
+                   e.choice.j_per_gb, e.choice.feasible ? "" : "  (infeasible: the closest)");
+  const PredictorReport& p = a.predictor;
+  fmt::print("\nFastHLA predictor (decision forests): accuracy {:.1f}% of {} held-out cases within one level "
+             "(trained on {}); R2 of throughput {:.3f} on {} held-out rows\n",
+             100 * p.accuracy, p.test_cases, p.train_cases, p.r2, p.r2_rows);
+  if (a.table.strata.empty()) {
+    fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);
+    return 1;
+  }
+  try {
+    save_table(a.table, out);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xfer-hla analyze: {}\n", e.what());
+    return 1;
+  }
+  fmt::print("\ntable: {} ({})\n", out, describe(a.table));
+  if (!plots.empty()) {
+    std::vector<std::string> files = write_plots(a.pre.samples, a.strata, a.models, a.table, plots);
+    fmt::print("plots: {} files in {}, e.g. {}\n", files.size(), plots, files.empty() ? "-" : files.front());
+  }
+  if (reload) {
+    // xferd reads the table again on SIGHUP (systemctl reload xferd).
+    int rc = std::system("systemctl reload xferd >/dev/null 2>&1 || pkill -HUP -x xferd >/dev/null 2>&1");
+    fmt::print("reload: {}\n", rc == 0 ? "xferd asked to read the table again" : "no xferd running to tell");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xfer-hla: the transfer history's offline analysis (Cross-LayerHLA)"};
+  app.require_subcommand(1);
+  std::string plan, history, out, plots;
+  bool quick = false, reload = false;
+  size_t min_rows = 12;
+  CLI::App* c = app.add_subcommand("collect", "fill a history: static sweeps over xfer-linkemu paths");
+  c->add_option("plan", plan, "sweep plan (TOML), e.g. tests/bench/hla-collect.toml")->required();
+  c->add_option("--history", history, "the history to fill: a SQLite file or a postgresql:// URL")->required();
+  c->add_option("--out", out, "work directory (datasets, logs, the nginx run)")->required();
+  c->add_flag("--quick", quick, "the quick plan (under 3 minutes)");
+  CLI::App* an = app.add_subcommand("analyze", "turn a history into the parameter table");
+  an->add_option("--history", history, "a SQLite file or a postgresql:// URL")->required();
+  an->add_option("--out", out, "the parameter table to write (JSON)")->required();
+  an->add_option("--plots", plots, "write SVG plots of every stratum's surfaces here");
+  an->add_option("--min-rows", min_rows, "strata with fewer rows are not fitted")->check(CLI::Range(4, 1000000));
+  an->add_flag("--reload", reload, "ask xferd to read the table again (SIGHUP)");
+  CLI11_PARSE(app, argc, argv);
+  if (*c) {
+    try {
+      hlatool::Plan p = hlatool::load_plan(plan, quick, int(sysconf(_SC_NPROCESSORS_ONLN)));
+      return hlatool::collect(p, quick, history, out);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xfer-hla collect: {}\n", e.what());
+      return 2;
+    }
+  }
+  return analyze(history, out, plots, min_rows, reload);
+}
