@@ -80,6 +80,7 @@ Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o))
     throw StoreError("state directory " + dir + ": " + strerror(errno));
   store = std::make_unique<Store>(dir + "/xferd.db");
   open_history(dir);
+  load_hla_table();
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   // A journal a crashed xferd left: cores and frequency go back now.
@@ -124,6 +125,24 @@ void Service::retire(JobEntry& j) {
     j.holds_kernel = false;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
+}
+
+std::string Service::load_hla_table() {
+  std::string path = cfg.text("hla_table");
+  if (path.empty()) {
+    if (hla_table) log::info("hla table: none configured any more");
+    hla_table.reset();
+    return "";
+  }
+  try {
+    hla_table = std::make_shared<const xfer::hla::ParamTable>(xfer::hla::load_table(path));
+  } catch (const std::exception& e) {
+    log::error("hla table: {}; {}", xfer::printable(e.what()),
+               hla_table ? "the table loaded before is kept" : "jobs start without one");
+    return e.what();
+  }
+  log::info("hla table: {}: {}", xfer::printable(path), xfer::printable(xfer::hla::describe(*hla_table)));
+  return "";
 }
 
 void Service::open_history(const std::string& state_dir) {
@@ -570,6 +589,7 @@ std::string Service::reload() {
   }
   xfer::log::set_level(cfg.log_level);
   log::info("reload: {} policies from {} file(s)", cfg.policies.size(), cfg.files.size());
+  if (std::string why = load_hla_table(); !why.empty()) return why;
   start_queued();
   return "";
 }

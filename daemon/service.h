@@ -23,6 +23,7 @@
 #include "xfer/energy.h"
 #include "xfer/engine.h"
 #include "xfer/history.h"
+#include "xfer/hla.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
 #include "xfer/machine.h"
@@ -96,6 +97,11 @@ struct Service {
   // The transfer history (xfer/history.h); null when it could not be opened
   // (logged: the jobs run, unrecorded).
   std::unique_ptr<xfer::hla::History> history;
+  // The parameter table ([hla] table) from xfer-hla analyze; null: none. Read
+  // at start and on Reload / SIGHUP; a table that fails to load keeps the
+  // one in use.
+  std::shared_ptr<const xfer::hla::ParamTable> hla_table;
+  std::string load_hla_table();  // "" or the error
   xfer::Engine engine;
   std::unique_ptr<xfer::FlowMonitor> flows;
   // Energy, interface bytes and CPU, measured once and shared among the jobs.

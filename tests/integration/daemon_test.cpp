@@ -415,6 +415,19 @@ TEST(Daemon, XferctlSaysWhenTheDaemonIsNotRunning) {
   EXPECT_NE(r.out.find("cannot connect to DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent/socket"), std::string::npos) << r.out;
 }
 
+// xferd-hla.service (xfer-hla analyze, then reload xferd) and its daily timer.
+TEST(Systemd, HlaServiceAndTimerVerify) {
+  Shell r = run("systemd-analyze verify --man=no " XFER_BUILD_DIR "/systemd/verify/xferd-hla.service " XFER_BUILD_DIR
+                "/systemd/verify/xferd-hla.timer");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, "") << "warnings from systemd-analyze verify";
+  std::ifstream in(XFER_SOURCE_DIR "/systemd/xferd-hla.service.in");
+  std::stringstream s;
+  s << in.rdbuf();
+  EXPECT_NE(s.str().find("analyze --history"), std::string::npos);
+  EXPECT_NE(s.str().find("reload xferd.service"), std::string::npos);
+}
+
 TEST(Systemd, UnitVerifies) {
   // The unit with the build tree's xferd (ExecStart must exist for verify).
   Shell r = run("systemd-analyze verify --man=no " XFER_BUILD_DIR "/systemd/verify/xferd.service");

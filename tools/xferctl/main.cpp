@@ -21,6 +21,7 @@
 #include "xfer/energy.h"
 #include "xfer/engine.h"
 #include "xfer/history.h"
+#include "xfer/hla.h"
 #include "xfer/kernel.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
@@ -135,6 +136,20 @@ int run(const RunArgs& a) {
     }
   }
 
+  // The parameter table from xfer-hla analyze, when given: checked here, so
+  // a wrong file is an error before anything is fetched.
+  std::optional<xfer::hla::ParamTable> table;
+  std::string table_path = v.value("hla_table", std::string());
+  if (!table_path.empty()) {
+    try {
+      table = xfer::hla::load_table(table_path);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xferctl: --hla-table: {}; nothing fetched\n", xfer::printable(e.what()));
+      return kUsage;
+    }
+    xfer::log::info("hla table: {}: {}", table_path, xfer::hla::describe(*table));
+  }
+
   // The transfer history, when asked for: a path or a postgresql:// URL
   // (journaled locally first; a server that is away delays no transfer).
   std::unique_ptr<xfer::hla::History> history;
@@ -243,6 +258,9 @@ int run(const RunArgs& a) {
 
     nlohmann::json s = xfer::job_report(*job, control.get());
     if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
+    if (table)
+      s["hla_table"] = {{"file", table_path}, {"strata", table->strata.size()}, {"version", table->version},
+                        {"loaded", xfer::hla::describe(*table)}};
     if (a.json) std::cout << s.dump(2) << std::endl;
     else xferctl::print_result(s);
     if (interrupted) {

@@ -1,0 +1,140 @@
+// xfer-hla end to end (issue 14 §2-3): collect --quick fills a history over
+// an xfer-linkemu path, analyze turns it into a table (with plots) that
+// xferctl run --hla-table and xferd ([hla] table, Reload) load; bad input
+// (an empty, missing or unreachable history, a table of another version)
+// is refused with the reason and nothing half-written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon.h"
+#include "fixture.h"
+#include "xfer/history.h"
+#include "xfer/hla.h"
+
+namespace fs = std::filesystem;
+using xtest::bin;
+using xtest::make_temp_dir;
+using xtest::run;
+using xtest::Shell;
+
+namespace {
+
+// A small valid table, written as analyze writes it.
+std::string write_table(const std::string& dir, int version = xfer::hla::kTableVersion) {
+  xfer::hla::ParamTable t;
+  t.history = "test";
+  t.rows_used = 40;
+  xfer::hla::TableStratum s;
+  s.id = "P1/D1/L1", s.link_mbps = 100, s.rtt_ms = 40, s.rows = 40;
+  s.entries.push_back({"throughput", 0.9, 80, {{8, 1, 4, 2, 0}, 85, 120, true}});
+  t.strata.push_back(s);
+  std::string path = dir + "/table.json";
+  nlohmann::json j = xfer::hla::to_json(t);
+  j["version"] = version;
+  std::ofstream(path) << j.dump();
+  return path;
+}
+
+}  // namespace
+
+TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
+  std::string work = make_temp_dir("hlaq");
+  std::string history = work + "/history.db", table = work + "/table.json";
+  Shell c = run(bin("xfer-hla") + " collect " XFER_SOURCE_DIR "/tests/bench/hla-collect.toml --quick --history " +
+                history + " --out " + work + "/collect");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("0 of 8 points to go"), std::string::npos) << c.out;
+  // Run again: the history says every point is done, so nothing is fetched.
+  Shell again = run(bin("xfer-hla") + " collect " XFER_SOURCE_DIR "/tests/bench/hla-collect.toml --quick --history " +
+                    history + " --out " + work + "/collect");
+  ASSERT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(again.out.find("8 of 8 points to go"), std::string::npos) << "a finished collect started over:\n" << again.out;
+
+  Shell a = run(bin("xfer-hla") + " analyze --history " + history + " --out " + table + " --plots " + work + "/plots");
+  ASSERT_EQ(a.status, 0) << a.out;
+  std::cout << a.out;
+  for (const char* words : {"Step 1, preprocessing", "settling:", "Step 2, strata", "P1/D1/L1", "Step 3, surfaces",
+                            "Step 4, SLA optima", "FastHLA predictor", "table: "})
+    EXPECT_NE(a.out.find(words), std::string::npos) << words;
+  xfer::hla::ParamTable t = xfer::hla::load_table(table);
+  ASSERT_GE(t.strata.size(), 1u);
+  for (const auto& s : t.strata) {
+    EXPECT_GE(s.rows, 12u);
+    EXPECT_EQ(s.entries.size(), xfer::hla::kThroughputLevels.size() + xfer::hla::kEnergyLevels.size()) << s.id;
+  }
+  EXPECT_TRUE(t.predictor.is_object());
+  size_t svgs = 0;
+  for (const auto& f : fs::directory_iterator(work + "/plots")) svgs += f.path().extension() == ".svg";
+  EXPECT_GE(svgs, 3u);
+
+  // xferctl run loads it.
+  xtest::Dataset d = xtest::dataset(4, 0, 0);
+  xtest::Nginx nginx(d.dir);
+  std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
+  fs::create_directory(work + "/in");
+  Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + table +
+                " --json --no-progress");
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["hla_table"]["strata"].get<size_t>(), t.strata.size());
+  fs::remove_all(work);
+}
+
+TEST(HlaTool, BadInputIsRefusedWithTheReasonAndNothingHalfWritten) {
+  std::string work = make_temp_dir("hlabad");
+  std::string out = work + "/table.json";
+  {
+    auto h = xfer::hla::open_history(work + "/empty.db");  // a history with no rows yet
+  }
+  struct Case {
+    std::string args, words;
+  } cases[] = {
+      {"--history " + work + "/empty.db", "holds no interval rows"},
+      {"--history " + work + "/missing.db", "no such file"},
+      {"--history " + work, "not a regular file"},
+      {"--history 'postgresql://u:secret@/db?host=" + work + "&port=1'", "cannot connect"},
+  };
+  for (const Case& c : cases) {
+    Shell r = run(bin("xfer-hla") + " analyze " + c.args + " --out " + out);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.words), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("secret"), std::string::npos) << "a password shown: " << r.out;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << c.args;
+  }
+  // A table of another version, or not a table: xferctl refuses before fetching anything.
+  std::string v2 = write_table(work, 2);
+  fs::create_directory(work + "/in");
+  std::ofstream(work + "/m") << "http://127.0.0.1:9/x 10\n";
+  Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + v2);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("a parameter table of version 2; this program reads version 1"), std::string::npos) << r.out;
+  std::ofstream(work + "/junk.json") << "{\"format\": 3}";
+  r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + work + "/junk.json");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("not a parameter table"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(work + "/in"));
+  fs::remove_all(work);
+}
+
+// xferd reads [hla] table at start and again on Reload; a table that turns
+// bad is refused by the Reload and the one in use is kept.
+TEST(HlaTool, XferdLoadsTheTableAndReloadKeepsAGoodOne) {
+  xtest::PrivateBus bus;
+  std::string dir = make_temp_dir("hlad");
+  std::string table = write_table(dir);
+  xtest::Xferd x("[kernel]\nmode = \"off\"\n[hla]\ntable = \"" + table + "\"\n");
+  x.start();
+  EXPECT_NE(x.log().find("hla table: " + table + ": 1 strata, 1 entries"), std::string::npos) << x.log();
+  write_table(dir, 7);  // replaced by a table of another version
+  Shell r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("version 7"), std::string::npos) << r.out;
+  EXPECT_NE(x.log().find("the table loaded before is kept"), std::string::npos) << x.log();
+  write_table(dir);
+  r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
