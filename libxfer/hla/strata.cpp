@@ -75,6 +75,7 @@ Preprocessed preprocess(const HistoryData& h) {
     }
     Sample s;
     s.run = i.node + "/" + i.run;
+    s.chunk = i.chunk;
     s.link_mbps = r->link_mbps, s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = r->loss_pct.value_or(0);
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
     s.size_sd = i.chunk_size_sd;
@@ -83,15 +84,15 @@ Preprocessed preprocess(const HistoryData& h) {
     s.cores = int(i.cores.value_or(r->cores_present > 0 ? r->cores_present : 1));
     s.freq_khz = long(i.freq_khz.value_or(0));
     s.mbps = i.throughput_bps / 1e6;
-    if (i.joules) s.j_per_gb = *i.joules / (double(i.bytes_interval) / 1e9);
+    s.gb = double(i.bytes_interval) / 1e9;
+    if (i.joules) s.j_per_gb = *i.joules / s.gb;
     kept.push_back(std::move(s));
   }
   // Outliers among the rows of one run at one set of params.
-  std::map<std::tuple<std::string, int, int, int, int, long>, std::vector<size_t>> groups;
-  for (size_t k = 0; k < kept.size(); ++k) {
-    const Sample& s = kept[k];
-    groups[{s.run, s.cc, s.p, s.pp, s.cores, s.freq_khz}].push_back(k);
-  }
+  using Key = std::tuple<std::string, int64_t, int, int, int, int, long>;
+  auto key_of = [](const Sample& s) { return Key{s.run, s.chunk, s.cc, s.p, s.pp, s.cores, s.freq_khz}; };
+  std::map<Key, std::vector<size_t>> groups;
+  for (size_t k = 0; k < kept.size(); ++k) groups[key_of(kept[k])].push_back(k);
   std::vector<bool> drop(kept.size(), false);
   for (auto& [key, idx] : groups) {
     std::vector<double> t, e;
@@ -104,9 +105,35 @@ Preprocessed preprocess(const HistoryData& h) {
     }
     for (size_t j = 0; j < idx.size(); ++j) drop[idx[j]] = ot[j] || oe[j];
   }
+  // One sample per run, chunk and params: the rows' throughput averaged over
+  // their time, their energy over their bytes.
+  std::map<Key, Sample> merged;
+  std::map<Key, double> time, joules;
+  std::map<Key, bool> all_energy;
   for (size_t k = 0; k < kept.size(); ++k) {
-    if (drop[k]) ++removed[Outlier];
-    else p.samples.push_back(std::move(kept[k]));
+    if (drop[k]) {
+      ++removed[Outlier];
+      continue;
+    }
+    ++p.kept;
+    const Sample& x = kept[k];
+    Key key_k = key_of(x);
+    double dt = x.gb * 8e3 / x.mbps;  // seconds of the interval (GB / (Mbit/s))
+    auto [it, fresh] = merged.emplace(key_k, x);
+    all_energy.emplace(key_k, true);
+    if (fresh) it->second.gb = 0, it->second.intervals = 0;
+    Sample& m = it->second;
+    m.gb += x.gb;
+    m.intervals += 1;
+    m.ext_load = (m.ext_load * (m.intervals - 1) + x.ext_load) / m.intervals;
+    time[key_k] += dt;
+    if (x.j_per_gb) joules[key_k] += *x.j_per_gb * x.gb;
+    else all_energy[key_k] = false;
+  }
+  for (auto& [k, m] : merged) {
+    m.mbps = m.gb * 8e3 / time[k];
+    m.j_per_gb = all_energy[k] ? std::optional<double>(joules[k] / m.gb) : std::nullopt;
+    p.samples.push_back(std::move(m));
   }
   for (int r = 0; r < kRules; ++r) p.rules.push_back({names[r], removed[size_t(r)]});
   return p;

@@ -316,9 +316,11 @@ void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double 
 
 }  // namespace
 
-double StratumModel::throughput(const Knobs& k) const { return predict_additive(mean_t, t, t_off, k); }
+// Neither can be negative: where the additive parts overshoot (a sparse
+// corner of the grid), the prediction stops at zero.
+double StratumModel::throughput(const Knobs& k) const { return std::max(0.0, predict_additive(mean_t, t, t_off, k)); }
 double StratumModel::energy(const Knobs& k) const {
-  return has_energy ? predict_additive(mean_e, e, e_off, k) : 0;
+  return has_energy ? std::max(0.0, predict_additive(mean_e, e, e_off, k)) : 0;
 }
 
 StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed) {

@@ -138,3 +138,30 @@ TEST(HlaTool, XferdLoadsTheTableAndReloadKeepsAGoodOne) {
   EXPECT_EQ(r.status, 0) << r.out;
   fs::remove_all(dir);
 }
+
+// A PostgreSQL history that cannot be reached: xferd starts, its jobs run and
+// journal locally, and the log says the rows wait.
+TEST(HlaTool, XferdStartsAndJournalsWhenThePostgresHistoryIsAway) {
+  xtest::PrivateBus bus;
+  std::string dir = make_temp_dir("hlapg");
+  xtest::Xferd x("[kernel]\nmode = \"off\"\n[daemon]\ninterval_ms = 200\n[history]\nurl = \"postgresql://xferd:pw@/db?host=" +
+                 dir + "&port=1\"\n");
+  x.start();
+  xtest::Dataset d = xtest::dataset(6, 1, 0);
+  xtest::Nginx nginx(d.dir, "8m");
+  std::ofstream(dir + "/m") << d.manifest(nginx.url(false, "/slow/"));
+  std::string dest = make_temp_dir("hlapgdest");
+  Shell s = run(bin("xferctl") + " submit --manifest " + dir + "/m --dest " + dest + " --wait --json");
+  ASSERT_EQ(s.status, 0) << s.out << x.log();
+  xtest::expect_identical(d, dest);
+  EXPECT_NE(x.log().find("the rows wait in the journal " + x.state_dir + "/history.db"), std::string::npos) << x.log();
+  EXPECT_EQ(x.log().find(":pw@"), std::string::npos) << "the password is in the log";
+  x.stop();
+  auto j = xfer::hla::open_history(x.state_dir + "/history.db", {.read_only = true});
+  xfer::hla::HistoryData h = j->read();
+  ASSERT_EQ(h.runs.size(), 1u);
+  EXPECT_EQ(h.runs[0].outcome, "done");
+  EXPECT_GE(h.intervals.size(), 2u);
+  fs::remove_all(dir);
+  fs::remove_all(dest);
+}

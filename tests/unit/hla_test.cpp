@@ -166,7 +166,14 @@ TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {
   EXPECT_EQ(p.rules[3].removed, 1u);  // idle
   EXPECT_EQ(p.rules[4].removed, 1u);  // above the link
   EXPECT_EQ(p.rules[5].removed, 1u);  // outlier
-  EXPECT_EQ(p.samples.size(), 10u);
+  EXPECT_EQ(p.kept, 10u);
+  // The ten rows are one run's chunk at one setting: one sample, its
+  // throughput the rows' bytes over their time.
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].intervals, 10);
+  double bits = 0, secs = 10;
+  for (int k = 0; k < 10; ++k) bits += (50 + k % 3) * 1e6;
+  EXPECT_NEAR(p.samples[0].mbps, bits / secs / 1e6, 1e-6);
 }
 
 TEST(Hla, StrataTiersArePathThenDatasetThenLoad) {

@@ -169,7 +169,8 @@ int collect(const Plan& plan, bool quick, const std::string& history, const std:
     }
     for (double load : ps.loads) {
       std::vector<linkemu::CrossSpec> cross;
-      if (load > 0) cross.push_back({0, 1e9, load});
+      // iperf3 takes at most 86400 s per test; an hour covers any cell.
+      if (load > 0) cross.push_back({0, 3600, load});
       linkemu::CrossTraffic traffic(link->client_ns, link->server_ns, link->server_ip, ps.link.rate_mbps, cross);
       for (const auto& d : datasets) {
         if (g_stop) break;

@@ -44,7 +44,8 @@ int analyze(const std::string& where, const std::string& out, const std::string&
     left -= r.removed;
     fmt::print("  -{:>6}  ({:>6} left)  {}\n", r.removed, left, r.rule);
   }
-  fmt::print("  = {} rows kept\n\n", a.pre.samples.size());
+  fmt::print("  = {} rows kept, averaged into {} samples (one per run, chunk and params)\n\n", a.pre.kept,
+             a.pre.samples.size());
   fmt::print("Step 2, strata (tier 1 path, UPGMA; tier 2 dataset, UPGMA; tier 3 external-load bands):\n{}\n",
              a.strata.tree);
   for (const std::string& s : a.skipped) fmt::print("  not fitted: {}\n", s);

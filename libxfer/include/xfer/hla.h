@@ -24,6 +24,7 @@ namespace xfer::hla {
 // its parameters and what they achieved.
 struct Sample {
   std::string run;
+  int64_t chunk = 0;
   double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;  // the chunk's dataset
   double ext_load = 0;
@@ -31,6 +32,8 @@ struct Sample {
   long freq_khz = 0;  // 0: not set (no driver)
   double mbps = 0;                 // the chunk's throughput
   std::optional<double> j_per_gb;  // its energy per GB (its share of the machine's)
+  double gb = 0;                   // what it moved
+  int intervals = 1;               // the measured intervals averaged into it
 };
 
 struct RuleCount {
@@ -38,14 +41,18 @@ struct RuleCount {
   size_t removed = 0;
 };
 struct Preprocessed {
-  std::vector<Sample> samples;
+  std::vector<Sample> samples;  // one per run, chunk and params: its measured intervals averaged
   size_t input = 0;
+  size_t kept = 0;  // interval rows left after the rules
   std::vector<RuleCount> rules;  // in the order applied
 };
 // Drops, and counts: rows of runs that did not end done; settling intervals;
 // partial intervals; intervals that moved nothing; throughput above the
 // link rate; outliers (modified z-score > 3.5 of throughput or energy per
-// GB among rows of the same run and parameters, Iglewicz-Hoaglin).
+// GB among rows of the same run, chunk and parameters, Iglewicz-Hoaglin).
+// The rows left are then averaged per run, chunk and parameters (throughput
+// over time, energy over bytes): one sample per setting a transfer held, as
+// the papers' logs have one entry per transfer.
 Preprocessed preprocess(const HistoryData& h);
 
 // ---- step 2: strata -----------------------------------------------------------
