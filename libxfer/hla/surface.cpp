@@ -316,11 +316,12 @@ void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double 
 
 }  // namespace
 
-// Neither can be negative: where the additive parts overshoot (a sparse
-// corner of the grid), the prediction stops at zero.
-double StratumModel::throughput(const Knobs& k) const { return std::max(0.0, predict_additive(mean_t, t, t_off, k)); }
+double StratumModel::throughput(const Knobs& k) const {
+  double v = std::max(0.0, predict_additive(mean_t, t, t_off, k));
+  return t_cap > 0 ? std::min(v, t_cap) : v;
+}
 double StratumModel::energy(const Knobs& k) const {
-  return has_energy ? std::max(0.0, predict_additive(mean_e, e, e_off, k)) : 0;
+  return has_energy ? std::max(e_floor, predict_additive(mean_e, e, e_off, k)) : 0;
 }
 
 StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed) {
@@ -341,6 +342,12 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
     if (m.has_energy) (train ? etr : ete).push_back(*x.j_per_gb);
   }
   m.train_rows = ktr.size(), m.test_rows = kte.size();
+  for (size_t r : rows) m.t_cap = std::max(m.t_cap, s[r].link_mbps);
+  if (m.has_energy) {
+    m.e_floor = 1e300;
+    for (double e : etr) m.e_floor = std::min(m.e_floor, e);
+    if (etr.empty()) m.e_floor = 0;
+  }
   if (ktr.empty()) return m;
   backfit(ktr, ttr, m.mean_t, m.t, m.t_off);
   held_out(kte, tte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);

@@ -16,10 +16,6 @@ const std::vector<TunerEntry>& tuner_registry() {
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<StaticTuner>(o.fixed.value_or(ChunkParams{}), o.fixed_cores, o.fixed_freq_khz);
        }},
-      {"sweep", "static params on a schedule (--sweep cc:p:pp[:cores],..., --sweep-hold N): fills a history",
-       [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
-         return std::make_unique<SweepTuner>(o.sweep_points, o.sweep_hold);
-       }},
       {"min-energy", "MinE: per-chunk pp, p, cc from BDP, file size and TCP buffer; kernel stepped down (energy-aware Alg. 1)",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<MinEnergyTuner>(o); }},
       {"max-throughput", "MaxThr: channels round-robin Large, Medium, Small; all cores (http-sla Alg. 2)",
@@ -28,6 +24,10 @@ const std::vector<TunerEntry>& tuner_registry() {
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<EnergyEfficientTuner>(o); }},
       {"throughput-target", "SLAEE / FlexibleThr: reach a throughput target at least energy (energy-aware Alg. 3, http-sla Alg. 4)",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<ThroughputTargetTuner>(o); }},
+      {"sweep", "not an SLA: static params on a schedule (--sweep cc:p:pp[:cores],..., --sweep-hold N): fills a history",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
+         return std::make_unique<SweepTuner>(o.sweep_points, o.sweep_hold);
+       }},
   };
   return entries;
 }

@@ -52,7 +52,9 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   ASSERT_EQ(again.status, 0) << again.out;
   EXPECT_EQ(again.out.find("8 of 8 points to go"), std::string::npos) << "a finished collect started over:\n" << again.out;
 
-  Shell a = run(bin("xfer-hla") + " analyze --history " + history + " --out " + table + " --plots " + work + "/plots");
+  // The quick plan measures 8 settings per dataset: a stratum has 8 samples.
+  Shell a = run(bin("xfer-hla") + " analyze --history " + history + " --out " + table + " --plots " + work +
+                "/plots --min-rows 6");
   ASSERT_EQ(a.status, 0) << a.out;
   std::cout << a.out;
   for (const char* words : {"Step 1, preprocessing", "settling:", "Step 2, strata", "P1/D1/L1", "Step 3, surfaces",
@@ -61,7 +63,7 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   xfer::hla::ParamTable t = xfer::hla::load_table(table);
   ASSERT_GE(t.strata.size(), 1u);
   for (const auto& s : t.strata) {
-    EXPECT_GE(s.rows, 12u);
+    EXPECT_GE(s.rows, 6u);
     EXPECT_EQ(s.entries.size(), xfer::hla::kThroughputLevels.size() + xfer::hla::kEnergyLevels.size()) << s.id;
   }
   EXPECT_TRUE(t.predictor.is_object());

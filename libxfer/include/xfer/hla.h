@@ -148,6 +148,10 @@ struct StratumModel {
   size_t train_rows = 0, test_rows = 0;
   bool one_frequency = true;  // s1 is a curve over cores
 
+  // Where the additive parts meet at settings never measured together, the
+  // sum can pass what is possible: throughput stops at the link rate, and
+  // energy at the least the stratum's transfers ever needed.
+  double t_cap = 0, e_floor = 0;  // 0: none
   double throughput(const Knobs& k) const;
   double energy(const Knobs& k) const;
   // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
