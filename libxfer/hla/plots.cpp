@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "xfer/hla.h"
+#include "xfer/text.h"
 
 namespace xfer::hla {
 
@@ -19,17 +20,6 @@ std::string color(double f) {  // 0..1 -> dark blue .. yellow
   return fmt::format("rgb({},{},{})", r, g, b);
 }
 
-std::string escape_xml(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
-  }
-  return o;
-}
-
 const int W = 520, H = 420, L = 70, T = 40, PW = 360, PH = 300;
 
 std::string heatmap(const std::string& title, const Surface& s, const std::string& unit,
@@ -37,7 +27,7 @@ std::string heatmap(const std::string& title, const Surface& s, const std::strin
   std::string o = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
       "<rect width='100%' height='100%' fill='white'/>\n<text x='{}' y='22' font-size='14'>{}</text>\n",
-      W, H, L, escape_xml(title));
+      W, H, L, xml_escape(title));
   double x0 = s.lo(0), x1 = std::max(s.hi(0), s.lo(0) + 1e-9), y0 = s.lo(1), y1 = std::max(s.hi(1), s.lo(1) + 1e-9);
   const int n = 24;
   double vmin = 1e300, vmax = -1e300;
@@ -68,14 +58,14 @@ std::string heatmap(const std::string& title, const Surface& s, const std::strin
     double x = std::clamp(std::log2(double(k.cc)), x0, x1), y = std::clamp(std::log2(double(k.p)), y0, y1);
     o += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='6' fill='none' stroke='red' stroke-width='2'/>"
                      "<text x='{:.1f}' y='{:.1f}' fill='red'>{}</text>\n",
-                     px(x), py(y), px(x) + 8, py(y) - 8, escape_xml(label));
+                     px(x), py(y), px(x) + 8, py(y) - 8, xml_escape(label));
   }
   // The scale.
   for (int k = 0; k <= 10; ++k)
     o += fmt::format("<rect x='{}' y='{:.1f}' width='16' height='{:.1f}' fill='{}'/>\n", L + PW + 20,
                      T + PH - (k + 1) * PH / 11.0, PH / 11.0 + 0.5, color(k / 10.0));
   o += fmt::format("<text x='{}' y='{}'>{:.3g} {}</text><text x='{}' y='{}'>{:.3g}</text>\n", L + PW + 40, T + 10, vmax,
-                   escape_xml(unit), L + PW + 40, T + PH, vmin);
+                   xml_escape(unit), L + PW + 40, T + PH, vmin);
   return o + "</svg>\n";
 }
 
@@ -83,7 +73,7 @@ std::string curves(const std::string& title, const StratumModel& m, const std::v
   std::string o = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
       "<rect width='100%' height='100%' fill='white'/>\n<text x='{}' y='22' font-size='14'>{}</text>\n",
-      W, H, L, escape_xml(title));
+      W, H, L, xml_escape(title));
   const Surface& t = m.t[0];
   const Surface& e = m.e[0];
   double x0 = t.lo(0), x1 = std::max(t.hi(0), x0 + 1);
@@ -115,15 +105,14 @@ std::string curves(const std::string& title, const StratumModel& m, const std::v
     double x = L + (std::clamp(double(k.cores), x0, x1) - x0) / (x1 - x0) * PW;
     o += fmt::format("<line x1='{:.1f}' x2='{:.1f}' y1='{}' y2='{}' stroke='red' stroke-dasharray='4'/>"
                      "<text x='{:.1f}' y='{}' fill='red'>{}</text>\n",
-                     x, x, T, T + PH, x + 4, T + 14, escape_xml(label));
+                     x, x, T, T + PH, x + 4, T + 14, xml_escape(label));
   }
   return o + "</svg>\n";
 }
 
 }  // namespace
 
-std::vector<std::string> write_plots(const std::vector<Sample>&, const Strata&, const std::vector<StratumModel>& models,
-                                     const ParamTable& t, const std::string& dir) {
+std::vector<std::string> write_plots(const std::vector<StratumModel>& models, const ParamTable& t, const std::string& dir) {
   std::filesystem::create_directories(dir);
   std::vector<std::string> files;
   for (size_t i = 0; i < t.strata.size() && i < models.size(); ++i) {

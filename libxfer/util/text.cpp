@@ -68,4 +68,15 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string xml_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
 }  // namespace xfer

@@ -39,11 +39,7 @@ bool stat_of(pid_t pid, double* cpu_s, pid_t* ppid) {
 
 }  // namespace
 
-Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s) {
-  Exec e;
-  rusage before{}, after{};
-  getrusage(RUSAGE_CHILDREN, &before);
-  auto t0 = std::chrono::steady_clock::now();
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_prefix) {
   pid_t pid = fork();
   if (pid == 0) {
     int out = open((log_prefix + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -61,6 +57,15 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
     execvp(av[0], av.data());
     _exit(127);
   }
+  return pid;
+}
+
+Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s) {
+  Exec e;
+  rusage before{}, after{};
+  getrusage(RUSAGE_CHILDREN, &before);
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = spawn_logged(argv, log_prefix);
   int st = 0;
   for (;;) {
     pid_t r = waitpid(pid, &st, WNOHANG);

@@ -32,6 +32,10 @@ struct RunRow {
   double steady_mbps = NAN;
 };
 
+// Starts argv (stdin /dev/null, stdout and stderr to LOG_PREFIX.out / .err,
+// every signal unblocked); returns its pid.
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_prefix);
+
 // Runs argv to completion (stdout, stderr to log files); wall time and the
 // user+sys CPU seconds of the process and every descendant it waited for.
 struct Exec {

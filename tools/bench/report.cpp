@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "xfer/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -39,16 +41,6 @@ std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
-std::string xml(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
-  }
-  return o;
-}
 
 }  // namespace
 
@@ -176,7 +168,7 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
   std::ostringstream o;
   o << fmt::format(R"s(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)s", W, H)
     << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << fmt::format(R"s(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)s", L, xml(title)) << "\n";
+    << fmt::format(R"s(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)s", L, xfer::xml_escape(title)) << "\n";
   for (int i = 0; i <= 5; ++i) {
     double xv = max_x * i / 5, yv = max_y * i / 5;
     o << fmt::format(R"s(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="#ddd"/>)s", X(xv), T, X(xv), H - B) << "\n"
@@ -198,7 +190,7 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
     else
       o << fmt::format(R"s(<rect x="{:.1f}" y="{:.1f}" width="12" height="12" fill="{}"/>)s", x - 6, y - 6, c) << "\n";
     o << fmt::format(R"s(<text x="{}" y="{}" fill="{}">{} {}</text>)s", W - R + 12, T + 16 + 18 * i, c, pt.peer ? "●" : "■",
-                     xml(pt.client))
+                     xfer::xml_escape(pt.client))
       << "\n";
     ++i;
   }

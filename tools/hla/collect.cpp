@@ -3,7 +3,6 @@
 // xfer-linkemu paths of this machine. See collect.h.
 #include "collect.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "cross.h"
+#include "measure.h"
 #include "testbed.h"
 #include "xfer/history.h"
 
@@ -206,17 +206,7 @@ int collect(const Plan& plan, bool quick, const std::string& history, const std:
               "--history", history, "--history-journal", out + "/journal.db", "--label", label, "--no-progress", "--json"};
           std::string log = fmt::format("{}/logs/{}-{}-{:g}-{}", out, ps.name, d.id, load, attempt);
           traffic.start();
-          pid_t pid = fork();
-          if (pid == 0) {
-            int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(o, 1), dup2(e, 2);
-            std::vector<char*> av;
-            for (auto& x : argv) av.push_back(const_cast<char*>(x.c_str()));
-            av.push_back(nullptr);
-            execvp(av[0], av.data());
-            _exit(127);
-          }
+          pid_t pid = bench::spawn_logged(argv, log);
           int st = 0;
           while (waitpid(pid, &st, WNOHANG) == 0) {
             traffic.poll();

@@ -79,7 +79,7 @@ int analyze(const std::string& where, const std::string& out, const std::string&
   }
   fmt::print("\ntable: {} ({})\n", out, describe(a.table));
   if (!plots.empty()) {
-    std::vector<std::string> files = write_plots(a.pre.samples, a.strata, a.models, a.table, plots);
+    std::vector<std::string> files = write_plots(a.models, a.table, plots);
     fmt::print("plots: {} files in {}, e.g. {}\n", files.size(), plots, files.empty() ? "-" : files.front());
   }
   if (reload) {

@@ -272,8 +272,7 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
 
 // Per stratum: throughput and energy over (cc, p) as heatmaps and over
 // cores as curves, the optima marked. Returns the files written.
-std::vector<std::string> write_plots(const std::vector<Sample>& s, const Strata& st,
-                                     const std::vector<StratumModel>& models, const ParamTable& t,
-                                     const std::string& dir);
+// models[i] is the model of t.strata[i] (Analysis::models).
+std::vector<std::string> write_plots(const std::vector<StratumModel>& models, const ParamTable& t, const std::string& dir);
 
 }  // namespace xfer::hla

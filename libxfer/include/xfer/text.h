@@ -16,4 +16,7 @@ namespace xfer {
 // bytes that are not valid UTF-8 as \xNN. Printable UTF-8 stays as it is.
 std::string printable(std::string_view s);
 
+// s for XML/SVG text: <, > and & as entities.
+std::string xml_escape(std::string_view s);
+
 }  // namespace xfer
