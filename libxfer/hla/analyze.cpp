@@ -49,7 +49,7 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     t.strata.push_back(std::move(ts));
     a.models.push_back(std::move(m));
   }
-  a.predictor = train_predictor(t, a.pre.samples, seed);
+  a.predictor = train_predictor(t, a.models, a.pre.samples, seed);
   return a;
 }
 

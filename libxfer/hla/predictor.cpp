@@ -1,15 +1,11 @@
 // FastHLA step 4 (fasthla-mobile.txt §4): a learned predictor for jobs whose
 // stratum the table lacks. Random decision forests (ALGLIB dfbuilder), one
-// per parameter, on the table's optima; a throughput forest on the
-// history's rows gives the R² of predicted against achieved throughput.
+// per parameter, on the table's optima; judged leaving one stratum out.
 #include <libalglib/dataanalysis.h>
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <numeric>
-#include <random>
-#include <set>
 
 #include "xfer/hla.h"
 
@@ -81,78 +77,116 @@ Cases cases_of(const ParamTable& t) {
   return c;
 }
 
+
+// Where a value sits among the history's levels of its parameter, as a
+// fractional index (log-interpolated; cores linear): "within one level"
+// compares these.
+double position(const std::vector<double>& levels, double v, bool log) {
+  if (levels.empty()) return 0;
+  auto tr = [&](double x) { return log ? std::log2(std::max(x, 1e-9)) : x; };
+  if (v <= levels.front()) return 0;
+  if (v >= levels.back()) return double(levels.size() - 1);
+  size_t i = size_t(std::upper_bound(levels.begin(), levels.end(), v) - levels.begin());
+  double a = tr(levels[i - 1]), b = tr(levels[i]);
+  return double(i - 1) + (b > a ? (tr(v) - a) / (b - a) : 0);
+}
+
+Knobs knobs_from(const std::array<double, 4>& y) {
+  Knobs k;
+  k.cc = std::clamp(int(std::lround(std::exp2(y[0]))), 1, 4096);
+  k.p = std::clamp(int(std::lround(std::exp2(y[1]))), 1, 64);
+  k.pp = std::clamp(int(std::lround(std::exp2(y[2]))), 1, 128);
+  k.cores = std::clamp(int(std::lround(y[3])), 1, 4096);
+  return k;
+}
+
+std::array<double, 4> run_all(const std::array<alglib::decisionforest, 4>& df, const std::vector<double>& x) {
+  std::array<double, 4> y{};
+  for (size_t o = 0; o < 4; ++o) y[o] = run(df[o], x);
+  return y;
+}
+
+std::array<alglib::decisionforest, 4> grow_all(const Cases& c, uint64_t seed) {
+  std::array<alglib::decisionforest, 4> df;
+  for (size_t o = 0; o < 4; ++o) {
+    std::vector<double> y;
+    for (const auto& v : c.y) y.push_back(v[o]);
+    df[o] = grow(c.x, y, seed + o);
+  }
+  return df;
+}
+
 }  // namespace
 
-PredictorReport train_predictor(ParamTable& t, const std::vector<Sample>& s, uint64_t seed) {
+PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& models, const std::vector<Sample>& s,
+                                uint64_t seed) {
   PredictorReport r;
   Cases all = cases_of(t);
-  if (all.x.size() < 4) {
+  if (all.x.size() < 4 || t.strata.size() < 2) {
     t.predictor = nullptr;
     return r;
   }
-  // Hold out 30% of the strata (all their cases), so the test asks about
-  // strata the forests never saw: the predictor's job.
-  std::vector<size_t> ids(t.strata.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::mt19937_64 rng(seed);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  std::set<size_t> test(ids.begin(), ids.begin() + long(std::max<size_t>(1, ids.size() * 3 / 10)));
-  if (test.size() >= ids.size()) test.clear();
-  Cases train, held;
-  for (size_t i = 0; i < all.x.size(); ++i) {
-    Cases& c = test.count(all.stratum[i]) ? held : train;
-    c.x.push_back(all.x[i]), c.y.push_back(all.y[i]), c.stratum.push_back(all.stratum[i]);
-  }
-  r.train_cases = train.x.size(), r.test_cases = held.x.size();
-  if (!train.x.empty() && !held.x.empty()) {
-    std::array<alglib::decisionforest, 4> df;
-    for (size_t o = 0; o < 4; ++o) {
-      std::vector<double> y;
-      for (const auto& v : train.y) y.push_back(v[o]);
-      df[o] = grow(train.x, y, seed + o);
-    }
-    size_t good = 0;
-    for (size_t i = 0; i < held.x.size(); ++i) {
-      bool within = true;
-      for (size_t o = 0; o < 4; ++o) within &= std::abs(std::round(run(df[o], held.x[i])) - held.y[i][o]) <= 1.0;
-      good += within;
-    }
-    r.accuracy = double(good) / double(held.x.size());
-  }
-  // What the table keeps: forests trained on every case.
-  nlohmann::json forests = nlohmann::json::object();
-  for (size_t o = 0; o < 4; ++o) {
-    std::vector<double> y;
-    for (const auto& v : all.y) y.push_back(v[o]);
-    alglib::decisionforest df = grow(all.x, y, seed + 10 + o);
-    std::string ser;
-    alglib::dfserialize(df, ser);
-    forests[kOutputs[o]] = ser;
-  }
-
-  // R²: a throughput forest on the history's rows (path, load, dataset and
-  // params -> Mbit/s), held out by run.
-  std::map<std::string, int> run_part;
-  std::vector<std::vector<double>> tx, vx;
-  std::vector<double> ty, vy;
+  // The history's levels of each parameter (the sweep's).
+  std::array<std::vector<double>, 4> levels;
   for (const Sample& x : s) {
-    auto [it, fresh] = run_part.emplace(x.run, 0);
-    if (fresh) it->second = std::uniform_real_distribution<double>(0, 1)(rng) < 0.3 ? 1 : 0;
-    std::vector<double> f = features(x.link_mbps, x.rtt_ms, x.loss_pct, x.ext_load, x.files, x.bytes, x.size_mean, x.size_sd);
-    for (double v : levels_of({x.cc, x.p, x.pp, x.cores, x.freq_khz})) f.push_back(v);
-    (it->second ? vx : tx).push_back(f);
-    (it->second ? vy : ty).push_back(x.mbps);
+    levels[0].push_back(x.cc), levels[1].push_back(x.p), levels[2].push_back(x.pp), levels[3].push_back(x.cores);
   }
-  if (tx.size() >= 10 && vx.size() >= 2) {
-    alglib::decisionforest tf = grow(tx, ty, seed + 99);
-    double mean = std::accumulate(vy.begin(), vy.end(), 0.0) / double(vy.size()), ss_res = 0, ss_tot = 0;
-    for (size_t i = 0; i < vx.size(); ++i) {
-      double p = run(tf, vx[i]);
-      ss_res += (vy[i] - p) * (vy[i] - p);
-      ss_tot += (vy[i] - mean) * (vy[i] - mean);
+  for (auto& l : levels) {
+    std::sort(l.begin(), l.end());
+    l.erase(std::unique(l.begin(), l.end()), l.end());
+  }
+  // Leave one stratum out: each stratum's cases are answered by forests
+  // that never saw that stratum, as a job whose stratum the table lacks.
+  // Accuracy: every parameter within one of the history's levels of the
+  // table's optimum. R² (FastHLA eq. 12): the throughput the predicted
+  // parameters reach in the held-out stratum (its surfaces) against what
+  // its optimum reaches.
+  size_t good = 0;
+  std::vector<double> want, got;
+  for (size_t held = 0; held < t.strata.size(); ++held) {
+    Cases train, test;
+    for (size_t i = 0; i < all.x.size(); ++i) {
+      Cases& c = all.stratum[i] == held ? test : train;
+      c.x.push_back(all.x[i]), c.y.push_back(all.y[i]), c.stratum.push_back(all.stratum[i]);
+    }
+    if (train.x.size() < 4 || test.x.empty()) continue;
+    std::array<alglib::decisionforest, 4> df = grow_all(train, seed + 100 * held);
+    const TableStratum& st = t.strata[held];
+    for (size_t i = 0; i < test.x.size(); ++i) {
+      Knobs k = knobs_from(run_all(df, test.x[i]));
+      const Knobs& opt = st.entries[i].choice.knobs;
+      double kv[4] = {double(k.cc), double(k.p), double(k.pp), double(k.cores)};
+      double ov[4] = {double(opt.cc), double(opt.p), double(opt.pp), double(opt.cores)};
+      bool within = true;
+      for (size_t o = 0; o < 4; ++o)
+        within &= std::abs(position(levels[o], kv[o], o < 3) - position(levels[o], ov[o], o < 3)) <= 1.0 + 1e-9;
+      good += within;
+      ++r.test_cases;
+      if (held < models.size()) {
+        k.freq_khz = opt.freq_khz;
+        want.push_back(st.entries[i].choice.mbps);
+        got.push_back(models[held].throughput(k));
+      }
+    }
+  }
+  r.train_cases = all.x.size();
+  r.accuracy = r.test_cases ? double(good) / double(r.test_cases) : 0;
+  if (want.size() >= 2) {
+    double mean = std::accumulate(want.begin(), want.end(), 0.0) / double(want.size()), ss_res = 0, ss_tot = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ss_res += (want[i] - got[i]) * (want[i] - got[i]);
+      ss_tot += (want[i] - mean) * (want[i] - mean);
     }
     r.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 0;
-    r.r2_rows = vx.size();
+    r.r2_rows = want.size();
+  }
+  // What the table keeps: forests trained on every case.
+  std::array<alglib::decisionforest, 4> df = grow_all(all, seed + 10);
+  nlohmann::json forests = nlohmann::json::object();
+  for (size_t o = 0; o < 4; ++o) {
+    std::string ser;
+    alglib::dfserialize(df[o], ser);
+    forests[kOutputs[o]] = ser;
   }
   t.predictor = {{"kind", "random decision forests (ALGLIB dfbuilder), one per parameter"},
                  {"trees", kTrees},
@@ -164,7 +198,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<Sample>& s, uin
                  {"accuracy", r.accuracy},
                  {"test_cases", r.test_cases},
                  {"r2", r.r2},
-                 {"r2_rows", r.r2_rows}};
+                 {"r2_cases", r.r2_rows}};
   return r;
 }
 
@@ -186,12 +220,7 @@ std::optional<Knobs> predict(const ParamTable& t, const Query& q) {
   } catch (const alglib::ap_error&) {
     return std::nullopt;
   }
-  Knobs k;
-  k.cc = std::clamp(int(std::lround(std::exp2(y[0]))), 1, 4096);
-  k.p = std::clamp(int(std::lround(std::exp2(y[1]))), 1, 64);
-  k.pp = std::clamp(int(std::lround(std::exp2(y[2]))), 1, 128);
-  k.cores = std::clamp(int(std::lround(y[3])), 1, 4096);
-  return k;
+  return knobs_from(y);
 }
 
 }  // namespace xfer::hla

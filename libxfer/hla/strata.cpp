@@ -48,6 +48,20 @@ Preprocessed preprocess(const HistoryData& h) {
     if (auto it = runs.find({i.node, i.run}); it != runs.end()) lengths[it->second].push_back(i.interval_s);
   std::map<const RunRow*, double> usual;
   for (auto& [r, v] : lengths) usual[r] = median(v);
+  // Each run's external load: the median over its intervals. The share of
+  // the link that is not ours depends on our own settings too (more flows
+  // take more from the cross traffic) and one interval's figure is noisy
+  // (app bytes lag the interface's by what sits in socket buffers), so a
+  // visit's own figure would scatter one run's settings over the bands.
+  std::map<std::pair<std::string, std::string>, std::map<int64_t, double>> loads_by_seq;
+  for (const IntervalRow& i : h.intervals)
+    if (i.ext_load) loads_by_seq[{i.node, i.run}][i.seq] = *i.ext_load;
+  std::map<std::pair<std::string, std::string>, double> run_load;
+  for (auto& [r, m] : loads_by_seq) {
+    std::vector<double> v;
+    for (auto& [seq, l] : m) v.push_back(l);
+    run_load[r] = median(v);
+  }
 
   enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Outlier, kRules };
   const char* names[kRules] = {
@@ -59,8 +73,16 @@ Preprocessed preprocess(const HistoryData& h) {
       "outlier: modified z-score > 3.5 (Iglewicz-Hoaglin) of throughput or J/GB among the run's rows at the same params",
   };
   std::array<size_t, kRules> removed{};
+  // Blocks: a stretch of one run's chunk at the same params (a setting held
+  // once). A sweep that visits a setting twice gives two samples of it.
+  std::map<std::tuple<std::string, std::string, int64_t>, std::pair<std::array<int64_t, 5>, int>> last;
   std::vector<Sample> kept;
+  std::vector<int> kept_block;
   for (const IntervalRow& i : h.intervals) {
+    std::array<int64_t, 5> params{i.cc, i.p, i.pp, i.cores.value_or(0), i.freq_khz.value_or(0)};
+    auto [bit, fresh_block] = last.try_emplace({i.node, i.run, i.chunk}, params, 0);
+    if (!fresh_block && (bit->second.first != params || i.settling)) bit->second = {params, bit->second.second + 1};
+    int block = bit->second.second;
     auto it = runs.find({i.node, i.run});
     const RunRow* r = it == runs.end() ? nullptr : it->second;
     Rule why = kRules;
@@ -79,7 +101,7 @@ Preprocessed preprocess(const HistoryData& h) {
     s.link_mbps = r->link_mbps, s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = r->loss_pct.value_or(0);
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
     s.size_sd = i.chunk_size_sd;
-    s.ext_load = i.ext_load.value_or(0);
+    if (auto l = run_load.find({i.node, i.run}); l != run_load.end()) s.ext_load = l->second;
     s.cc = int(i.cc), s.p = int(i.p), s.pp = int(i.pp);
     s.cores = int(i.cores.value_or(r->cores_present > 0 ? r->cores_present : 1));
     s.freq_khz = long(i.freq_khz.value_or(0));
@@ -87,6 +109,7 @@ Preprocessed preprocess(const HistoryData& h) {
     s.gb = double(i.bytes_interval) / 1e9;
     if (i.joules) s.j_per_gb = *i.joules / s.gb;
     kept.push_back(std::move(s));
+    kept_block.push_back(block);
   }
   // Outliers among the rows of one run at one set of params.
   using Key = std::tuple<std::string, int64_t, int, int, int, int, long>;
@@ -105,11 +128,12 @@ Preprocessed preprocess(const HistoryData& h) {
     }
     for (size_t j = 0; j < idx.size(); ++j) drop[idx[j]] = ot[j] || oe[j];
   }
-  // One sample per run, chunk and params: the rows' throughput averaged over
-  // their time, their energy over their bytes.
-  std::map<Key, Sample> merged;
-  std::map<Key, double> time, joules;
-  std::map<Key, bool> all_energy;
+  // One sample per block (run, chunk, params held once): the rows'
+  // throughput averaged over their time, their energy over their bytes.
+  using BlockKey = std::pair<Key, int>;
+  std::map<BlockKey, Sample> merged;
+  std::map<BlockKey, double> time, joules;
+  std::map<BlockKey, bool> all_energy;
   for (size_t k = 0; k < kept.size(); ++k) {
     if (drop[k]) {
       ++removed[Outlier];
@@ -117,7 +141,7 @@ Preprocessed preprocess(const HistoryData& h) {
     }
     ++p.kept;
     const Sample& x = kept[k];
-    Key key_k = key_of(x);
+    BlockKey key_k{key_of(x), kept_block[k]};
     double dt = x.gb * 8e3 / x.mbps;  // seconds of the interval (GB / (Mbit/s))
     auto [it, fresh] = merged.emplace(key_k, x);
     all_energy.emplace(key_k, true);
@@ -275,7 +299,7 @@ Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
         st.rows = bands[b];
         std::sort(st.rows.begin(), st.rows.end());
         st.id = fmt::format("P{}/D{}/L{}", p + 1, d + 1, b + 1);
-        out.tree += fmt::format("    {}  external load {:.2f}-{:.2f}: {} rows{}\n", st.id, st.load_lo, st.load_hi,
+        out.tree += fmt::format("    {}  external load (runs' median) {:.2f}-{:.2f}: {} rows{}\n", st.id, st.load_lo, st.load_hi,
                                 st.rows.size(), st.rows.size() < min_rows ? " (too few to fit)" : "");
         out.strata.push_back(std::move(st));
       }

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "xfer/hla.h"
 
@@ -314,6 +315,26 @@ void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double 
   }
 }
 
+// Pooled within-setting sd of the samples, relative to their mean.
+template <typename F>
+double repeat_scatter(const std::vector<Sample>& s, const std::vector<size_t>& rows, F value) {
+  std::map<std::tuple<int, int, int, int, long>, std::vector<double>> by;
+  double all = 0;
+  for (size_t r : rows) {
+    by[{s[r].cc, s[r].p, s[r].pp, s[r].cores, s[r].freq_khz}].push_back(value(s[r]));
+    all += value(s[r]);
+  }
+  double ss = 0, dof = 0;
+  for (auto& [k, v] : by) {
+    if (v.size() < 2) continue;
+    double m = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+    for (double x : v) ss += (x - m) * (x - m);
+    dof += double(v.size() - 1);
+  }
+  double mean = rows.empty() ? 0 : all / double(rows.size());
+  return dof > 0 && mean != 0 ? std::sqrt(ss / dof) / std::abs(mean) : 0;
+}
+
 }  // namespace
 
 double StratumModel::throughput(const Knobs& k) const {
@@ -349,6 +370,8 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
     if (etr.empty()) m.e_floor = 0;
   }
   if (ktr.empty()) return m;
+  m.repeat_t = repeat_scatter(s, rows, [](const Sample& x) { return x.mbps; });
+  if (m.has_energy) m.repeat_e = repeat_scatter(s, rows, [](const Sample& x) { return *x.j_per_gb; });
   backfit(ktr, ttr, m.mean_t, m.t, m.t_off);
   held_out(kte, tte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);
   if (m.has_energy) {
@@ -392,26 +415,59 @@ std::vector<Knobs> candidates(const StratumModel& m) {
   return out;
 }
 
-Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla) {
-  Choice best, fallback;
+namespace {
+
+// What a setting costs the machine: channels (cc x p), then cores, then
+// requests in flight, then frequency.
+std::tuple<int, int, int, long> cost(const Knobs& k) { return {k.cc * k.p, k.cores, k.pp, k.freq_khz}; }
+
+// Among the feasible candidates, those whose objective (higher is better)
+// is within kTie of the best are equals; the cheapest of them wins.
+Choice pick(const StratumModel& m, const std::vector<Knobs>& c, bool (*feasible)(double t, double e, double bound),
+            double (*objective)(double t, double e), double bound) {
+  std::vector<Choice> ok;
+  double best = -1e300;
   for (const Knobs& k : c) {
     double t = m.throughput(k), e = m.energy(k);
-    if (t >= t_sla && (!best.feasible || e < best.j_per_gb || (e == best.j_per_gb && t > best.mbps)))
-      best = {k, t, e, true};
+    if (!feasible(t, e, bound)) continue;
+    ok.push_back({k, t, e, true});
+    best = std::max(best, objective(t, e));
+  }
+  Choice out;
+  for (const Choice& x : ok) {
+    if (objective(x.mbps, x.j_per_gb) < best - kTie * std::abs(best)) continue;
+    if (!out.feasible || cost(x.knobs) < cost(out.knobs) ||
+        (cost(x.knobs) == cost(out.knobs) && objective(x.mbps, x.j_per_gb) > objective(out.mbps, out.j_per_gb)))
+      out = x;
+  }
+  return out;
+}
+
+}  // namespace
+
+Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla) {
+  Choice best = pick(
+      m, c, [](double t, double, double b) { return t >= b; }, [](double, double e) { return -e; }, t_sla);
+  if (best.feasible) return best;
+  Choice fallback;
+  for (const Knobs& k : c) {
+    double t = m.throughput(k), e = m.energy(k);
     if (fallback.mbps == 0 || t > fallback.mbps) fallback = {k, t, e, false};
   }
-  return best.feasible ? best : fallback;
+  return fallback;
 }
 
 Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla) {
-  Choice best, fallback;
+  Choice best = pick(
+      m, c, [](double, double e, double b) { return e <= b; }, [](double t, double) { return t; }, e_sla);
+  if (best.feasible) return best;
+  Choice fallback;
   bool any = false;
   for (const Knobs& k : c) {
     double t = m.throughput(k), e = m.energy(k);
-    if (e <= e_sla && (!best.feasible || t > best.mbps || (t == best.mbps && e < best.j_per_gb))) best = {k, t, e, true};
     if (!any || e < fallback.j_per_gb) fallback = {k, t, e, false}, any = true;
   }
-  return best.feasible ? best : fallback;
+  return fallback;
 }
 
 std::vector<Knobs> schedule_mixed(std::vector<Knobs> per_chunk, int max_channels) {

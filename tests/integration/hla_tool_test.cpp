@@ -45,12 +45,12 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   Shell c = run(bin("xfer-hla") + " collect " XFER_SOURCE_DIR "/tests/bench/hla-collect.toml --quick --history " +
                 history + " --out " + work + "/collect");
   ASSERT_EQ(c.status, 0) << c.out;
-  EXPECT_NE(c.out.find("0 of 8 points to go"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("0 of 8 visits to go"), std::string::npos) << c.out;
   // Run again: the history says every point is done, so nothing is fetched.
   Shell again = run(bin("xfer-hla") + " collect " XFER_SOURCE_DIR "/tests/bench/hla-collect.toml --quick --history " +
                     history + " --out " + work + "/collect");
   ASSERT_EQ(again.status, 0) << again.out;
-  EXPECT_EQ(again.out.find("8 of 8 points to go"), std::string::npos) << "a finished collect started over:\n" << again.out;
+  EXPECT_EQ(again.out.find("8 of 8 visits to go"), std::string::npos) << "a finished collect started over:\n" << again.out;
 
   // The quick plan measures 8 settings per dataset: a stratum has 8 samples.
   Shell a = run(bin("xfer-hla") + " analyze --history " + history + " --out " + table + " --plots " + work +

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -76,15 +77,28 @@ std::string sweep_arg(const std::vector<Point>& pts) {
   return s;
 }
 
-// Points a cell's finished runs measured (a row past the settling one).
-std::set<Point> covered(xfer::hla::History& h, const std::string& label) {
+// How often a cell's finished runs measured each point: its visits with a
+// row past the settling one (as analyze counts them: one sample a visit).
+std::map<Point, int> covered(xfer::hla::History& h, const std::string& label) {
   xfer::hla::HistoryData d = h.read();
   std::set<std::string> runs;
   for (const auto& r : d.runs)
     if (r.label == label && r.outcome == "done") runs.insert(r.run);
-  std::set<Point> out;
-  for (const auto& i : d.intervals)
-    if (runs.count(i.run) && !i.settling) out.insert({int(i.cc), int(i.p), int(i.pp), int(i.cores.value_or(0))});
+  std::map<Point, int> out;
+  std::string run;
+  Point at{};
+  int64_t seq = -1;
+  bool counted = false;
+  for (const auto& i : d.intervals) {  // by run, seq, chunk
+    if (!runs.count(i.run) || (i.run == run && i.seq == seq)) continue;
+    Point x{int(i.cc), int(i.p), int(i.pp), int(i.cores.value_or(0))};
+    if (i.run != run || x != at || i.settling) counted = false;
+    run = i.run, seq = i.seq, at = x;
+    if (!i.settling && !counted) {
+      ++out[x];
+      counted = true;
+    }
+  }
   return out;
 }
 
@@ -102,6 +116,8 @@ Plan load_plan(const std::string& path, bool quick, int max_cores) {
   auto* sw = root[quick ? "quick_sweep" : "sweep"].as_table();
   if (!sw) throw std::runtime_error(path + ": [" + std::string(quick ? "quick_sweep" : "sweep") + "] missing");
   p.points = design(*sw, path, max_cores);
+  p.repeat = int(get<int64_t>(*sw, "repeat", 1));
+  if (p.repeat < 1 || p.repeat > 20) throw std::runtime_error(path + ": [sweep] repeat is 1-20 (visits per point)");
   auto* paths = root["path"].as_array();
   if (!paths) throw std::runtime_error(path + ": no [[path]]");
   for (auto& n : *paths) {
@@ -148,10 +164,10 @@ int collect(const Plan& plan, bool quick, const std::string& history, const std:
   for (const auto& d : plan.datasets) datasets.push_back(bench::prepare(d, quick, data_root));
   size_t cells = 0;
   for (const auto& p : plan.paths) cells += p.loads.size() * datasets.size();
-  fmt::print(stderr, "xfer-hla collect: plan {}{}: {} paths x loads x {} datasets = {} cells, {} points each, "
-                     "{} x {} ms per point\n",
+  fmt::print(stderr, "xfer-hla collect: plan {}{}: {} paths x loads x {} datasets = {} cells, {} points each "
+                     "visited {} times, {} x {} ms per visit\n",
              plan.name, quick ? " (quick)" : "", plan.paths.size(), datasets.size(), cells, plan.points.size(),
-             plan.hold, plan.interval_ms);
+             plan.repeat, plan.hold, plan.interval_ms);
   auto t0 = std::chrono::steady_clock::now();
   size_t cell = 0;
   int index = 100 + getpid() % 120, failures = 0;
@@ -182,17 +198,25 @@ int collect(const Plan& plan, bool quick, const std::string& history, const std:
           for (const auto& f : d.files)
             m << "http://" << link->server_ip << ":8081/" << d.id << "/" << f.name << " " << f.size << "\n";
         }
-        // Runs until every point has a measured interval in a finished run
-        // (a dataset too small for the whole sweep takes several runs; an
-        // interrupted collect picks up here).
-        for (size_t attempt = 0; attempt < plan.points.size() + 2 && !g_stop; ++attempt) {
-          std::set<Point> have = covered(*h, label);
+        // Runs until every point has `repeat` measured visits in finished
+        // runs (a dataset too small for the whole sweep takes several runs;
+        // an interrupted collect picks up here).
+        size_t visits = plan.points.size() * size_t(plan.repeat);
+        for (size_t attempt = 0; attempt < visits + 2 && !g_stop; ++attempt) {
+          std::map<Point, int> have = covered(*h, label);
+          // Pass after pass: each point as often as it still lacks visits,
+          // so a point's visits lie apart and each settles anew.
           std::vector<Point> todo;
-          for (const Point& x : plan.points)
-            if (!have.count(x) && !have.count({x[0], x[1], x[2], 0})) todo.push_back(x);
+          for (int pass = 0; pass < plan.repeat; ++pass)
+            for (const Point& x : plan.points) {
+              // A row without cores (no core control) counts for any cores.
+              int n = std::max(have[x], have[{x[0], x[1], x[2], 0}]);
+              if (n + pass < plan.repeat) todo.push_back(x);
+            }
+          if (todo.size() > 1 && todo.front() == todo.back()) std::rotate(todo.begin(), todo.begin() + 1, todo.end());
           double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          fmt::print(stderr, "[{}/{}] {:>5.0f} s  {} (load {:g}%) {}: {} of {} points to go\n", cell, cells, el, ps.name,
-                     load, d.id, todo.size(), plan.points.size());
+          fmt::print(stderr, "[{}/{}] {:>5.0f} s  {} (load {:g}%) {}: {} of {} visits to go\n", cell, cells, el, ps.name,
+                     load, d.id, todo.size(), visits);
           if (todo.empty()) break;
           std::string dest = out + "/dest";
           fs::remove_all(dest);

@@ -44,18 +44,32 @@ int analyze(const std::string& where, const std::string& out, const std::string&
     left -= r.removed;
     fmt::print("  -{:>6}  ({:>6} left)  {}\n", r.removed, left, r.rule);
   }
-  fmt::print("  = {} rows kept, averaged into {} samples (one per run, chunk and params)\n\n", a.pre.kept,
+  fmt::print("  = {} rows kept, averaged into {} samples (one per setting held: run, chunk, params, visit)\n\n", a.pre.kept,
              a.pre.samples.size());
   fmt::print("Step 2, strata (tier 1 path, UPGMA; tier 2 dataset, UPGMA; tier 3 external-load bands):\n{}\n",
              a.strata.tree);
   for (const std::string& s : a.skipped) fmt::print("  not fitted: {}\n", s);
-  fmt::print("\nStep 3, surfaces: RMSE on the held-out 30%, % of the mean (s1 cores/freq, s2 cc,p, s3 pp; rows: the whole model per row)\n");
-  fmt::print("  {:<12} {:>6}  {:>7} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7} {:>7}\n", "stratum", "rows", "T s1", "T s2",
-             "T s3", "T rows", "E s1", "E s2", "E s3", "E rows");
-  for (const TableStratum& s : a.table.strata)
-    fmt::print("  {:<12} {:>6}  {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%   {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%{}\n", s.id,
-               s.rows, 100 * s.rmse_t[0], 100 * s.rmse_t[1], 100 * s.rmse_t[2], 100 * s.rmse_t_rows, 100 * s.rmse_e[0],
-               100 * s.rmse_e[1], 100 * s.rmse_e[2], 100 * s.rmse_e_rows, s.one_frequency ? "  (one frequency: s1 is a curve over cores)" : "");
+  fmt::print("\nStep 3, surfaces: RMSE on the held-out 30%, % of the mean (s1 cores/freq, s2 cc,p, s3 pp; rows: the "
+             "whole model per row; rep: how far repeated visits to one setting scatter, the floor under rows)\n");
+  fmt::print("  {:<12} {:>6}  {:>7} {:>7} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7} {:>7} {:>7}\n", "stratum", "rows", "T s1",
+             "T s2", "T s3", "T rows", "T rep", "E s1", "E s2", "E s3", "E rows", "E rep");
+  size_t surfaces = 0, below = 0;
+  for (size_t i = 0; i < a.table.strata.size(); ++i) {
+    const TableStratum& s = a.table.strata[i];
+    const StratumModel& m = a.models[i];
+    fmt::print("  {:<12} {:>6}  {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%   {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}% "
+               "{:>6.1f}%{}\n",
+               s.id, s.rows, 100 * s.rmse_t[0], 100 * s.rmse_t[1], 100 * s.rmse_t[2], 100 * s.rmse_t_rows,
+               100 * m.repeat_t, 100 * s.rmse_e[0], 100 * s.rmse_e[1], 100 * s.rmse_e[2], 100 * s.rmse_e_rows,
+               100 * m.repeat_e, s.one_frequency ? "" : "  (s1 over cores and frequency)");
+    for (int j = 0; j < 3; ++j) {
+      surfaces += 1 + (m.has_energy ? 1 : 0);
+      below += (s.rmse_t[size_t(j)] < 0.1) + (m.has_energy && s.rmse_e[size_t(j)] < 0.1);
+    }
+  }
+  fmt::print("  {} of {} surfaces below 10% of the mean; where the machine offers one frequency, s1 is a curve over "
+             "cores\n",
+             below, surfaces);
   fmt::print("\nStep 4, SLA optima (eq. 10 at 90% of the best throughput; eq. 11 at 1.25x the least energy):\n");
   for (const TableStratum& s : a.table.strata)
     for (const TableEntry& e : s.entries)
@@ -64,9 +78,10 @@ int analyze(const std::string& where, const std::string& out, const std::string&
                    e.choice.knobs.cc, e.choice.knobs.p, e.choice.knobs.pp, e.choice.knobs.cores, e.choice.mbps,
                    e.choice.j_per_gb, e.choice.feasible ? "" : "  (infeasible: the closest)");
   const PredictorReport& p = a.predictor;
-  fmt::print("\nFastHLA predictor (decision forests): accuracy {:.1f}% of {} held-out cases within one level "
-             "(trained on {}); R2 of throughput {:.3f} on {} held-out rows\n",
-             100 * p.accuracy, p.test_cases, p.train_cases, p.r2, p.r2_rows);
+  fmt::print("\nFastHLA predictor (decision forests, leaving one stratum out): {:.1f}% of {} cases with every "
+             "parameter within one level of the table's optimum; R2 {:.3f} of the throughput the predicted "
+             "parameters reach against the optimum's (eq. 12, {} cases)\n",
+             100 * p.accuracy, p.test_cases, p.r2, p.r2_rows);
   if (a.table.strata.empty()) {
     fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);
     return 1;

@@ -27,7 +27,7 @@ struct Sample {
   int64_t chunk = 0;
   double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;  // the chunk's dataset
-  double ext_load = 0;
+  double ext_load = 0;  // the run's median share of the link that was not ours
   int cc = 1, p = 1, pp = 1, cores = 1;
   long freq_khz = 0;  // 0: not set (no driver)
   double mbps = 0;                 // the chunk's throughput
@@ -41,7 +41,7 @@ struct RuleCount {
   size_t removed = 0;
 };
 struct Preprocessed {
-  std::vector<Sample> samples;  // one per run, chunk and params: its measured intervals averaged
+  std::vector<Sample> samples;  // one per visit of a run's chunk to a setting: its measured intervals averaged
   size_t input = 0;
   size_t kept = 0;  // interval rows left after the rules
   std::vector<RuleCount> rules;  // in the order applied
@@ -50,9 +50,10 @@ struct Preprocessed {
 // partial intervals; intervals that moved nothing; throughput above the
 // link rate; outliers (modified z-score > 3.5 of throughput or energy per
 // GB among rows of the same run, chunk and parameters, Iglewicz-Hoaglin).
-// The rows left are then averaged per run, chunk and parameters (throughput
-// over time, energy over bytes): one sample per setting a transfer held, as
-// the papers' logs have one entry per transfer.
+// The rows left are then averaged per visit (a stretch of one run's chunk
+// at the same parameters; throughput over time, energy over bytes): one
+// sample per setting a transfer held, as the papers' logs have one entry
+// per transfer. A sweep that comes back to a setting gives a second sample.
 Preprocessed preprocess(const HistoryData& h);
 
 // ---- step 2: strata -----------------------------------------------------------
@@ -146,6 +147,11 @@ struct StratumModel {
   std::array<double, 3> rmse_t{}, rmse_e{};
   double rmse_t_rows = 0, rmse_e_rows = 0;
   size_t train_rows = 0, test_rows = 0;
+  // The floor under those: how far repeated visits to one setting scatter
+  // (pooled within-setting sd over the stratum's mean; 0 when no setting
+  // was visited twice). A held-out row cannot be predicted better than
+  // this, whatever the surfaces.
+  double repeat_t = 0, repeat_e = 0;
   bool one_frequency = true;  // s1 is a curve over cores
 
   // Where the additive parts meet at settings never measured together, the
@@ -171,8 +177,12 @@ struct Choice {
 // surfaces' interior extrema rounded to whole values.
 std::vector<Knobs> candidates(const StratumModel& m);
 // eq. 10: least energy with throughput >= t_sla; eq. 11: most throughput
-// with energy <= e_sla. Infeasible: the closest (most throughput / least
-// energy), feasible = false.
+// with energy <= e_sla. Settings whose objective is within kTie of the best
+// are taken as equal (the surfaces cannot tell them apart) and the cheapest
+// wins: fewest channels (cc x p), then cores, then pp, then frequency, so a
+// flat optimum gives the same answer in similar strata. Infeasible: the
+// closest (most throughput / least energy), feasible = false.
+constexpr double kTie = 0.05;
 Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla_mbps);
 Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla_j_per_gb);
 
@@ -227,15 +237,20 @@ std::string describe(const ParamTable& t);
 
 struct PredictorReport {
   size_t train_cases = 0, test_cases = 0;
-  double accuracy = 0;   // share of held-out cases whose params are all within one level
-  double r2 = 0;         // predicted against achieved throughput, held-out history rows
-  size_t r2_rows = 0;
+  double accuracy = 0;   // share of held-out cases whose params are all within one of the history's levels
+  double r2 = 0;         // FastHLA eq. 12: throughput of the predicted params against the optimum's
+  size_t r2_rows = 0;    // the cases behind it
 };
 // Trains on the table's entries (inputs: path, load, dataset, SLA kind and
-// level; outputs: the params as levels) and on the history's rows (a
-// throughput model for the R²); decision forests (ALGLIB dfbuilder).
-// Cases are held out by stratum (30%). The table gets the serialized forests.
-PredictorReport train_predictor(ParamTable& t, const std::vector<Sample>& s, uint64_t seed = 1);
+// level; outputs: the params) decision forests (ALGLIB dfbuilder), one per
+// parameter. Judged leaving one stratum out: each stratum's cases answered
+// by forests that never saw it; a case is accurate when every parameter is
+// within one of the history's levels (the samples') of the table's optimum;
+// R² compares the throughput the predicted params reach on the held-out
+// stratum's surfaces (models[i] is t.strata[i]'s) with its optimum's.
+// The table gets the forests trained on every case.
+PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& models, const std::vector<Sample>& s,
+                                uint64_t seed = 1);
 
 struct Query {
   double link_mbps = 0, rtt_ms = 0, loss_pct = 0, ext_load = 0;
