@@ -396,6 +396,7 @@ void Service::start(JobEntry& j) {
   }
   if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
   setup.tuner.kernel = j.holds_kernel;
+  setup.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
 
   std::unique_ptr<xfer::Tuner> tuner;
   try {

@@ -73,9 +73,13 @@ std::vector<OptionSpec> make_table() {
            "PEM CA certificates to verify https servers against instead of the system's store"),
       text("label", OptionType::Text, kJob | kRun, "a name for the job, shown by list and status (and kept in the history)", 200),
       // The tuner.
-      number("target_mbps", 0.001, 1e7, nullptr, kPolicy | kJob | kRun, "throughput-target: the target in Mbit/s"),
+      number("target_mbps", 0.001, 1e7, nullptr, kPolicy | kJob | kRun,
+             "throughput-target, hla-throughput: the throughput floor in Mbit/s"),
       number("target_pct", 1, 100, nullptr, kPolicy | kJob | kRun,
-             "throughput-target: the target in percent of the maximum, measured first"),
+             "throughput-target: the target in percent of the maximum, measured first; hla-throughput: of the "
+             "stratum's best in the table"),
+      number("energy_budget_j_per_gb", 0.001, 1e9, nullptr, kPolicy | kJob | kRun,
+             "hla-energy: the energy ceiling in J/GB (none: least energy)"),
       integer("search_step", 1, 1024, nullptr, kPolicy | kRun, "energy-efficient: cc step of the search (2 HTEE, 4 EE)"),
       [] {
         OptionSpec o = integer("search_levels", 1, 4096, nullptr, kRun,
@@ -312,8 +316,11 @@ std::string check_layer(const OptionValues& v, OptionScope scope, const std::str
   }
   if (v.contains("target_mbps") && v.contains("target_pct")) return "give target_mbps or target_pct, not both";
   if (!algorithm.empty()) {
-    if ((v.contains("target_mbps") || v.contains("target_pct")) && algorithm != "throughput-target")
-      return "target_mbps / target_pct go with the throughput-target algorithm, not " + algorithm;
+    if ((v.contains("target_mbps") || v.contains("target_pct")) && algorithm != "throughput-target" &&
+        algorithm != "hla-throughput")
+      return "target_mbps / target_pct go with the throughput-target and hla-throughput algorithms, not " + algorithm;
+    if (v.contains("energy_budget_j_per_gb") && algorithm != "hla-energy")
+      return "energy_budget_j_per_gb goes with the hla-energy algorithm, not " + algorithm;
     for (const char* k : {"cc", "p", "pp", "cores", "freq_khz"})
       if (v.contains(k) && algorithm != "static")
         return std::string(k) + " fixes the params; cc, p, pp, cores and freq_khz go with the static algorithm, not " +
@@ -376,6 +383,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.sync_ms = long(i("sync_ms"));
   e.bandwidth_mbps = d("bandwidth_mbps");
   e.rtt_ms = d("rtt_ms");
+  e.loss_pct = d("loss_pct", -1);
   e.max_channels = int(i("max_channels"));
   e.max_file_bytes = uint64_t(i("max_file_bytes"));
   TunerOptions& t = s.tuner;
@@ -384,6 +392,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   t.fixed_freq_khz = long(i("freq_khz"));
   t.target_mbps = d("target_mbps");
   t.target_pct = d("target_pct");
+  t.energy_budget_j_per_gb = d("energy_budget_j_per_gb");
   t.search_step = int(i("search_step"));
   if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
   if (m.contains("sweep")) t.sweep_points = parse_sweep(m["sweep"].get<std::string>());

@@ -181,6 +181,7 @@ void Job::Impl::begin_transfer() {
   if (rtt_s <= 0) rtt_s = 1e-4;
   info.rtt_s = rtt_s;
   info.bandwidth_bps = spec.opts.bandwidth_mbps * 1e6;
+  info.loss_pct = spec.opts.loss_pct;
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;

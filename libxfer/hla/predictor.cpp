@@ -16,16 +16,11 @@ namespace {
 constexpr int kTrees = 60;
 const char* kOutputs[] = {"cc", "p", "pp", "cores"};
 
-std::vector<double> features(double link, double rtt, double loss, double load, double files, double bytes, double mean,
-                             double sd) {
-  return {std::log10(std::max(link, 1e-3)), std::log10(std::max(rtt, 0.1)), std::log10(1 + 100 * loss), load,
-          std::log10(std::max(files, 1.0)), std::log10(std::max(bytes, 1.0)), std::log10(std::max(mean, 1.0)),
-          std::log10(1 + sd)};
-}
-
+// The strata's own coordinates (path, then dataset), the load between.
 std::vector<double> case_inputs(const TableStratum& s, const std::string& sla, double level) {
-  std::vector<double> f = features(s.link_mbps, s.rtt_ms, s.loss_pct, (s.load_lo + s.load_hi) / 2, s.files, s.bytes,
-                                   s.size_mean, s.size_sd);
+  std::vector<double> f = path_features(s.link_mbps, s.rtt_ms, s.loss_pct);
+  f.push_back((s.load_lo + s.load_hi) / 2);
+  for (double v : dataset_features(s.bytes, s.files, s.size_mean, s.size_sd)) f.push_back(v);
   f.push_back(sla == "energy" ? 1 : 0);
   f.push_back(level);
   return f;
@@ -190,8 +185,8 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
   }
   t.predictor = {{"kind", "random decision forests (ALGLIB dfbuilder), one per parameter"},
                  {"trees", kTrees},
-                 {"inputs", {"log10 link Mbit/s", "log10 RTT ms", "log10(1+100 loss%)", "external load",
-                             "log10 files", "log10 bytes", "log10 mean size", "log10(1+sd size)", "sla (0 throughput, 1 energy)",
+                 {"inputs", {"log10 link Mbit/s", "log10 RTT ms", "log10(1+100 loss%)", "external load", "log10 bytes",
+                             "log10 files", "log10 mean size", "log10(1+sd size)", "sla (0 throughput, 1 energy)",
                              "level"}},
                  {"outputs", {"log2 cc", "log2 p", "log2 pp", "cores"}},
                  {"forests", forests},

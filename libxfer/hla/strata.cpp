@@ -201,16 +201,18 @@ Dendrogram upgma(const std::vector<std::vector<double>>& points, double cut) {
   return d;
 }
 
+std::vector<double> path_features(double link_mbps, double rtt_ms, double loss_pct) {
+  return {std::log10(std::max(link_mbps, 1e-3)), std::log10(std::max(rtt_ms, 0.1)), std::log10(1 + 100 * loss_pct)};
+}
+std::vector<double> dataset_features(double bytes, double files, double size_mean, double size_sd) {
+  return {std::log10(std::max(bytes, 1.0)), std::log10(std::max(files, 1.0)), std::log10(std::max(size_mean, 1.0)),
+          std::log10(1 + size_sd)};
+}
+
 namespace {
 
-std::vector<double> path_features(const Sample& s) {
-  return {std::log10(std::max(s.link_mbps, 1e-3)), std::log10(std::max(s.rtt_ms, 0.1)),
-          std::log10(1 + 100 * s.loss_pct)};
-}
-std::vector<double> dataset_features(const Sample& s) {
-  return {std::log10(std::max(s.bytes, 1.0)), std::log10(std::max(s.files, 1.0)),
-          std::log10(std::max(s.size_mean, 1.0)), std::log10(1 + s.size_sd)};
-}
+std::vector<double> path_of(const Sample& s) { return path_features(s.link_mbps, s.rtt_ms, s.loss_pct); }
+std::vector<double> dataset_of(const Sample& s) { return dataset_features(s.bytes, s.files, s.size_mean, s.size_sd); }
 
 // Clusters rows by their distinct feature vectors: returns per row its cluster.
 std::vector<int> cluster_rows(const std::vector<Sample>& s, const std::vector<size_t>& rows,
@@ -239,7 +241,7 @@ Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
   std::vector<size_t> all(s.size());
   std::iota(all.begin(), all.end(), 0);
   int k1 = 0;
-  std::vector<int> c1 = cluster_rows(s, all, path_features, 0.15, &k1);
+  std::vector<int> c1 = cluster_rows(s, all, path_of, kPathCut, &k1);
   for (int p = 0; p < k1; ++p) {
     std::vector<size_t> prow;
     for (size_t i = 0; i < all.size(); ++i)
@@ -251,7 +253,7 @@ Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
     out.tree += fmt::format("P{}  path {:.0f} Mbit/s, {:.1f} ms RTT, {:.3f}% loss: {} rows\n", p + 1, path.link_mbps,
                             path.rtt_ms, path.loss_pct, prow.size());
     int k2 = 0;
-    std::vector<int> c2 = cluster_rows(s, prow, dataset_features, 1.0, &k2);
+    std::vector<int> c2 = cluster_rows(s, prow, dataset_of, kDatasetCut, &k2);
     for (int d = 0; d < k2; ++d) {
       std::vector<size_t> drow;
       for (size_t i = 0; i < prow.size(); ++i)

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "energy_efficient.h"
+#include "hla_tuner.h"
 #include "max_throughput.h"
 #include "min_energy.h"
 #include "static_tuner.h"
@@ -24,6 +25,18 @@ const std::vector<TunerEntry>& tuner_registry() {
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<EnergyEfficientTuner>(o); }},
       {"throughput-target", "SLAEE / FlexibleThr: reach a throughput target at least energy (energy-aware Alg. 3, http-sla Alg. 4)",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<ThroughputTargetTuner>(o); }},
+      {"hla-energy",
+       "Cross-LayerHLA Alg. 1: most throughput within an energy ceiling (or least energy), from the parameter table; "
+       "switches load surfaces as the external load moves",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
+         return std::make_unique<HlaTuner>(HlaTuner::Goal::Energy, o);
+       }},
+      {"hla-throughput",
+       "Cross-LayerHLA Alg. 2: least energy above a throughput floor (or most throughput), from the parameter table; "
+       "switches load surfaces as the external load moves",
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
+         return std::make_unique<HlaTuner>(HlaTuner::Goal::Throughput, o);
+       }},
       {"sweep", "not an SLA: static params on a schedule (--sweep cc:p:pp[:cores],..., --sweep-hold N): fills a history",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<SweepTuner>(o.sweep_points, o.sweep_hold);

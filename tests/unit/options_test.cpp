@@ -66,11 +66,15 @@ TEST(Options, OneCheckerOneWording) {
 }
 
 TEST(Options, ScopesAndCombinationsAreCheckedOnce) {
-  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob), "cc cannot be set in a job's options (there: max_channels, ca_file, label, target_mbps, target_pct)");
+  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob), "cc cannot be set in a job's options (there: max_channels, ca_file, label, target_mbps, target_pct, energy_budget_j_per_gb)");
   EXPECT_NE(xfer::check_layer({{"warp", 9}}, xfer::kPolicy).find("unknown option 'warp'"), std::string::npos);
   EXPECT_EQ(xfer::check_layer({{"target_mbps", 100}, {"target_pct", 50}}, xfer::kRun), "give target_mbps or target_pct, not both");
   EXPECT_EQ(xfer::check_layer({{"target_pct", 50}}, xfer::kJob, "min-energy"),
-            "target_mbps / target_pct go with the throughput-target algorithm, not min-energy");
+            "target_mbps / target_pct go with the throughput-target and hla-throughput algorithms, not min-energy");
+  EXPECT_EQ(xfer::check_layer({{"target_pct", 50}}, xfer::kJob, "hla-throughput"), "");
+  EXPECT_EQ(xfer::check_layer({{"energy_budget_j_per_gb", 90}}, xfer::kJob, "hla-energy"), "");
+  EXPECT_EQ(xfer::check_layer({{"energy_budget_j_per_gb", 90}}, xfer::kRun, "min-energy"),
+            "energy_budget_j_per_gb goes with the hla-energy algorithm, not min-energy");
   EXPECT_EQ(xfer::check_layer({{"cores", 1}}, xfer::kRun, "min-energy"),
             "cores fixes the params; cc, p, pp, cores and freq_khz go with the static algorithm, not min-energy");
   EXPECT_EQ(xfer::check_layer({{"min_cores", 4}, {"max_cores", 2}}, xfer::kPolicy), "min_cores is above max_cores");

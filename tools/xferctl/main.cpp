@@ -114,12 +114,32 @@ int run(const RunArgs& a) {
   std::unique_ptr<xfer::Tuner> tuner;
   try {
     setup = xfer::setup_job(policy, layers);
-    tuner = xfer::make_tuner(policy, setup.tuner);
-  } catch (const std::invalid_argument& e) {  // OptionError, or an unknown --sla
+  } catch (const std::invalid_argument& e) {  // OptionError
     fmt::print(stderr, "xferctl: {}\n", e.what());
     return kUsage;
   }
   const xfer::OptionValues& v = setup.values;
+
+  // The parameter table from xfer-hla analyze, when given: checked here, so
+  // a wrong file is an error before anything is fetched.
+  std::shared_ptr<const xfer::hla::ParamTable> table;
+  std::string table_path = v.value("hla_table", std::string());
+  if (!table_path.empty()) {
+    try {
+      table = std::make_shared<const xfer::hla::ParamTable>(xfer::hla::load_table(table_path));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xferctl: --hla-table: {}; nothing fetched\n", xfer::printable(e.what()));
+      return kUsage;
+    }
+    xfer::log::info("hla table: {}: {}", table_path, xfer::hla::describe(*table));
+  }
+  setup.tuner.hla_table = table;
+  try {
+    tuner = xfer::make_tuner(policy, setup.tuner);
+  } catch (const std::invalid_argument& e) {  // an unknown --sla
+    fmt::print(stderr, "xferctl: {}\n", e.what());
+    return kUsage;
+  }
 
   xfer::EngineOptions opts = setup.engine;
   if (v.contains("ca_file")) {
@@ -134,20 +154,6 @@ int run(const RunArgs& a) {
       fmt::print(stderr, "xferctl: --ca-file {}: not a file of PEM certificates\n", xfer::printable(ca_file));
       return kUsage;
     }
-  }
-
-  // The parameter table from xfer-hla analyze, when given: checked here, so
-  // a wrong file is an error before anything is fetched.
-  std::optional<xfer::hla::ParamTable> table;
-  std::string table_path = v.value("hla_table", std::string());
-  if (!table_path.empty()) {
-    try {
-      table = xfer::hla::load_table(table_path);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "xferctl: --hla-table: {}; nothing fetched\n", xfer::printable(e.what()));
-      return kUsage;
-    }
-    xfer::log::info("hla table: {}: {}", table_path, xfer::hla::describe(*table));
   }
 
   // The transfer history, when asked for: a path or a postgresql:// URL

@@ -121,6 +121,7 @@ struct EngineOptions {
   long interval_ms = 5000;        // control interval: observe, tune, apply
   double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
+  double loss_pct = -1;           // the path's packet loss when known (-1: not), for the tuners
   int max_channels = 32;
   std::string user_agent = "xferd/0.1";
   // A full destination (ENOSPC, EDQUOT) pauses the job with the reason, to

@@ -81,9 +81,15 @@ struct Strata {
   std::vector<Stratum> strata;
   std::string tree;  // the tiers as an indented text tree with sizes
 };
-// Tier 1: UPGMA on (log10 link rate, log10 RTT, log10(1 + 100 x loss%)),
-// cut 0.15; tier 2: UPGMA on the chunks' (log10 bytes, log10 files,
-// log10 mean size, log10(1 + sd)), cut 1.0; tier 3: bands of external load
+// The tiers' coordinates and cuts (stratify clusters by them; the
+// parameter cache matches a job against the table's centroids by them).
+std::vector<double> path_features(double link_mbps, double rtt_ms, double loss_pct);
+std::vector<double> dataset_features(double bytes, double files, double size_mean, double size_sd);
+constexpr double kPathCut = 0.15, kDatasetCut = 1.0;
+// Tier 1: UPGMA on path_features (log10 link rate, log10 RTT,
+// log10(1 + 100 x loss%)), cut kPathCut; tier 2: UPGMA on the chunks'
+// dataset_features (log10 bytes, log10 files, log10 mean size,
+// log10(1 + sd)), cut kDatasetCut; tier 3: bands of external load
 // with boundaries at mean -/+ sd/2 of the tier-2 cluster's loads (one band
 // when sd < 0.02), a band with fewer than min_rows rows joins its neighbour.
 Strata stratify(const std::vector<Sample>& s, size_t min_rows = 12);
@@ -260,6 +266,31 @@ struct Query {
 };
 // From the table's predictor; nullopt when the table has none.
 std::optional<Knobs> predict(const ParamTable& t, const Query& q);
+
+// ---- FastHLA's parameter cache: the table's strata for a job ------------------
+
+// A job's (chunk's) place in the table: the strata of its path and dataset,
+// one per external-load band, lightest first (the surfaces Algorithms 1 and
+// 2 move between), and the band its load falls in.
+struct CacheHit {
+  std::vector<const TableStratum*> bands;
+  size_t band = 0;
+  double path_distance = 0, dataset_distance = 0;  // to the centroids, in the tiers' coordinates
+};
+// Tier 1: the nearest path centroid within kPathCut of the query's; tier 2:
+// that path's nearest dataset centroid within kDatasetCut; tier 3: the band
+// holding q.ext_load (q.ext_load < 0: the lightest, "start with the light
+// external load surface"). nullopt: a miss (the predictor's case).
+std::optional<CacheHit> lookup(const ParamTable& t, const Query& q);
+
+// The entry of a stratum for an SLA. "throughput" (eq. 10): the least energy
+// whose throughput bound reaches `bound` Mbit/s (0: the most throughput);
+// "energy" (eq. 11): the most throughput whose energy bound stays within
+// `bound` J/GB (0: the least energy). met = false when no entry reaches the
+// bound (then the closest: the most throughput, or the least energy). A
+// stratum without energy figures answers "energy" with its lowest
+// throughput level (the cheapest), met = false.
+const TableEntry* choose(const TableStratum& s, const std::string& sla, double bound, bool& met);
 
 // FastHLA Algorithm 1: per-chunk optima scaled down (cc) when their sum
 // passes the channel limit.

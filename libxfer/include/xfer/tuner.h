@@ -17,12 +17,17 @@
 
 namespace xfer {
 
+namespace hla {
+struct ParamTable;
+}
+
 // What a tuner knows about the job before it starts.
 struct JobInfo {
   std::vector<ChunkPlan> chunks;
   uint64_t bdp_bytes = 0;
   double bandwidth_bps = 0;  // link rate (bits/s), configured or assumed
   double rtt_s = 0;          // measured at discovery (TCP handshake) or configured
+  double loss_pct = -1;      // the path's packet loss as configured (--loss-pct); -1: not known
   uint64_t tcp_buf_bytes = 0;  // largest TCP receive buffer (net.ipv4.tcp_rmem max)
   int max_channels = 32;       // cap on channels (sum of cc over chunks); each opens p connections
   KernelCaps kernel;
@@ -83,6 +88,11 @@ struct TunerOptions {
   // alone), each held for sweep_hold intervals (the first one settles).
   std::vector<std::array<int, 4>> sweep_points;
   int sweep_hold = 3;
+  // hla-energy / hla-throughput: the parameter table (null: none loaded, a
+  // cold start on the heuristics) and the energy SLA (J/GB; 0: least energy).
+  // hla-throughput's SLA is target_mbps / target_pct (0: most throughput).
+  std::shared_ptr<const hla::ParamTable> hla_table;
+  double energy_budget_j_per_gb = 0;
 };
 
 class Tuner {

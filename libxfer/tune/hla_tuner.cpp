@@ -1,0 +1,318 @@
+// Cross-LayerHLA online (cross-layer-hla.txt §III-C Algorithm 1, §III-D
+// Algorithm 2) with FastHLA's start (fasthla-mobile.txt §4 steps 4-5,
+// Algorithm 1). See hla_tuner.h.
+//
+// Start: each chunk is matched in the parameter table (path, then the
+// chunk's dataset shape; the lightest external-load band first, "start with
+// the light external network load surface"), and gets the entry for the SLA
+// (hla.h choose: eq. 10 / eq. 11 at the asked level); a chunk the table
+// lacks asks the predictor; the per-chunk optima are scaled to the channel
+// limit (FastHLA Algorithm 1); cores are the most any chunk's entry wants.
+// No table at all: the heuristic (MinE for hla-energy, FlexibleThr with a
+// target or MaxThr without, for hla-throughput) runs the job: a cold start.
+//
+// Every interval (Algorithm 2, hla-throughput):
+//   if T < (1 - alpha) T_ref or T < T_sla:    load > (1 + beta) ref: the band above
+//   else:                                     load < (1 - alpha) ref: the band below
+// (Algorithm 1, hla-energy), with t = remaining / T_avg, E_pred = P_avg t:
+//   if E_so_far + E_pred > (1 + beta) E_ref or > E_sla:  load up: the band above
+//   else:                                                load down: the band below
+// where load is the median of the last kLoadWindow intervals' external load,
+// and T_ref, E_ref and ref were measured on the first interval at the
+// current band's params; "the band" is the one holding the load (the
+// surface closest to it, §III-D). At most kMaxSwitches
+// band changes; then heuristic fine-tuning: hla-throughput adds a channel to
+// the chunk with the most bytes left while under its floor; hla-energy takes
+// one from the chunk with the most channels while over its ceiling.
+#include "hla_tuner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common.h"
+#include "max_throughput.h"
+#include "min_energy.h"
+#include "throughput_target.h"
+#include "xfer/hla.h"
+#include "xfer/log.h"
+
+namespace xfer {
+
+HlaTuner::HlaTuner(Goal goal, const TunerOptions& o) : goal_(goal), opts_(o) {}
+HlaTuner::~HlaTuner() = default;
+
+double HlaTuner::chunk_bound(size_t i) const {
+  if (goal_ == Goal::Energy) return opts_.energy_budget_j_per_gb;
+  if (sla_mbps_ <= 0) return 0;
+  // The job's floor shared by the chunks as their bytes are.
+  double all = 0;
+  for (const ChunkPlan& c : info_.chunks) all += double(c.bytes);
+  return all > 0 ? sla_mbps_ * double(info_.chunks[i].bytes) / all : sla_mbps_;
+}
+
+Params HlaTuner::init(const JobInfo& info) {
+  info_ = info;
+  const char* sla = goal_ == Goal::Energy ? "energy" : "throughput";
+  if (!opts_.hla_table) {
+    if (goal_ == Goal::Energy) cold_ = std::make_unique<MinEnergyTuner>(opts_);
+    else if (opts_.target_mbps > 0 || opts_.target_pct > 0) cold_ = std::make_unique<ThroughputTargetTuner>(opts_);
+    else cold_ = std::make_unique<MaxThroughputTuner>(opts_);
+    Params p = cold_->init(info);
+    std::string why = fmt::format("{}: cold start, no parameter table: the {} heuristic", name(), cold_->name());
+    log::warn("{} ([hla] table / --hla-table gives one)", why);
+    events_.push_back({{"interval", 0}, {"event", "cold start"}, {"heuristic", cold_->name()}});
+    p.reason = why + "; " + p.reason;
+    current_ = p;
+    return p;
+  }
+  sla_mbps_ = opts_.target_mbps;
+  const hla::ParamTable& t = *opts_.hla_table;
+  places_.assign(info.chunks.size(), {});
+  for (size_t i = 0; i < info.chunks.size(); ++i) {
+    const ChunkPlan& c = info.chunks[i];
+    hla::Query q;
+    q.link_mbps = info.bandwidth_bps / 1e6, q.rtt_ms = info.rtt_s * 1e3, q.loss_pct = std::max(0.0, info.loss_pct);
+    q.ext_load = -1;  // not measured yet: the lightest band
+    q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
+    q.sla = sla;
+    if (auto hit = hla::lookup(t, q)) {
+      places_[i].bands = hit->bands;
+      places_[i].band = hit->band;
+      places_[i].source = "table " + hit->bands[hit->band]->id;
+    } else {
+      places_[i].source = "predictor";
+    }
+  }
+  return from_table(fmt::format("{}: start", name()));
+}
+
+// The params of every chunk's current band (or the predictor's), scaled to
+// the channel limit.
+Params HlaTuner::from_table(const std::string& why) {
+  const hla::ParamTable& t = *opts_.hla_table;
+  const char* sla = goal_ == Goal::Energy ? "energy" : "throughput";
+  std::vector<hla::Knobs> k(info_.chunks.size());
+  std::vector<std::string> parts;
+  std::vector<ChunkParams> base = tune::base_chunks(info_);
+  for (size_t i = 0; i < info_.chunks.size(); ++i) {
+    const ChunkPlan& c = info_.chunks[i];
+    ChunkPlace& place = places_[i];
+    double bound = chunk_bound(i);
+    if (!place.bands.empty()) {
+      const hla::TableStratum& s = *place.bands[place.band];
+      if (goal_ == Goal::Throughput && opts_.target_pct > 0) {
+        bool met = false;
+        const hla::TableEntry* top = hla::choose(s, "throughput", 0, met);
+        if (top) bound = opts_.target_pct / 100 * top->bound;
+      }
+      bool met = true;
+      const hla::TableEntry* e = hla::choose(s, sla, bound, met);
+      if (e) {
+        k[i] = e->choice.knobs;
+        parts.push_back(fmt::format("{} chunk from {} ({} level {:g}{}: {}x{}x{}, {} cores, {:.0f} Mbit/s, {:.0f} J/GB{})",
+                                    to_string(c.kind), s.id, e->sla, e->level,
+                                    bound > 0 ? fmt::format(", bound {:.3g}", bound) : "", k[i].cc, k[i].p, k[i].pp,
+                                    k[i].cores, e->choice.mbps, e->choice.j_per_gb, met ? "" : "; the SLA is out of its reach"));
+        continue;
+      }
+    }
+    hla::Query q;
+    q.link_mbps = info_.bandwidth_bps / 1e6, q.rtt_ms = info_.rtt_s * 1e3, q.loss_pct = std::max(0.0, info_.loss_pct);
+    q.ext_load = ref_load_ >= 0 ? ref_load_ : 0;
+    q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
+    q.sla = sla;
+    q.level = goal_ == Goal::Energy ? 1.0 : (opts_.target_pct > 0 ? opts_.target_pct / 100 : 1.0);
+    if (auto p = hla::predict(t, q)) {
+      k[i] = *p;
+      place.source = "predictor";
+      parts.push_back(fmt::format("{} chunk not in the table: the predictor says {}x{}x{}, {} cores", to_string(c.kind),
+                                  k[i].cc, k[i].p, k[i].pp, k[i].cores));
+    } else {
+      // Neither: MinE's formulas for this chunk.
+      k[i] = {MinEnergyTuner::concurrency(info_.bdp_bytes, std::max(1.0, c.avg_size()), info_.max_channels), base[i].p,
+              base[i].pp, 0, 0};
+      place.source = "heuristic";
+      parts.push_back(fmt::format("{} chunk not in the table and no predictor: MinE's {}x{}x{}", to_string(c.kind),
+                                  k[i].cc, k[i].p, k[i].pp));
+    }
+  }
+  std::vector<hla::Knobs> scaled = hla::schedule_mixed(k, std::max(1, info_.max_channels));
+  Params p;
+  p.chunks.resize(k.size());
+  int cores = 0;
+  long freq = 0;
+  for (size_t i = 0; i < k.size(); ++i) {
+    p.chunks[i] = {scaled[i].cc, scaled[i].p, scaled[i].pp};
+    cores = std::max(cores, k[i].cores);
+    freq = std::max(freq, k[i].freq_khz);
+  }
+  if (opts_.kernel && info_.kernel.cores && cores > 0)
+    p.cores = std::clamp(cores, std::max(1, info_.kernel.min_cores), std::max(1, info_.kernel.cores_present));
+  if (opts_.kernel && info_.kernel.freq && freq > 0) p.freq_khz = freq;
+  bool scaled_down = false;
+  for (size_t i = 0; i < k.size(); ++i) scaled_down |= scaled[i].cc != k[i].cc;
+  std::string list;
+  for (const std::string& s : parts) list += (list.empty() ? "" : "; ") + s;
+  p.reason = fmt::format("{}: {}{}", why, list,
+                         scaled_down ? fmt::format("; channels scaled to the limit of {} (FastHLA Alg. 1)", info_.max_channels)
+                                     : "");
+  current_ = p;
+  return p;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void push_window(std::vector<double>& w, double v, size_t n) {
+  w.push_back(v);
+  if (w.size() > n) w.erase(w.begin());
+}
+
+}  // namespace
+
+std::optional<Params> HlaTuner::decide(const Observation& obs) {
+  if (cold_) {
+    std::optional<Params> p = cold_->decide(obs);
+    if (p) p->reason = name() + " (cold start): " + p->reason;
+    return p;
+  }
+  ++intervals_;
+  if (obs.joules) joules_ += *obs.joules;
+  seconds_ += obs.interval_s;
+  bytes_ += obs.bytes_interval;
+  if (obs.ext_load) push_window(loads_, *obs.ext_load, kLoadWindow);
+  // The interval after a change holds the change itself; the tail says
+  // little about the params.
+  if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
+  double mbps = obs.throughput_bps / 1e6;
+  push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
+  if (obs.joules) push_window(recent_w_, *obs.joules / obs.interval_s, kLoadWindow);
+  std::optional<double> load;
+  if (!loads_.empty()) load = median(loads_);
+
+  // Algorithm 1 line 6-7: t = remaining / T_avg, E_pred = P_avg t, as the
+  // whole job's J/GB (T_avg, P_avg over the last intervals at these params).
+  double proj = 0;
+  if (goal_ == Goal::Energy && !recent_w_.empty() && obs.bytes_total > 0) {
+    double t_avg = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size()) / 8;
+    double p_avg = std::accumulate(recent_w_.begin(), recent_w_.end(), 0.0) / double(recent_w_.size());
+    double remaining = double(obs.bytes_total > obs.bytes_done ? obs.bytes_total - obs.bytes_done : 0);
+    proj = (joules_ + (t_avg > 0 ? p_avg * remaining / t_avg : 0)) / (double(obs.bytes_total) / 1e9);
+  } else if (goal_ == Goal::Energy && !warned_no_energy_) {
+    log::warn("{}: no energy figures; surfaces change on external load alone", name());
+    warned_no_energy_ = true;
+  }
+  // The references: measured on the first interval at the current band's
+  // params ("pastE_pred", "T_last" and "refExtNet" of the algorithms). A
+  // change is judged against them, not against the interval before, which
+  // would miss one that arrives over two intervals and fire on noise.
+  if (ref_mbps_ <= 0) {
+    ref_mbps_ = mbps, ref_pred_ = proj;
+    if (load) ref_load_ = *load;
+    return switches_ >= kMaxSwitches ? fine_tune(obs, proj) : std::nullopt;
+  }
+  if (load && ref_load_ < 0) ref_load_ = *load;
+  bool worse_now = goal_ == Goal::Throughput
+                       ? mbps < (1 - kAlpha) * ref_mbps_ || (sla_mbps_ > 0 && mbps < sla_mbps_)
+                       : proj > 0 && ((ref_pred_ > 0 && proj > (1 + kBeta) * ref_pred_) ||
+                                      (opts_.energy_budget_j_per_gb > 0 && proj > opts_.energy_budget_j_per_gb));
+  // A fall seen now counts while the load's median catches up with it.
+  if (worse_now) worse_for_ = kLoadWindow;
+  bool worse = worse_now || worse_for_ > 0;
+  if (worse_for_ > 0) --worse_for_;
+
+  if (switches_ >= kMaxSwitches) return fine_tune(obs, proj);
+  if (!load || ref_load_ < 0) return std::nullopt;
+  bool up = worse && *load > (1 + kBeta) * ref_load_ && *load - ref_load_ > kLoadStep;
+  bool down = !worse && *load < (1 - kAlpha) * ref_load_ && ref_load_ - *load > kLoadStep;
+  if (!up && !down) return std::nullopt;
+  // "The surface closest to the current measured external load": the band
+  // that holds it, above (or below) the one in use.
+  bool moved = false;
+  for (ChunkPlace& c : places_) {
+    if (c.bands.empty()) continue;
+    size_t want = 0;
+    for (size_t i = 0; i < c.bands.size(); ++i)
+      if (*load >= c.bands[i]->load_lo) want = i;
+    if ((up && want > c.band) || (down && want < c.band)) c.band = want, moved = true;
+  }
+  if (!moved) return std::nullopt;
+  ++switches_;
+  std::string why = fmt::format(
+      "{}: switch {} of {}: external load {:.2f} against {:.2f} when the band was taken, {}; the {}-load surfaces", name(),
+      switches_, kMaxSwitches, *load, ref_load_,
+      goal_ == Goal::Throughput
+          ? fmt::format("{:.1f} Mbit/s (then {:.1f}, floor {:.1f})", mbps, ref_mbps_, sla_mbps_)
+          : fmt::format("projected {:.1f} J/GB (then {:.1f}, ceiling {:.1f})", proj, ref_pred_,
+                        opts_.energy_budget_j_per_gb),
+      up ? "higher" : "lower");
+  events_.push_back({{"interval", intervals_}, {"event", up ? "higher-load surface" : "lower-load surface"},
+                     {"ext_load", *load}, {"ref_load", ref_load_}});
+  log::info("{}", why);
+  // New references once the new params have settled.
+  ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = *load, worse_for_ = 0;
+  recent_bps_.clear(), recent_w_.clear();
+  return from_table(why);
+}
+
+std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
+  std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
+  size_t pick = current_.chunks.size();
+  if (goal_ == Goal::Throughput) {
+    if (sla_mbps_ <= 0 || obs.throughput_bps / 1e6 >= sla_mbps_) return std::nullopt;
+    if (current_.total_channels() >= info_.max_channels) return std::nullopt;
+    uint64_t most = 0;
+    for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i) {
+      uint64_t left = obs.chunks[i].bytes_total - std::min(obs.chunks[i].bytes_total, obs.chunks[i].bytes_done);
+      if (active[i] && left > most) most = left, pick = i;
+    }
+    if (pick >= current_.chunks.size()) return std::nullopt;
+    ++current_.chunks[pick].cc;
+  } else {
+    if (opts_.energy_budget_j_per_gb <= 0 || proj <= opts_.energy_budget_j_per_gb) return std::nullopt;
+    int most = 1;
+    for (size_t i = 0; i < current_.chunks.size() && i < active.size(); ++i)
+      if (active[i] && current_.chunks[i].cc > most) most = current_.chunks[i].cc, pick = i;
+    if (pick >= current_.chunks.size()) return std::nullopt;
+    --current_.chunks[pick].cc;
+  }
+  ++fine_steps_;
+  current_.reason = fmt::format("{}: fine-tuning after {} switches: cc {} of the {} chunk", name(), switches_,
+                                current_.chunks[pick].cc, to_string(info_.chunks[pick].kind));
+  events_.push_back({{"interval", intervals_}, {"event", "fine-tuning"}, {"chunk", pick},
+                     {"cc", current_.chunks[pick].cc}});
+  return current_;
+}
+
+nlohmann::json HlaTuner::summary() const {
+  nlohmann::json j;
+  if (cold_) {
+    j["start"] = "cold";
+    j["heuristic"] = cold_->name();
+    j["heuristic_summary"] = cold_->summary();
+  } else {
+    j["start"] = "table";
+    nlohmann::json chunks = nlohmann::json::array();
+    for (size_t i = 0; i < places_.size(); ++i)
+      chunks.push_back({{"kind", to_string(info_.chunks[i].kind)},
+                        {"source", places_[i].source},
+                        {"stratum", places_[i].bands.empty() ? "" : places_[i].bands[places_[i].band]->id}});
+    j["chunks"] = chunks;
+  }
+  j["switches"] = switches_;
+  j["fine_steps"] = fine_steps_;
+  j["events"] = events_;
+  if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;
+  else j["ceiling_j_per_gb"] = opts_.energy_budget_j_per_gb;
+  return j;
+}
+
+}  // namespace xfer

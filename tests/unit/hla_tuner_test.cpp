@@ -1,0 +1,221 @@
+// Cross-LayerHLA's online algorithms (issue 15): hla-throughput
+// (Algorithm 2) and hla-energy (Algorithm 1) against a simulated engine
+// whose throughput and power follow known functions of cc and of the
+// external load, which steps up and down. The table is made by hand: one
+// path, one dataset, three load bands whose optima differ, so the test
+// knows which surface each phase must be on; and at most three switches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "xfer/hla.h"
+#include "xfer/tuner.h"
+
+using namespace xfer;
+
+namespace {
+
+// Each band's optimum: cc 2 (load 0-0.2), 4 (0.2-0.5), 8 (0.5-1).
+const int kBandCc[3] = {2, 4, 8};
+const double kBandLo[3] = {0, 0.2, 0.5}, kBandHi[3] = {0.2, 0.5, 1};
+
+std::shared_ptr<const hla::ParamTable> table() {
+  auto t = std::make_shared<hla::ParamTable>();
+  t->history = "hand-made";
+  for (int b = 0; b < 3; ++b) {
+    hla::TableStratum s;
+    s.id = "P1/D1/L" + std::to_string(b + 1);
+    s.link_mbps = 100, s.rtt_ms = 40, s.loss_pct = 0;
+    s.files = 1000, s.bytes = 1e10, s.size_mean = 1e7, s.size_sd = 1e5;
+    s.load_lo = kBandLo[b], s.load_hi = kBandHi[b];
+    s.rows = 30;
+    for (double level : hla::kThroughputLevels) {
+      hla::TableEntry e{"throughput", level, level * 100, {}};
+      e.choice = {{kBandCc[b], 1, 1, 2, 0}, level * 100, 50, true};
+      s.entries.push_back(e);
+    }
+    for (double level : hla::kEnergyLevels) {
+      hla::TableEntry e{"energy", level, level * 300, {}};
+      e.choice = {{kBandCc[b], 1, 1, 1, 0}, 60, level * 300, true};
+      s.entries.push_back(e);
+    }
+    t->strata.push_back(s);
+  }
+  return t;
+}
+
+JobInfo job() {
+  JobInfo info;
+  ChunkPlan c;
+  c.kind = ChunkKind::Large;
+  for (size_t i = 0; i < 1000; ++i) c.files.push_back(i);
+  c.bytes = uint64_t(1e10), c.size_sd = 1e5;
+  info.chunks = {c};
+  info.bandwidth_bps = 100e6, info.rtt_s = 0.04, info.loss_pct = 0;
+  info.bdp_bytes = 500000, info.tcp_buf_bytes = 6 << 20, info.max_channels = 32;
+  return info;
+}
+
+// The simulated path: 40 Mbit/s per channel, up to what the cross traffic
+// leaves; 20 W plus 2 W a channel.
+struct Sim {
+  double load = 0.05;
+  uint64_t done = 0;
+  int interval = 0;
+  Observation step(const Params& p, bool changed) {
+    Observation o;
+    int cc = p.chunks[0].cc;
+    double mbps = std::min(100 * (1 - load), 40.0 * cc);
+    o.interval_s = 1, o.t_s = ++interval;
+    o.throughput_bps = mbps * 1e6;
+    o.bytes_interval = uint64_t(mbps * 1e6 / 8);
+    done += o.bytes_interval;
+    o.bytes_done = done, o.bytes_total = uint64_t(1e10);
+    o.params = p;
+    ChunkObservation c;
+    c.params = p.chunks[0], c.bytes_total = o.bytes_total, c.bytes_done = done, c.throughput_bps = o.throughput_bps;
+    o.chunks = {c};
+    o.ext_load = load;
+    o.joules = 20 + 2.0 * cc;
+    o.energy_source = "test";
+    o.settling = changed;
+    return o;
+  }
+};
+
+struct SimJob {
+  std::unique_ptr<Tuner> tuner;
+  Params p;
+  Sim sim;
+  bool changed = true;
+  // Runs n intervals at the given load; returns cc at the end.
+  int at(double load, int n) {
+    sim.load = load;
+    for (int i = 0; i < n; ++i) {
+      Observation o = sim.step(p, changed);
+      changed = false;
+      if (auto next = tuner->decide(o)) {
+        changed = !(next->chunks == p.chunks);
+        p = *next;
+      }
+    }
+    return p.chunks[0].cc;
+  }
+};
+
+}  // namespace
+
+TEST(HlaTuner, ThroughputFollowsTheLoadBandsAndSwitchesAtMostThreeTimes) {
+  TunerOptions o;
+  o.hla_table = table();
+  o.target_mbps = 50;
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.p = r.tuner->init(job());
+  // Light load first ("start with the light external load surface").
+  EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("P1/D1/L1"), std::string::npos) << r.p.reason;
+  EXPECT_EQ(r.p.cores, 0) << "no kernel caps in this job: cores are left alone";
+  EXPECT_EQ(r.at(0.05, 5), 2);
+  // The load jumps to 0.6: under the floor, load up -> the band holding 0.6.
+  EXPECT_EQ(r.at(0.6, 6), 8);
+  // Down to 0.3: throughput up, load down -> the middle band.
+  EXPECT_EQ(r.at(0.3, 6), 4);
+  // Down to 0.05: the light band; the third switch.
+  EXPECT_EQ(r.at(0.05, 6), 2);
+  nlohmann::json s = r.tuner->summary();
+  EXPECT_EQ(s["switches"], 3) << s.dump();
+  // Up again: no fourth switch; the floor is missed, so fine-tuning adds
+  // channels one at a time instead.
+  int cc = r.at(0.6, 6);
+  s = r.tuner->summary();
+  EXPECT_EQ(s["switches"], 3) << s.dump();
+  EXPECT_GT(s["fine_steps"].get<int>(), 0) << s.dump();
+  EXPECT_GT(cc, 2);
+  EXPECT_LE(cc, 2 + 6);
+  EXPECT_EQ(s["start"], "table");
+}
+
+TEST(HlaTuner, OneNoisyIntervalIsNotALoadChange) {
+  TunerOptions o;
+  o.hla_table = table();
+  o.target_mbps = 50;
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.p = r.tuner->init(job());
+  r.at(0.05, 4);
+  EXPECT_EQ(r.at(0.7, 1), 2);  // one spike: the median of three does not move
+  EXPECT_EQ(r.at(0.05, 4), 2);
+  EXPECT_EQ(r.tuner->summary()["switches"], 0);
+}
+
+TEST(HlaTuner, EnergyMovesUpWhenTheProjectionRisesWithTheLoad) {
+  TunerOptions o;
+  o.hla_table = table();
+  SimJob r{make_tuner("hla-energy", o)};
+  r.p = r.tuner->init(job());
+  // No ceiling: least energy, the level-1.0 energy entry of the light band.
+  EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("energy level 1"), std::string::npos) << r.p.reason;
+  EXPECT_EQ(r.at(0.05, 5), 2);
+  // Load 0.6: 40 instead of 80 Mbit/s at the same power: the projected
+  // J/GB doubles and the load rose: the heavy band.
+  EXPECT_EQ(r.at(0.6, 6), 8);
+  // Load back down: the light band again.
+  EXPECT_EQ(r.at(0.05, 6), 2);
+  EXPECT_EQ(r.tuner->summary()["switches"], 2);
+}
+
+TEST(HlaTuner, EnergyCeilingPicksTheMostThroughputWithinIt) {
+  // Entries at 300 x level J/GB: a ceiling of 400 allows levels 1.0, 1.1
+  // and 1.25 (300, 330, 375); the most throughput of those is 1.25's.
+  TunerOptions o;
+  o.hla_table = table();
+  o.energy_budget_j_per_gb = 400;
+  auto t = make_tuner("hla-energy", o);
+  Params p = t->init(job());
+  EXPECT_NE(p.reason.find("energy level 1.25"), std::string::npos) << p.reason;
+}
+
+TEST(HlaTuner, WithoutATableItIsAColdStartOnTheHeuristic) {
+  TunerOptions o;
+  o.target_mbps = 50;
+  auto t = make_tuner("hla-throughput", o);
+  Params p = t->init(job());
+  EXPECT_NE(p.reason.find("cold start"), std::string::npos) << p.reason;
+  nlohmann::json s = t->summary();
+  EXPECT_EQ(s["start"], "cold");
+  EXPECT_EQ(s["heuristic"], "throughput-target");
+  auto e = make_tuner("hla-energy", TunerOptions{});
+  e->init(job());
+  EXPECT_EQ(e->summary()["heuristic"], "min-energy");
+  auto m = make_tuner("hla-throughput", TunerOptions{});
+  m->init(job());
+  EXPECT_EQ(m->summary()["heuristic"], "max-throughput");
+}
+
+TEST(HlaTuner, AChunkTheTableLacksAsksThePredictorOrSaysItUsesTheFormulas) {
+  TunerOptions o;
+  o.hla_table = table();  // no predictor in it
+  JobInfo info = job();
+  info.bandwidth_bps = 10e9, info.rtt_s = 0.0002;  // a path the table never saw
+  auto t = make_tuner("hla-throughput", o);
+  Params p = t->init(info);
+  EXPECT_NE(p.reason.find("no predictor: MinE"), std::string::npos) << p.reason;
+  EXPECT_EQ(t->summary()["chunks"][0]["source"], "heuristic");
+}
+
+TEST(HlaTuner, MixedChunksAreScaledToTheChannelLimit) {
+  TunerOptions o;
+  o.hla_table = table();
+  JobInfo info = job();
+  info.chunks.push_back(info.chunks[0]);
+  info.max_channels = 4;  // 2 + 2 at the light band: fits
+  auto t = make_tuner("hla-throughput", o);
+  Params p = t->init(info);
+  EXPECT_EQ(p.total_channels(), 4) << p.reason;
+  info.max_channels = 3;
+  auto t2 = make_tuner("hla-throughput", o);
+  p = t2->init(info);
+  EXPECT_LE(p.total_channels(), 3) << p.reason;
+  EXPECT_NE(p.reason.find("FastHLA Alg. 1"), std::string::npos) << p.reason;
+}
