@@ -104,6 +104,9 @@ int method_get_policies(sd_bus_message* m, void* ud, sd_bus_error* e) {
         if (p.values.contains("target_mbps")) d += fmt::format(" [target {} Mbit/s]", p.values["target_mbps"].get<double>());
         if (p.values.contains("target_pct"))
           d += fmt::format(" [target {}% of the maximum]", p.values["target_pct"].get<double>());
+        if (p.values.contains("energy_budget_j_per_gb"))
+          d += fmt::format(" [at most {} J/GB]", p.values["energy_budget_j_per_gb"].get<double>());
+        if (p.algorithm.rfind("hla-", 0) == 0) d += " [" + s.hla_table_state() + "]";
         check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
                                     int(may_use(s.cfg, p, c)), d.c_str()),
               "reply");

@@ -326,6 +326,8 @@ Config builtin_config() {
   c.policies["energy-efficient"] = builtin("energy-efficient", "energy-efficient", true, "best throughput per joule (HTEE/EE search)");
   c.policies["throughput-target"] = builtin("throughput-target", "throughput-target", true, "70% of the measured maximum at least energy (SLAEE)");
   c.policies["throughput-target"].values["target_pct"] = 70;
+  c.policies["hla-throughput"] = builtin("hla-throughput", "hla-throughput", true, "most throughput from the learned parameter table (Cross-LayerHLA Alg. 2)");
+  c.policies["hla-energy"] = builtin("hla-energy", "hla-energy", true, "least energy from the learned parameter table (Cross-LayerHLA Alg. 1)");
   c.policies["app-min-energy"] = builtin("app-min-energy", "min-energy", false, "least energy, application layer only");
   c.policies["app-max-throughput"] = builtin("app-max-throughput", "max-throughput", false, "most throughput, application layer only");
   c.policies["app-energy-efficient"] = builtin("app-energy-efficient", "energy-efficient", false, "best throughput per joule, application layer only");

@@ -1,5 +1,6 @@
 #include "service.h"
 
+#include <chrono>
 #include <malloc.h>
 
 #include <sys/stat.h>
@@ -125,6 +126,14 @@ void Service::retire(JobEntry& j) {
     j.holds_kernel = false;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
+}
+
+std::string Service::hla_table_state() const {
+  if (!hla_table) return "no parameter table loaded: a cold start on the heuristics ([hla] table)";
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double hours = std::max(0.0, now - hla_table->generated_unix) / 3600;
+  return fmt::format("table {}: {} strata, learnt {:.1f} h ago", xfer::printable(cfg.text("hla_table")),
+                     hla_table->strata.size(), hours);
 }
 
 std::string Service::load_hla_table() {

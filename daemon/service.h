@@ -102,6 +102,9 @@ struct Service {
   // one in use.
   std::shared_ptr<const xfer::hla::ParamTable> hla_table;
   std::string load_hla_table();  // "" or the error
+  // For GetPolicies: "table FILE: N strata, learnt H hours ago" or that there
+  // is none (the hla policies then start cold, on the heuristics).
+  std::string hla_table_state() const;
   xfer::Engine engine;
   std::unique_ptr<xfer::FlowMonitor> flows;
   // Energy, interface bytes and CPU, measured once and shared among the jobs.

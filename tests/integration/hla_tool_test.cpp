@@ -157,6 +157,10 @@ TEST(HlaTool, XferdLoadsTheTableAndReloadKeepsAGoodOne) {
   xtest::Xferd x("[kernel]\nmode = \"off\"\n[hla]\ntable = \"" + table + "\"\n");
   x.start();
   EXPECT_NE(x.log().find("hla table: " + table + ": 1 strata, 1 entries"), std::string::npos) << x.log();
+  // The hla policies say which table they would start from, and its age.
+  Shell p = run(bin("xferctl") + " policies");
+  ASSERT_EQ(p.status, 0) << p.out;
+  EXPECT_NE(p.out.find("table " + table + ": 1 strata, learnt"), std::string::npos) << p.out;
   write_table(dir, 7);  // replaced by a table of another version
   Shell r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
   EXPECT_NE(r.status, 0) << r.out;

@@ -90,7 +90,8 @@ TEST(Config, EveryKeyOfTheShippedFileHasAComment) {
 TEST(Config, NoFileMeansBuiltInDefaults) {
   xferd::Config c = xferd::load_config("/nonexistent/xferd.conf", "/nonexistent/xferd.conf.d");
   EXPECT_TRUE(c.files.empty());
-  EXPECT_EQ(c.policies.size(), 7u);
+  EXPECT_EQ(c.policies.size(), 9u);
+  EXPECT_EQ(c.policies.at("hla-energy").algorithm, "hla-energy");
   EXPECT_TRUE(c.policies.at("min-energy").kernel);
   EXPECT_FALSE(c.policies.at("app-min-energy").kernel);
 }
