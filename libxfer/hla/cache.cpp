@@ -80,11 +80,12 @@ const TableEntry* choose(const TableStratum& s, const std::string& sla, double b
     met = bound <= 0;
     return by_level.back();
   }
-  if (by_level.empty()) {  // no energy figures behind this stratum
+  if (by_level.empty()) {  // no energy figures behind this stratum: its cheapest throughput level
     met = false;
+    const TableEntry* cheapest = nullptr;
     for (const TableEntry& e : s.entries)
-      if (e.sla == "throughput" && (!by_level.size() || e.level < by_level[0]->level)) by_level = {&e};
-    return by_level.empty() ? nullptr : by_level[0];
+      if (e.sla == "throughput" && (!cheapest || e.level < cheapest->level)) cheapest = &e;
+    return cheapest;
   }
   // Energy levels rise with the energy allowed (and the throughput got): the
   // last whose energy stays within the bound is the most throughput.

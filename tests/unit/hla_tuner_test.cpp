@@ -219,3 +219,21 @@ TEST(HlaTuner, MixedChunksAreScaledToTheChannelLimit) {
   EXPECT_LE(p.total_channels(), 3) << p.reason;
   EXPECT_NE(p.reason.find("FastHLA Alg. 1"), std::string::npos) << p.reason;
 }
+
+TEST(HlaTuner, AStratumWithoutEnergyFiguresAnswersEnergyWithItsCheapestLevel) {
+  hla::TableStratum s = table()->strata[0];
+  s.entries.erase(std::remove_if(s.entries.begin(), s.entries.end(),
+                                 [](const hla::TableEntry& e) { return e.sla == "energy"; }),
+                  s.entries.end());
+  bool met = true;
+  const hla::TableEntry* e = hla::choose(s, "energy", 0, met);
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(met);
+  EXPECT_EQ(e->sla, "throughput");
+  EXPECT_DOUBLE_EQ(e->level, hla::kThroughputLevels.front());
+  // A floor above every entry: the most throughput, and not met.
+  e = hla::choose(s, "throughput", 1000, met);
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(met);
+  EXPECT_DOUBLE_EQ(e->level, 1.0);
+}
