@@ -390,7 +390,7 @@ TEST(Daemon, BrokenConfigStopsStartupAndReloadKeepsTheOldOne) {
       << r.out;
   Shell p = run(bin("xferctl") + " policies --json");
   ASSERT_EQ(p.status, 0) << p.out;
-  EXPECT_EQ(nlohmann::json::parse(p.out).size(), 7u) << "the configuration in use changed";
+  EXPECT_EQ(nlohmann::json::parse(p.out).size(), 9u) << "the configuration in use changed";
   std::ofstream(dropin) << "[policy.lab]\nalgorithm = \"max-throughput\"\nmax_channels = 3\n"
                            "[policy.app-min-energy]\nalgorithm = \"min-energy\"\n"
                            "[policy.min-energy]\nalgorithm = \"min-energy\"\nkernel = true\n";

@@ -51,6 +51,9 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
       {"max-throughput", "--sla max-throughput --max-channels 12"},
       {"energy-efficient", "--sla energy-efficient --search-step 4 --max-channels 12"},
       {"throughput-target", "--sla throughput-target --target-mbps 40"},
+      // No --hla-table: a cold start on the heuristic, reported as such.
+      {"hla-throughput", "--sla hla-throughput --target-mbps 40"},
+      {"hla-energy", "--sla hla-energy"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -89,6 +92,10 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
     } else if (c.name == "throughput-target") {
       EXPECT_DOUBLE_EQ(t["target_mbps"].get<double>(), 40);
       EXPECT_TRUE(t.contains("deviation_pct"));
+    } else if (c.name.rfind("hla-", 0) == 0) {
+      EXPECT_EQ(t["start"], "cold") << t.dump();
+      EXPECT_EQ(t["heuristic"], c.name == "hla-energy" ? "min-energy" : "throughput-target") << t.dump();
+      EXPECT_NE(j["timeline"][0]["reason"].get<std::string>().find("cold start"), std::string::npos);
     }
   }
   // affinity touches only the process; the machine's CPUs are as they were,
