@@ -8,19 +8,11 @@
 #include <numeric>
 
 #include "xfer/hla.h"
+#include "xfer/stats.h"
 
 namespace xfer::hla {
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + long(m), v.end());
-  double hi = v[m];
-  if (v.size() % 2) return hi;
-  return (*std::max_element(v.begin(), v.begin() + long(m)) + hi) / 2;
-}
 
 // Iglewicz-Hoaglin modified z-score: 0.6745 (x - median) / MAD.
 std::vector<bool> outliers(const std::vector<double>& x) {
@@ -149,7 +141,6 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample& m = it->second;
     m.gb += x.gb;
     m.intervals += 1;
-    m.ext_load = (m.ext_load * (m.intervals - 1) + x.ext_load) / m.intervals;
     time[key_k] += dt;
     if (x.j_per_gb) joules[key_k] += *x.j_per_gb * x.gb;
     else all_energy[key_k] = false;

@@ -38,6 +38,7 @@
 #include "throughput_target.h"
 #include "xfer/hla.h"
 #include "xfer/log.h"
+#include "xfer/stats.h"
 
 namespace xfer {
 
@@ -55,7 +56,6 @@ double HlaTuner::chunk_bound(size_t i) const {
 
 Params HlaTuner::init(const JobInfo& info) {
   info_ = info;
-  const char* sla = goal_ == Goal::Energy ? "energy" : "throughput";
   if (!opts_.hla_table) {
     if (goal_ == Goal::Energy) cold_ = std::make_unique<MinEnergyTuner>(opts_);
     else if (opts_.target_mbps > 0 || opts_.target_pct > 0) cold_ = std::make_unique<ThroughputTargetTuner>(opts_);
@@ -69,24 +69,25 @@ Params HlaTuner::init(const JobInfo& info) {
     return p;
   }
   sla_mbps_ = opts_.target_mbps;
-  const hla::ParamTable& t = *opts_.hla_table;
   places_.assign(info.chunks.size(), {});
-  for (size_t i = 0; i < info.chunks.size(); ++i) {
-    const ChunkPlan& c = info.chunks[i];
-    hla::Query q;
-    q.link_mbps = info.bandwidth_bps / 1e6, q.rtt_ms = info.rtt_s * 1e3, q.loss_pct = std::max(0.0, info.loss_pct);
-    q.ext_load = -1;  // not measured yet: the lightest band
-    q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
-    q.sla = sla;
-    if (auto hit = hla::lookup(t, q)) {
+  for (size_t i = 0; i < info.chunks.size(); ++i)
+    if (auto hit = hla::lookup(*opts_.hla_table, query(i, -1))) {  // no load measured yet: the lightest band
       places_[i].bands = hit->bands;
       places_[i].band = hit->band;
       places_[i].source = "table " + hit->bands[hit->band]->id;
-    } else {
-      places_[i].source = "predictor";
     }
-  }
   return from_table(fmt::format("{}: start", name()));
+}
+
+hla::Query HlaTuner::query(size_t chunk, double ext_load) const {
+  const ChunkPlan& c = info_.chunks[chunk];
+  hla::Query q;
+  q.link_mbps = info_.bandwidth_bps / 1e6, q.rtt_ms = info_.rtt_s * 1e3, q.loss_pct = std::max(0.0, info_.loss_pct);
+  q.ext_load = ext_load;
+  q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
+  q.sla = goal_ == Goal::Energy ? "energy" : "throughput";
+  q.level = goal_ == Goal::Energy ? 1.0 : (opts_.target_pct > 0 ? opts_.target_pct / 100 : 1.0);
+  return q;
 }
 
 // The params of every chunk's current band (or the predictor's), scaled to
@@ -119,13 +120,7 @@ Params HlaTuner::from_table(const std::string& why) {
         continue;
       }
     }
-    hla::Query q;
-    q.link_mbps = info_.bandwidth_bps / 1e6, q.rtt_ms = info_.rtt_s * 1e3, q.loss_pct = std::max(0.0, info_.loss_pct);
-    q.ext_load = ref_load_ >= 0 ? ref_load_ : 0;
-    q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
-    q.sla = sla;
-    q.level = goal_ == Goal::Energy ? 1.0 : (opts_.target_pct > 0 ? opts_.target_pct / 100 : 1.0);
-    if (auto p = hla::predict(t, q)) {
+    if (auto p = hla::predict(t, query(i, ref_load_ >= 0 ? ref_load_ : 0))) {
       k[i] = *p;
       place.source = "predictor";
       parts.push_back(fmt::format("{} chunk not in the table: the predictor says {}x{}x{}, {} cores", to_string(c.kind),
@@ -164,12 +159,6 @@ Params HlaTuner::from_table(const std::string& why) {
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 void push_window(std::vector<double>& w, double v, size_t n) {
   w.push_back(v);

@@ -11,6 +11,7 @@ namespace xfer {
 
 namespace hla {
 struct TableStratum;
+struct Query;
 }
 
 // Cross-LayerHLA's online algorithms (cross-layer-hla.txt §III-C, §III-D):
@@ -50,6 +51,8 @@ class HlaTuner : public Tuner {
     std::string source;  // "table P1/D2/L1" | "predictor" | "heuristic"
   };
   Params from_table(const std::string& why);
+  // The chunk as the parameter cache and the predictor are asked about it.
+  hla::Query query(size_t chunk, double ext_load) const;
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
   double chunk_bound(size_t i) const;
 

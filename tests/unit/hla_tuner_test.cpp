@@ -104,14 +104,24 @@ struct SimJob {
   }
 };
 
+// A job started by `policy` from the hand-made table.
+SimJob started(const std::string& policy, TunerOptions o) {
+  o.hla_table = table();
+  SimJob r{make_tuner(policy, o)};
+  r.p = r.tuner->init(job());
+  return r;
+}
+
+TunerOptions floor_of(double mbps) {
+  TunerOptions o;
+  o.target_mbps = mbps;
+  return o;
+}
+
 }  // namespace
 
 TEST(HlaTuner, ThroughputFollowsTheLoadBandsAndSwitchesAtMostThreeTimes) {
-  TunerOptions o;
-  o.hla_table = table();
-  o.target_mbps = 50;
-  SimJob r{make_tuner("hla-throughput", o)};
-  r.p = r.tuner->init(job());
+  SimJob r = started("hla-throughput", floor_of(50));
   // Light load first ("start with the light external load surface").
   EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
   EXPECT_NE(r.p.reason.find("P1/D1/L1"), std::string::npos) << r.p.reason;
@@ -137,11 +147,7 @@ TEST(HlaTuner, ThroughputFollowsTheLoadBandsAndSwitchesAtMostThreeTimes) {
 }
 
 TEST(HlaTuner, OneNoisyIntervalIsNotALoadChange) {
-  TunerOptions o;
-  o.hla_table = table();
-  o.target_mbps = 50;
-  SimJob r{make_tuner("hla-throughput", o)};
-  r.p = r.tuner->init(job());
+  SimJob r = started("hla-throughput", floor_of(50));
   r.at(0.05, 4);
   EXPECT_EQ(r.at(0.7, 1), 2);  // one spike: the median of three does not move
   EXPECT_EQ(r.at(0.05, 4), 2);
@@ -149,10 +155,7 @@ TEST(HlaTuner, OneNoisyIntervalIsNotALoadChange) {
 }
 
 TEST(HlaTuner, EnergyMovesUpWhenTheProjectionRisesWithTheLoad) {
-  TunerOptions o;
-  o.hla_table = table();
-  SimJob r{make_tuner("hla-energy", o)};
-  r.p = r.tuner->init(job());
+  SimJob r = started("hla-energy", {});
   // No ceiling: least energy, the level-1.0 energy entry of the light band.
   EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
   EXPECT_NE(r.p.reason.find("energy level 1"), std::string::npos) << r.p.reason;

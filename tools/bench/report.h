@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "measure.h"
+#include "xfer/stats.h"
 
 namespace bench {
 
-double median(std::vector<double> v);  // 0 for none
+using xfer::median;  // 0 for none
 
 std::string csv_header();
 std::string csv_line(const RunRow& r);
