@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fixture.h"
+#include "hla_report.h"
 #include "report.h"
 
 namespace fs = std::filesystem;
@@ -50,4 +51,72 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
   pclose(p);
   EXPECT_EQ(ns.find("xfer-bench240"), std::string::npos) << "namespaces left: " << ns;
   fs::remove_all(out);
+}
+
+// The history benchmark's judgements on runs whose numbers are known: the
+// best static, the convergence interval, and SLA adherence per interval,
+// right after a switch included (hla_report.h).
+TEST(Bench, HlaReportJudgesConvergenceAndAdherenceOnKnownRuns) {
+  auto run = [](std::string client, std::string goal, double thr, std::vector<double> mbps) {
+    bench::RunRow r;
+    r.dataset = "html-test", r.client = client, r.goal = goal, r.kind = "xferctl", r.verified = true, r.bytes = 1000000;
+    r.throughput_mbps = thr, r.j_per_gb = 100;
+    for (size_t i = 0; i < mbps.size(); ++i) r.timeline.push_back({0.5 * double(i + 1), mbps[i], NAN, NAN});
+    std::vector<double> mid;  // without the first and the last, as xfer-bench reads it
+    for (size_t i = 1; i + 1 < mbps.size(); ++i) mid.push_back(mbps[i]);
+    r.steady_mbps = bench::median(mid);
+    return r;
+  };
+  bench::HlaContext ctx;
+  ctx.switches_s = {1.0};  // intervals starting at 1.0 and 1.5 are "after" it
+  std::vector<bench::RunRow> rows = {
+      run("static a", "static", 80, {50, 90, 90, 90, 10}),
+      run("static b", "static", 100, {50, 110, 110, 110, 10}),  // the best: target 0.9 x 110 = 99
+      run("hla-throughput", "hla-throughput", 98, {100, 105, 50, 104, 106}),
+      run("max-throughput", "max-throughput", 70, {20, 60, 99.5, 100, 100}),
+  };
+  EXPECT_EQ(bench::convergence_interval(rows[2].timeline, 110), 1);
+  EXPECT_EQ(bench::convergence_interval(rows[3].timeline, 110), 3);
+  EXPECT_EQ(bench::convergence_interval(rows[3].timeline, 1000), 0);
+
+  // A floor of 50: intervals 2-5 are judged (the first and the last are not).
+  bench::RunRow floor = run("hla-throughput floor 50", "hla-throughput", 60, {10, 60, 40, 70, 55, 5});
+  floor.floor_mbps = 50;
+  bench::Adherence a = bench::floor_adherence(floor, 50, ctx);
+  EXPECT_EQ(a.intervals, 4);
+  EXPECT_EQ(a.met, 3);
+  EXPECT_EQ(a.after_switch, 2);  // 40 (from 1.0 s) and 70 (from 1.5 s)
+  EXPECT_EQ(a.after_met, 1);
+  EXPECT_DOUBLE_EQ(a.worst, 0.8);
+  // A budget of 100 J/GB with 5% tolerance; an interval without energy is skipped.
+  bench::RunRow budget = run("hla-energy budget 100", "hla-energy", 60, {60, 60, 60, 60, 60, 60});
+  budget.budget_j_per_gb = 100;
+  const double jpg[] = {500, 104, 110, NAN, 90, 500};
+  for (size_t i = 0; i < 6; ++i) budget.timeline[i].j_per_gb = jpg[i];
+  bench::Adherence b = bench::budget_adherence(budget, 100, 0.05, ctx);
+  EXPECT_EQ(b.intervals, 3);
+  EXPECT_EQ(b.met, 2);
+  EXPECT_DOUBLE_EQ(b.worst, 1.1);
+  rows.push_back(floor);
+  rows.push_back(budget);
+
+  std::string md = bench::hla_markdown(rows, ctx);
+  EXPECT_NE(md.find("Best static: static b (100.0 Mbit/s whole run, 110.0 sustained; convergence at >= 99.0)"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| convergence | hla-throughput | interval 1 | the first (the best static's own: 2) | **met** |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| throughput vs best static | hla-throughput | 98.0 / 100.0 = 0.98x | >= 0.95x | **met** |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| throughput vs max-throughput | hla-throughput | 1.40x | >= 1.2x | **met** |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| floor 50 Mbit/s | hla-throughput floor 50 | 3/4 (75%) of intervals; after a switch 1/2 (50%); "
+                    "worst 0.80x | >= 95% | **missed** |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| budget 100 J/GB | hla-energy budget 100 | 2/3 (67%) of intervals within 5%"), std::string::npos)
+      << md;
+  // The plot draws one line per run given, the switch dashed.
+  std::string svg = bench::timeline_svg("t", {&rows[2], &rows[3]}, ctx);
+  size_t lines = 0;
+  for (size_t at = 0; (at = svg.find("<polyline", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 2u);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
 }

@@ -1,6 +1,8 @@
 // Every SLA policy over xfer-linkemu (issue 6): xferctl run --sla POLICY in
 // the link's client namespace completes a mixed dataset byte-identical, and
 // says in its timeline why it chose what it chose, kernel layer included.
+// The hla policies run twice: on a cold start, and from a parameter table
+// whose strata are this link's and this dataset's chunks (issue 15).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
+#include "xfer/hla.h"
+#include "xfer/partition.h"
 
 namespace fs = std::filesystem;
 using namespace xtest;
@@ -35,6 +39,36 @@ struct Link {
   }
 };
 
+// Each chunk kind's params in the table below: distinct, so the test tells
+// which stratum a chunk started from.
+const xfer::hla::Knobs kTableKnobs[] = {{3, 1, 4, 2, 0}, {2, 2, 1, 2, 0}, {1, 3, 1, 1, 0}};
+
+// A table as xfer-hla analyze writes one, for this link (100 Mbit/s, 20 ms)
+// and this dataset: a stratum per chunk of the dataset as xferctl
+// partitions it at the link's BDP (P1/D1: small, D2: medium, D3: large),
+// with a throughput and an energy entry each.
+void write_table(const Dataset& d, const std::string& path) {
+  std::vector<uint64_t> sizes;
+  for (const auto& f : d.files) sizes.push_back(f.size);
+  xfer::PartitionConfig cfg;
+  cfg.bdp_bytes = uint64_t(100e6 / 8 * 0.020);
+  xfer::hla::ParamTable t;
+  t.generated_unix = double(time(nullptr));
+  t.history = "policies_test";
+  for (const xfer::ChunkPlan& c : xfer::partition_files(sizes, cfg)) {
+    xfer::hla::TableStratum s;
+    s.id = "P1/D" + std::to_string(int(c.kind) + 1) + "/L1";
+    s.link_mbps = 100, s.rtt_ms = 20;
+    s.files = double(c.files.size()), s.bytes = double(c.bytes), s.size_mean = c.avg_size(), s.size_sd = c.size_sd;
+    s.rows = 24;
+    xfer::hla::Choice ch{kTableKnobs[int(c.kind)], 80, 60, true};
+    s.entries.push_back({"throughput", 1.0, 80, ch});
+    s.entries.push_back({"energy", 1.0, 60, ch});
+    t.strata.push_back(s);
+  }
+  xfer::hla::save_table(t, path);
+}
+
 }  // namespace
 
 TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
@@ -42,8 +76,11 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
   Link link(d);
   std::string online_before = capture("cat /sys/devices/system/cpu/online");
   std::ofstream(link.work + "/manifest") << d.manifest("http://10.201.236.2:8081/");
+  write_table(d, link.work + "/table.json");
+  const std::string table = " --max-channels 12 --hla-table " + link.work + "/table.json";
   struct Case {
     std::string name, args;
+    bool table = false;  // name is POLICY+table
   };
   const std::vector<Case> cases = {
       {"static", "--sla static --cc 4 --pp 4"},
@@ -54,6 +91,8 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
       // No --hla-table: a cold start on the heuristic, reported as such.
       {"hla-throughput", "--sla hla-throughput --target-mbps 40"},
       {"hla-energy", "--sla hla-energy"},
+      {"hla-throughput+table", "--sla hla-throughput --target-mbps 40" + table, true},
+      {"hla-energy+table", "--sla hla-energy" + table, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -66,7 +105,7 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
     auto j = nlohmann::json::parse(out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << out;
     EXPECT_EQ(j["state"], "done");
-    EXPECT_EQ(j["policy"], c.name);
+    EXPECT_EQ(j["policy"], c.name.substr(0, c.name.find('+')));
     EXPECT_EQ(j["files_ok"].get<size_t>(), d.files.size());
     expect_identical(d, dest);
     expect_no_partials(dest);
@@ -92,6 +131,23 @@ TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
     } else if (c.name == "throughput-target") {
       EXPECT_DOUBLE_EQ(t["target_mbps"].get<double>(), 40);
       EXPECT_TRUE(t.contains("deviation_pct"));
+    } else if (c.table) {
+      // Every chunk started from its own stratum, with that stratum's params.
+      EXPECT_EQ(t["start"], "table") << t.dump();
+      ASSERT_EQ(t["chunks"].size(), j["timeline"][0]["params"].size()) << t.dump();
+      ASSERT_GE(t["chunks"].size(), 2u) << t.dump();  // a mixed dataset: more than one chunk
+      for (size_t i = 0; i < t["chunks"].size(); ++i) {
+        std::string kind = t["chunks"][i]["kind"];
+        int k = kind == "small" ? 0 : kind == "medium" ? 1 : 2;
+        EXPECT_EQ(t["chunks"][i]["source"], "table P1/D" + std::to_string(k + 1) + "/L1") << t.dump();
+        const auto& first = j["timeline"][0]["params"][i];
+        EXPECT_EQ(first["chunk"], kind);
+        EXPECT_EQ(first["cc"].get<int>(), kTableKnobs[k].cc) << first.dump();
+        EXPECT_EQ(first["p"].get<int>(), kTableKnobs[k].p) << first.dump();
+        EXPECT_EQ(first["pp"].get<int>(), kTableKnobs[k].pp) << first.dump();
+      }
+      EXPECT_NE(j["timeline"][0]["reason"].get<std::string>().find("from P1/D"), std::string::npos)
+          << j["timeline"][0]["reason"];
     } else if (c.name.rfind("hla-", 0) == 0) {
       EXPECT_EQ(t["start"], "cold") << t.dump();
       EXPECT_EQ(t["heuristic"], c.name == "hla-energy" ? "min-energy" : "throughput-target") << t.dump();

@@ -10,6 +10,14 @@
 // (user+sys of its process tree), server CPU (nginx), modelled energy.
 // Output: DIR/results.csv (appended run by run), DIR/summary.md (medians,
 // ratios to the best peer), DIR/plot-DATASET.svg.
+//
+// A scenario with [hla] (issue 15) first makes a history and a parameter
+// table: xfer-hla collect on the plan (its own datasets, of the same shapes
+// as the measured ones but other seeds) and xfer-hla analyze, in
+// --hla-dir (default DIR/hla; the history is the progress, so a second run
+// or another scenario with the same directory reuses it). Clients' "{hla_table}"
+// arguments name the table. The report then adds the best static, the
+// convergence, the SLA adherence per interval and DIR/timeline-DATASET.svg.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cross.h"
+#include "hla_report.h"
 #include "measure.h"
 #include "report.h"
 #include "scenario.h"
@@ -81,20 +90,74 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (j.is_discarded() || !j.contains("tuner")) return;
   const auto& t = j["tuner"];
+  auto number = [&](const char* key, double* to) {
+    if (t.contains(key) && t[key].is_number()) *to = t[key].get<double>();
+  };
   if (t.contains("chosen") && t["chosen"].is_number() && t["chosen"].get<double>() > 0) r->chosen = t["chosen"];
-  if (t.contains("target_mbps")) r->target_mbps = t["target_mbps"];
-  if (t.contains("controlled_mean_mbps")) r->controlled_mbps = t["controlled_mean_mbps"];
+  number("target_mbps", &r->target_mbps);
+  number("controlled_mean_mbps", &r->controlled_mbps);
+  number("floor_mbps", &r->floor_mbps);
+  number("ceiling_j_per_gb", &r->budget_j_per_gb);
+  if (!(r->floor_mbps > 0)) r->floor_mbps = NAN;  // 0: none (most throughput)
+  if (!(r->budget_j_per_gb > 0)) r->budget_j_per_gb = NAN;  // 0: none (least energy)
+  if (j.contains("seconds") && j["seconds"].is_number()) r->clock_offset_s = std::max(0.0, r->wall_s - j["seconds"].get<double>());
   std::vector<double> v;
   const auto& tl = j["timeline"];
-  for (size_t i = 1; i + 1 < tl.size(); ++i) v.push_back(tl[i].value("throughput_mbps", 0.0));
+  uint64_t before = 0;
+  for (size_t i = 0; i < tl.size(); ++i) {
+    bench::IntervalPoint p;
+    p.t_s = tl[i].value("t", 0.0), p.mbps = tl[i].value("throughput_mbps", 0.0);
+    uint64_t done = tl[i].value("bytes_done", uint64_t(0));
+    if (tl[i].contains("joules") && done > before) p.j_per_gb = tl[i]["joules"].get<double>() / (double(done - before) / 1e9);
+    if (tl[i].contains("ext_load")) p.ext_load = tl[i]["ext_load"].get<double>();
+    before = done;
+    r->timeline.push_back(p);
+    if (i >= 1 && i + 1 < tl.size()) v.push_back(p.mbps);
+  }
   if (!v.empty()) r->steady_mbps = bench::median(v);
+}
+
+// Runs argv with this terminal (progress shows); its exit status.
+int run_visible(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> av;
+    for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// The [hla] phase: collect (resumed from the history if it has begun),
+// analyze; the table's path. Throws with what failed.
+std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& dir) {
+  fs::create_directories(dir);
+  std::string history = dir + "/history.db", table = dir + "/table.json";
+  fmt::print(stderr, "xfer-bench: [hla] collecting the history ({}) into {}\n", sc.hla.plan, history);
+  std::vector<std::string> collect = {self_dir() + "/xfer-hla", "collect", sc.hla.plan, "--history", history,
+                                      "--out", dir + "/collect"};
+  if (quick) collect.push_back("--quick");
+  if (int rc = run_visible(collect); rc != 0)
+    throw std::runtime_error(fmt::format("xfer-hla collect failed (exit {}); its logs are in {}/collect/logs", rc, dir));
+  fmt::print(stderr, "xfer-bench: [hla] analysing it into {}\n", table);
+  bench::Exec e = bench::run_measured({self_dir() + "/xfer-hla", "analyze", "--history", history, "--out", table,
+                                       "--plots", dir + "/plots"},
+                                      dir + "/analyze", 600);
+  if (e.exit_code != 0)
+    throw std::runtime_error(fmt::format("xfer-hla analyze failed (exit {}); see {}/analyze.err", e.exit_code, dir));
+  return table;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};
-  std::string scenario_path, out, data_root, only_dataset, only_client;
+  std::string scenario_path, out, data_root, only_dataset, only_client, hla_dir;
   bool quick = false;
   int repeat = 0, index = 0;
   app.add_option("scenario", scenario_path, "scenario file (TOML), e.g. tests/bench/wan.toml")->required();
@@ -105,6 +168,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", only_dataset, "only the dataset of this shape");
   app.add_option("--client", only_client, "only clients whose name contains this");
   app.add_option("--index", index, "link subnet index (default: from the pid)")->check(CLI::Range(1, 250));
+  app.add_option("--hla-dir", hla_dir, "where the [hla] phase keeps its history and table (default OUT/hla)");
   CLI11_PARSE(app, argc, argv);
   if (repeat == 0) repeat = quick ? 1 : 3;
   if (index == 0) index = 100 + getpid() % 150;
@@ -138,6 +202,24 @@ int main(int argc, char** argv) {
   std::vector<bench::ClientSpec> clients;
   for (const auto& c : sc.clients)
     if (only_client.empty() || c.name.find(only_client) != std::string::npos) clients.push_back(c);
+  std::string hla_table;
+  for (const auto& c : clients)
+    for (const auto& a : c.args)
+      if (a.find("{hla_table}") != std::string::npos && sc.hla.plan.empty()) {
+        fmt::print(stderr, "xfer-bench: client '{}' names {{hla_table}} but the scenario has no [hla] phase\n", c.name);
+        return 2;
+      }
+  if (!sc.hla.plan.empty()) {
+    try {
+      hla_table = hla_phase(sc, quick, hla_dir.empty() ? out + "/hla" : hla_dir);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xfer-bench: {}\n", e.what());
+      return g_stop ? 130 : 1;
+    }
+    for (auto& c : clients)
+      for (auto& a : c.args)
+        for (size_t at; (at = a.find("{hla_table}")) != std::string::npos;) a.replace(at, 11, hla_table);
+  }
 
   std::string link_name = "bench" + std::to_string(index);
   std::unique_ptr<LinkProcess> link;
@@ -179,7 +261,7 @@ int main(int argc, char** argv) {
         double srv0 = bench::process_tree_cpu_s(nginx);
         traffic.start();
         std::string log = fmt::format("{}/logs/{}-{}-r{}", out, d.id, ci, rep);
-        bench::Exec e = bench::run_measured(full, log, 1800);
+        bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
         traffic.stop();
         double srv1 = bench::process_tree_cpu_s(nginx);
 
@@ -213,7 +295,32 @@ int main(int argc, char** argv) {
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary, xfer::CpuPowerModel::kSource);
   bool any_goal = false;
   for (const auto& c : clients) any_goal |= !c.goal.empty();
-  if (any_goal) md += bench::goals_markdown(rows, sc.link.rate_mbps);
+  bool hla_goal = false;
+  for (const auto& c : clients) hla_goal |= c.goal == "static" || c.goal.rfind("hla-", 0) == 0;
+  if (any_goal && !hla_goal) md += bench::goals_markdown(rows, sc.link.rate_mbps);
+  bench::HlaContext hctx;
+  for (const auto& c : sc.cross)
+    for (double t : {c.start_s, c.stop_s})
+      if (t > 0 && std::find(hctx.switches_s.begin(), hctx.switches_s.end(), t) == hctx.switches_s.end())
+        hctx.switches_s.push_back(t);
+  std::sort(hctx.switches_s.begin(), hctx.switches_s.end());
+  if (hla_goal) {
+    md += bench::hla_markdown(rows, hctx);
+    std::ofstream(out + "/timelines.csv") << bench::timelines_csv(rows);
+    for (const auto& d : datasets) {
+      std::vector<const bench::RunRow*> firsts;
+      for (const auto& c : clients) {
+        if (c.kind != "xferctl" || c.goal == "static") continue;
+        for (const auto& r : rows)
+          if (r.dataset == d.id && r.client == c.name && r.verified && !r.timeline.empty()) {
+            firsts.push_back(&r);
+            break;
+          }
+      }
+      std::ofstream(out + "/timeline-" + d.id + ".svg")
+          << bench::timeline_svg(sc.name + ": " + d.id + ", throughput per interval (first run of each)", firsts, hctx);
+    }
+  }
   std::ofstream(out + "/summary.md") << md;
   for (const auto& d : datasets) {
     std::vector<bench::Summary> part;

@@ -60,26 +60,26 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
   return pid;
 }
 
-Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s) {
+Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s,
+                  const std::function<void()>& tick) {
   Exec e;
-  rusage before{}, after{};
-  getrusage(RUSAGE_CHILDREN, &before);
+  rusage ru{};
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = spawn_logged(argv, log_prefix);
   int st = 0;
   for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
+    pid_t r = wait4(pid, &st, WNOHANG, &ru);
+    if (r == pid || r < 0) break;
     if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(timeout_s)) {
       kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
+      wait4(pid, &st, 0, &ru);
       break;
     }
+    if (tick) tick();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  getrusage(RUSAGE_CHILDREN, &after);
-  e.cpu_s = tv_s(after.ru_utime) - tv_s(before.ru_utime) + tv_s(after.ru_stime) - tv_s(before.ru_stime);
+  e.cpu_s = tv_s(ru.ru_utime) + tv_s(ru.ru_stime);
   e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return e;
 }

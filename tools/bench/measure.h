@@ -6,10 +6,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace bench {
+
+// One control interval of an xferctl run (its --json timeline).
+struct IntervalPoint {
+  double t_s = 0;            // end of the interval, on the job's clock
+  double mbps = 0;
+  double j_per_gb = NAN;     // the interval's energy over its bytes (NaN: none)
+  double ext_load = NAN;
+};
 
 struct RunRow {
   std::string scenario, dataset, client, kind;
@@ -30,6 +39,12 @@ struct RunRow {
   // Median of xferctl's interval throughputs without the first and the last
   // (set-up and tail): the rate it sustains. NaN for other clients.
   double steady_mbps = NAN;
+  // In memory only (timelines.csv keeps them): the hla tuners' SLA, the
+  // intervals, and how long the run went before the job's clock started
+  // (its wall time less the job's seconds), to place the cross traffic's
+  // switches on the job's clock.
+  double floor_mbps = NAN, budget_j_per_gb = NAN, clock_offset_s = 0;
+  std::vector<IntervalPoint> timeline;
 };
 
 // Starts argv (stdin /dev/null, stdout and stderr to LOG_PREFIX.out / .err,
@@ -42,7 +57,11 @@ struct Exec {
   int exit_code = 0;
   double wall_s = 0, cpu_s = 0;
 };
-Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s);
+// tick, when given, is called every few milliseconds while it runs (the
+// cross traffic's schedule). The CPU is that of this child alone (wait4), so
+// other children reaped meanwhile (iperf3) are not charged to it.
+Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s,
+                  const std::function<void()>& tick = {});
 
 // user+sys CPU seconds of a process and its children (/proc/PID/stat): nginx
 // master and workers.

@@ -1,5 +1,6 @@
 #include "scenario.h"
 
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
@@ -75,6 +76,11 @@ Scenario load_scenario(const std::string& path) {
       s.cross.push_back({get<double>(*t, "start_s", 0), get<double>(*t, "stop_s", 0), get<double>(*t, "pct", 0)});
     }
   s.datasets = parse_datasets(root, path);
+  if (auto* h = root["hla"].as_table()) {
+    s.hla.plan = get<std::string>(*h, "plan", "");
+    if (s.hla.plan.empty()) throw std::runtime_error(where(path, *h) + ": [hla] needs plan = \"PLAN.toml\"");
+    if (s.hla.plan[0] != '/') s.hla.plan = (std::filesystem::path(path).parent_path() / s.hla.plan).string();
+  }
   static const std::set<std::string> kinds = {"xferctl", "curl-seq", "curl-parallel", "wget", "aria2c"};
   if (auto* arr = root["client"].as_array())
     for (auto& n : *arr) {
@@ -92,9 +98,11 @@ Scenario load_scenario(const std::string& path) {
       c.split = int(get<int64_t>(*t, "split", 4));
       c.goal = get<std::string>(*t, "goal", "");
       if (!c.goal.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, n) + ": only xferctl clients have a goal");
-      if (!c.goal.empty() && c.goal != "max-throughput" && c.goal != "min-energy" && c.goal != "energy-efficient" &&
-          c.goal != "ee-sweep" && c.goal != "target")
-        throw std::runtime_error(where(path, n) + ": goal is max-throughput, min-energy, energy-efficient, ee-sweep or target");
+      static const std::set<std::string> goals = {"max-throughput", "min-energy", "energy-efficient", "ee-sweep", "target",
+                                                  "hla-throughput", "hla-energy", "static"};
+      if (!c.goal.empty() && !goals.count(c.goal))
+        throw std::runtime_error(where(path, n) + ": goal is one of max-throughput, min-energy, energy-efficient, ee-sweep, "
+                                 "target, hla-throughput, hla-energy, static");
       if (auto* a = (*t)["args"].as_array())
         for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
       s.clients.push_back(c);

@@ -33,14 +33,24 @@ struct ClientSpec {
   std::vector<std::string> args;
   // What the SLA report checks this client for: max-throughput, min-energy,
   // energy-efficient, ee-sweep (one fixed level of the brute-force sweep),
-  // target (throughput-target); empty: nothing.
+  // target (throughput-target); the history benchmark's (issue 15):
+  // hla-throughput, hla-energy, static (one point of the static sweep);
+  // empty: nothing.
   std::string goal;
   bool is_peer() const { return kind != "xferctl"; }
+};
+
+// The history phase (issue 15): xfer-hla collect on a plan (datasets of
+// the same shapes, other seeds), then analyze; clients' "{hla_table}"
+// arguments name the table it made.
+struct HlaPhase {
+  std::string plan;  // resolved against the scenario's directory; empty: no phase
 };
 
 struct Scenario {
   std::string name, path;
   LinkSpec link;
+  HlaPhase hla;
   std::vector<CrossSpec> cross;
   std::vector<DatasetSpec> datasets;
   std::vector<ClientSpec> clients;

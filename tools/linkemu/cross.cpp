@@ -69,14 +69,17 @@ void CrossTraffic::poll() {
     spawn({"ip", "netns", "exec", client_ns_, "iperf3", "-c", server_ip_, "-p", std::to_string(base_port_ + i),
            "-R", "-b", fmt::format("{:.0f}M", link_mbps_ * f.pct / 100), "-t", fmt::format("{:.1f}", f.stop_s - f.start_s)});
   }
-  while (waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
+  // Reap only what it started: the caller may be waiting for children of its own.
+  for (pid_t& p : pids_)
+    if (p > 0 && waitpid(p, nullptr, WNOHANG) == p) p = -1;
 }
 
 void CrossTraffic::stop() {
   // `ip netns exec` execs iperf3 in place: the pid is iperf3's.
-  for (pid_t p : pids_) kill(p, SIGTERM);
-  for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  for (pid_t p : pids_)
+    if (p > 0) kill(p, SIGTERM);
+  for (pid_t p : pids_)
+    if (p > 0) waitpid(p, nullptr, 0);
   pids_.clear();
 }
 
