@@ -196,8 +196,11 @@ std::vector<double> path_features(double link_mbps, double rtt_ms, double loss_p
   return {std::log10(std::max(link_mbps, 1e-3)), std::log10(std::max(rtt_ms, 0.1)), std::log10(1 + 100 * loss_pct)};
 }
 std::vector<double> dataset_features(double bytes, double files, double size_mean, double size_sd) {
+  // The spread as a share of the mean (coefficient of variation), not in
+  // bytes: log10(1 + sd) put one file (sd 0) six units from two files of the
+  // same size (sd of a few MB), so a one-video chunk matched no video stratum.
   return {std::log10(std::max(bytes, 1.0)), std::log10(std::max(files, 1.0)), std::log10(std::max(size_mean, 1.0)),
-          std::log10(1 + size_sd)};
+          size_sd / std::max(size_mean, 1.0)};
 }
 
 namespace {

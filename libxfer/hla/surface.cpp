@@ -364,6 +364,7 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   }
   m.train_rows = ktr.size(), m.test_rows = kte.size();
   for (size_t r : rows) m.t_cap = std::max(m.t_cap, s[r].link_mbps);
+  if (!ttr.empty()) m.t_floor = *std::min_element(ttr.begin(), ttr.end());
   if (m.has_energy) {
     m.e_floor = 1e300;
     for (double e : etr) m.e_floor = std::min(m.e_floor, e);
@@ -406,13 +407,15 @@ std::vector<Knobs> candidates(const StratumModel& m) {
   if (pp.empty()) pp.insert(1);
   if (cores.empty()) cores.insert(1);
   if (freq.empty()) freq.insert(0);
-  std::vector<Knobs> out;
+  std::vector<Knobs> all, out;
   for (int a : cc)
     for (int b : p)
       for (int c : pp)
         for (int d : cores)
-          for (long f : freq) out.push_back({a, b, c, d, f});
-  return out;
+          for (long f : freq) all.push_back({a, b, c, d, f});
+  for (const Knobs& k : all)
+    if (m.throughput(k) >= m.t_floor) out.push_back(k);
+  return out.empty() ? all : out;
 }
 
 namespace {

@@ -24,6 +24,9 @@
 // band changes; then heuristic fine-tuning: hla-throughput adds a channel to
 // the chunk with the most bytes left while under its floor; hla-energy takes
 // one from the chunk with the most channels while over its ceiling.
+// hla-throughput's floor is split among the chunks by their bytes; when a
+// chunk finishes, the rest re-choose from their bands for their share of
+// the whole floor (not a switch: the surfaces stay).
 #include "hla_tuner.h"
 
 #include <fmt/format.h>
@@ -48,10 +51,12 @@ HlaTuner::~HlaTuner() = default;
 double HlaTuner::chunk_bound(size_t i) const {
   if (goal_ == Goal::Energy) return opts_.energy_budget_j_per_gb;
   if (sla_mbps_ <= 0) return 0;
-  // The job's floor shared by the chunks as their bytes are.
+  // The job's floor shared by the chunks as their bytes are (once one has
+  // finished: as the bytes the running ones had left then).
+  auto bytes = [&](size_t k) { return left_.empty() ? double(info_.chunks[k].bytes) : double(left_[k]); };
   double all = 0;
-  for (const ChunkPlan& c : info_.chunks) all += double(c.bytes);
-  return all > 0 ? sla_mbps_ * double(info_.chunks[i].bytes) / all : sla_mbps_;
+  for (size_t k = 0; k < info_.chunks.size(); ++k) all += bytes(k);
+  return all > 0 ? sla_mbps_ * bytes(i) / all : sla_mbps_;
 }
 
 Params HlaTuner::init(const JobInfo& info) {
@@ -69,6 +74,7 @@ Params HlaTuner::init(const JobInfo& info) {
     return p;
   }
   sla_mbps_ = opts_.target_mbps;
+  active_.assign(info.chunks.size(), true);
   places_.assign(info.chunks.size(), {});
   for (size_t i = 0; i < info.chunks.size(); ++i)
     if (auto hit = hla::lookup(*opts_.hla_table, query(i, -1))) {  // no load measured yet: the lightest band
@@ -101,6 +107,10 @@ Params HlaTuner::from_table(const std::string& why) {
   for (size_t i = 0; i < info_.chunks.size(); ++i) {
     const ChunkPlan& c = info_.chunks[i];
     ChunkPlace& place = places_[i];
+    if (!active_.empty() && !active_[i]) {  // done: one channel's weight in the channel limit
+      k[i] = {1, 1, 1, 0, 0};
+      continue;
+    }
     double bound = chunk_bound(i);
     if (!place.bands.empty()) {
       const hla::TableStratum& s = *place.bands[place.band];
@@ -178,6 +188,25 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   seconds_ += obs.interval_s;
   bytes_ += obs.bytes_interval;
   if (obs.ext_load) push_window(loads_, *obs.ext_load, kLoadWindow);
+  // hla-throughput's floor is shared by the chunks; when one finishes, the
+  // chunks still running carry all of it: each takes its share of the
+  // bytes left, from the band it is on (otherwise a small-file chunk's
+  // share would be lost and the last chunk alone fall below the floor).
+  std::vector<bool> active = tune::active_chunks(&obs, info_.chunks.size());
+  bool finished = false;
+  for (size_t i = 0; i < active.size() && i < active_.size(); ++i) finished |= active_[i] && !active[i];
+  active_ = active;
+  if (finished && goal_ == Goal::Throughput && sla_mbps_ > 0 && !obs.near_end &&
+      std::find(active.begin(), active.end(), true) != active.end()) {
+    left_.assign(info_.chunks.size(), 0);
+    for (size_t i = 0; i < obs.chunks.size() && i < left_.size(); ++i)
+      if (active[i]) left_[i] = obs.chunks[i].bytes_total - std::min(obs.chunks[i].bytes_total, obs.chunks[i].bytes_done);
+    events_.push_back({{"interval", intervals_}, {"event", "chunk finished: floor re-shared"}});
+    ref_mbps_ = 0, ref_pred_ = 0, worse_for_ = 0;
+    recent_bps_.clear(), recent_w_.clear();
+    return from_table(
+        fmt::format("{}: a chunk finished; the chunks left share the {:.1f} Mbit/s floor", name(), sla_mbps_));
+  }
   // The interval after a change holds the change itself; the tail says
   // little about the params.
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;

@@ -64,6 +64,10 @@ class HlaTuner : public Tuner {
   Params current_;
   tune::KernelPlan kernel_;
   double sla_mbps_ = 0;  // hla-throughput's floor (0: most throughput)
+  // Which chunks are still running, and the bytes they had left when one
+  // finished (empty: the plan's bytes): the floor's shares (chunk_bound).
+  std::vector<bool> active_;
+  std::vector<uint64_t> left_;
   std::vector<double> loads_, recent_bps_, recent_w_;  // the last kLoadWindow intervals'
   double ref_load_ = -1, ref_mbps_ = 0, ref_pred_ = 0;   // when the band in use was taken
   int worse_for_ = 0;

@@ -170,6 +170,37 @@ TEST(Hla, EqualOptimaGoToTheCheapestSetting) {
   EXPECT_GE(got.mbps, 95);
 }
 
+TEST(Hla, CandidatesStayWhereTheHistoryMeasured) {
+  // cc x p = 1 measured at 60 Mbit/s, everything else near 100: the least
+  // training row is the floor, and a setting predicted below it is no
+  // candidate (its J/GB would be extrapolated); none left: all of them.
+  std::vector<Sample> s;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int cc : kCc)
+      for (int p : kP) {
+        Sample x;
+        x.run = "r" + std::to_string(rep);
+        x.link_mbps = 100;
+        x.cc = cc, x.p = p, x.cores = 2;
+        x.mbps = cc * p == 1 ? 60 : 90 + cc % 5;
+        x.j_per_gb = 50;
+        s.push_back(x);
+      }
+  std::vector<size_t> rows(s.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  StratumModel m = fit_stratum(s, rows, 1);
+  EXPECT_GE(m.t_floor, 60);
+  EXPECT_LE(m.t_floor, 90);
+  size_t all = candidates(m).size();
+  m.t_floor = 92;
+  std::vector<Knobs> c = candidates(m);
+  EXPECT_LT(c.size(), all);
+  EXPECT_FALSE(c.empty());
+  for (const Knobs& k : c) EXPECT_GE(m.throughput(k), 92) << k.cc << " x " << k.p;
+  m.t_floor = 1e9;
+  EXPECT_EQ(candidates(m).size(), all);
+}
+
 TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {
   HistoryData h;
   auto run = [&](const std::string& id, const std::string& outcome) {

@@ -223,6 +223,44 @@ TEST(HlaTuner, MixedChunksAreScaledToTheChannelLimit) {
   EXPECT_NE(p.reason.find("FastHLA Alg. 1"), std::string::npos) << p.reason;
 }
 
+TEST(HlaTuner, WhenAChunkFinishesTheOthersTakeOverItsShareOfTheFloor) {
+  // The light band's throughput entries: cc 1 up to 50 Mbit/s (level 0.5),
+  // cc 3 from 60 (level 0.6).
+  auto t = std::make_shared<hla::ParamTable>(*table());
+  for (hla::TableEntry& e : t->strata[0].entries)
+    if (e.sla == "throughput") e.choice.knobs.cc = e.level < 0.6 ? 1 : 3;
+  TunerOptions o = floor_of(60);
+  o.hla_table = t;
+  JobInfo info = job();
+  info.chunks.push_back(info.chunks[0]);  // two chunks of equal bytes: 30 Mbit/s of the floor each
+  auto tuner = make_tuner("hla-throughput", o);
+  Params p = tuner->init(info);
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[0].cc, 1) << p.reason;
+  EXPECT_EQ(p.chunks[1].cc, 1) << p.reason;
+  auto interval = [&](int n, bool first_done) {
+    Observation ob;
+    ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 70e6, ob.bytes_interval = uint64_t(70e6 / 8);
+    ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 70e6 / 8), ob.params = p, ob.ext_load = 0.05;
+    ob.joules = 20, ob.energy_source = "test";
+    for (int i = 0; i < 2; ++i) {
+      ChunkObservation c;
+      c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10);
+      c.finished = i == 0 && first_done;
+      c.bytes_done = c.finished ? c.bytes_total : uint64_t(1e9);
+      ob.chunks.push_back(c);
+    }
+    return ob;
+  };
+  for (int n = 1; n <= 3; ++n) EXPECT_FALSE(tuner->decide(interval(n, false)).has_value()) << n;
+  std::optional<Params> next = tuner->decide(interval(4, true));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->chunks[1].cc, 3) << next->reason;  // all 60 Mbit/s now: level 0.6
+  EXPECT_NE(next->reason.find("a chunk finished"), std::string::npos) << next->reason;
+  EXPECT_EQ(tuner->summary()["switches"], 0);  // the same surfaces: not a switch
+  EXPECT_FALSE(tuner->decide(interval(5, true)).has_value());  // once
+}
+
 TEST(HlaTuner, AStratumWithoutEnergyFiguresAnswersEnergyWithItsCheapestLevel) {
   hla::TableStratum s = table()->strata[0];
   s.entries.erase(std::remove_if(s.entries.begin(), s.entries.end(),

@@ -89,7 +89,7 @@ constexpr double kPathCut = 0.15, kDatasetCut = 1.0;
 // Tier 1: UPGMA on path_features (log10 link rate, log10 RTT,
 // log10(1 + 100 x loss%)), cut kPathCut; tier 2: UPGMA on the chunks'
 // dataset_features (log10 bytes, log10 files, log10 mean size,
-// log10(1 + sd)), cut kDatasetCut; tier 3: bands of external load
+// sd / mean), cut kDatasetCut; tier 3: bands of external load
 // with boundaries at mean -/+ sd/2 of the tier-2 cluster's loads (one band
 // when sd < 0.02), a band with fewer than min_rows rows joins its neighbour.
 Strata stratify(const std::vector<Sample>& s, size_t min_rows = 12);
@@ -164,6 +164,11 @@ struct StratumModel {
   // sum can pass what is possible: throughput stops at the link rate, and
   // energy at the least the stratum's transfers ever needed.
   double t_cap = 0, e_floor = 0;  // 0: none
+  // The least throughput a training row measured. A setting the sum puts
+  // below it lies where the history has nothing (the sum's parts met there
+  // by extrapolation); candidates() leaves it out, as its J/GB would be a
+  // figure for bytes that no measurement moved.
+  double t_floor = 0;
   double throughput(const Knobs& k) const;
   double energy(const Knobs& k) const;
   // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
@@ -180,7 +185,8 @@ struct Choice {
   bool feasible = false;
 };
 // Candidates: every level the history has for each parameter, plus the
-// surfaces' interior extrema rounded to whole values.
+// surfaces' interior extrema rounded to whole values; those predicted below
+// t_floor are left out (unless that leaves none).
 std::vector<Knobs> candidates(const StratumModel& m);
 // eq. 10: least energy with throughput >= t_sla; eq. 11: most throughput
 // with energy <= e_sla. Settings whose objective is within kTie of the best
