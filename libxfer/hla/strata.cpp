@@ -199,8 +199,12 @@ std::vector<double> dataset_features(double bytes, double files, double size_mea
   // The spread as a share of the mean (coefficient of variation), not in
   // bytes: log10(1 + sd) put one file (sd 0) six units from two files of the
   // same size (sd of a few MB), so a one-video chunk matched no video stratum.
+  // log10(1 + 100 cv) keeps the spread's weight in the tier (0 for one file,
+  // 0.7 for two videos 4% apart, 1.4 for the html shape, 2.5 for the
+  // long-tailed one); plain cv (0..3) let the default collect's strata merge
+  // shapes that log10(1 + sd) kept apart (predictor R2 0.77 -> 0.52).
   return {std::log10(std::max(bytes, 1.0)), std::log10(std::max(files, 1.0)), std::log10(std::max(size_mean, 1.0)),
-          size_sd / std::max(size_mean, 1.0)};
+          std::log10(1 + 100 * size_sd / std::max(size_mean, 1.0))};
 }
 
 namespace {

@@ -89,7 +89,7 @@ constexpr double kPathCut = 0.15, kDatasetCut = 1.0;
 // Tier 1: UPGMA on path_features (log10 link rate, log10 RTT,
 // log10(1 + 100 x loss%)), cut kPathCut; tier 2: UPGMA on the chunks'
 // dataset_features (log10 bytes, log10 files, log10 mean size,
-// sd / mean), cut kDatasetCut; tier 3: bands of external load
+// log10(1 + 100 sd / mean)), cut kDatasetCut; tier 3: bands of external load
 // with boundaries at mean -/+ sd/2 of the tier-2 cluster's loads (one band
 // when sd < 0.02), a band with fewer than min_rows rows joins its neighbour.
 Strata stratify(const std::vector<Sample>& s, size_t min_rows = 12);
