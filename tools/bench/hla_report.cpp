@@ -215,47 +215,30 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
 }
 
 std::string timeline_svg(const std::string& title, const std::vector<const RunRow*>& runs, const HlaContext& ctx) {
-  const double W = 760, H = 420, L = 60, R = 200, T = 40, B = 50;
+  SvgFrame f;
+  f.W = 760, f.L = 60, f.R = 200;
   double max_t = 1, max_y = 1;
   for (const RunRow* r : runs)
     for (const auto& p : r->timeline) max_t = std::max(max_t, p.t_s), max_y = std::max(max_y, p.mbps);
-  max_y = std::ceil(max_y * 1.1 / 50) * 50, max_t = std::ceil(max_t / 5) * 5;
-  auto X = [&](double v) { return L + (W - L - R) * v / max_t; };
-  auto Y = [&](double v) { return H - B - (H - T - B) * v / max_y; };
+  f.max_y = std::ceil(max_y * 1.1 / 50) * 50, f.max_x = std::ceil(max_t / 5) * 5;
   std::ostringstream o;
-  o << fmt::format(R"s(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)s", W, H)
-    << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << fmt::format(R"s(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)s", L, xfer::xml_escape(title)) << "\n";
-  for (int i = 0; i <= 5; ++i) {
-    double xv = max_t * i / 5, yv = max_y * i / 5;
-    o << fmt::format(R"s(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="#ddd"/>)s", X(xv), T, X(xv), H - B) << "\n"
-      << fmt::format(R"s(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#ddd"/>)s", L, Y(yv), W - R, Y(yv)) << "\n"
-      << fmt::format(R"s(<text x="{:.1f}" y="{}" text-anchor="middle">{:g}</text>)s", X(xv), H - B + 16, xv) << "\n"
-      << fmt::format(R"s(<text x="{}" y="{:.1f}" text-anchor="end">{:g}</text>)s", L - 6, Y(yv) + 4, yv) << "\n";
-  }
+  o << f.open(title, "time, s (dashed: cross traffic switches)", "throughput, Mbit/s");
   // The switches, on the first run's clock (the runs' start-up times differ by little).
   double offset = runs.empty() ? 0 : runs.front()->clock_offset_s;
   for (double s : ctx.switches_s) {
     double t = s - offset;
-    if (t <= 0 || t >= max_t) continue;
-    o << fmt::format(R"s(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="#888" stroke-dasharray="4 3"/>)s", X(t), T,
-                     X(t), H - B)
+    if (t <= 0 || t >= f.max_x) continue;
+    o << fmt::format(R"s(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="#888" stroke-dasharray="4 3"/>)s", f.X(t),
+                     f.T, f.X(t), f.H - f.B)
       << "\n";
   }
-  o << fmt::format(R"s(<text x="{}" y="{}" text-anchor="middle">time, s (dashed: cross traffic switches)</text>)s",
-                   (L + W - R) / 2, H - 12)
-    << "\n"
-    << fmt::format(R"s(<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">throughput, Mbit/s</text>)s",
-                   (T + H - B) / 2, (T + H - B) / 2)
-    << "\n";
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
   int i = 0;
   for (const RunRow* r : runs) {
-    const char* c = colors[i % 10];
+    const char* c = svg_color(i);
     std::string pts;
-    for (const auto& p : r->timeline) pts += fmt::format("{:.1f},{:.1f} ", X(p.t_s), Y(p.mbps));
+    for (const auto& p : r->timeline) pts += fmt::format("{:.1f},{:.1f} ", f.X(p.t_s), f.Y(p.mbps));
     o << fmt::format(R"s(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)s", pts, c) << "\n"
-      << fmt::format(R"s(<text x="{}" y="{}" fill="{}">— {}</text>)s", W - R + 12, T + 16 + 18 * i, c,
+      << fmt::format(R"s(<text x="{}" y="{}" fill="{}">— {}</text>)s", f.legend_x(), f.legend_y(i), c,
                      xfer::xml_escape(r->client))
       << "\n";
     ++i;

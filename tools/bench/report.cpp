@@ -144,20 +144,13 @@ std::string markdown(const std::string& scenario, const std::vector<Summary>& ss
   return md.str();
 }
 
-std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
-  const double W = 640, H = 420, L = 70, R = 180, T = 40, B = 50;
-  double max_x = 0, max_y = 0;
-  for (const auto& s : ss) max_x = std::max(max_x, s.j_per_gb), max_y = std::max(max_y, s.throughput_mbps);
-  auto nice = [](double v) {
-    if (v <= 0) return 1.0;
-    double p = std::pow(10, std::floor(std::log10(v)));
-    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-      if (m * p >= v) return m * p;
-    return 10 * p;
-  };
-  max_x = nice(max_x * 1.05), max_y = nice(max_y * 1.05);
-  auto X = [&](double v) { return L + (W - L - R) * v / max_x; };
-  auto Y = [&](double v) { return H - B - (H - T - B) * v / max_y; };
+const char* svg_color(int i) {
+  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                 "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+  return colors[i % 10];
+}
+
+std::string SvgFrame::open(const std::string& title, const std::string& x_label, const std::string& y_label) const {
   std::ostringstream o;
   o << fmt::format(R"s(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)s", W, H)
     << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
@@ -169,20 +162,36 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
       << fmt::format(R"s(<text x="{:.1f}" y="{}" text-anchor="middle">{:g}</text>)s", X(xv), H - B + 16, xv) << "\n"
       << fmt::format(R"s(<text x="{}" y="{:.1f}" text-anchor="end">{:g}</text>)s", L - 6, Y(yv) + 4, yv) << "\n";
   }
-  o << fmt::format(R"s(<text x="{}" y="{}" text-anchor="middle">energy, J/GB (model, client)</text>)s", (L + W - R) / 2, H - 12) << "\n"
-    << fmt::format(R"s(<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">throughput, Mbit/s</text>)s",
-                   (T + H - B) / 2, (T + H - B) / 2)
+  o << fmt::format(R"s(<text x="{}" y="{}" text-anchor="middle">{}</text>)s", (L + W - R) / 2, H - 12, x_label) << "\n"
+    << fmt::format(R"s(<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">{}</text>)s",
+                   (T + H - B) / 2, (T + H - B) / 2, y_label)
     << "\n";
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+  return o.str();
+}
+
+std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
+  SvgFrame f;
+  double max_x = 0, max_y = 0;
+  for (const auto& s : ss) max_x = std::max(max_x, s.j_per_gb), max_y = std::max(max_y, s.throughput_mbps);
+  auto nice = [](double v) {
+    if (v <= 0) return 1.0;
+    double p = std::pow(10, std::floor(std::log10(v)));
+    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+      if (m * p >= v) return m * p;
+    return 10 * p;
+  };
+  f.max_x = nice(max_x * 1.05), f.max_y = nice(max_y * 1.05);
+  std::ostringstream o;
+  o << f.open(title, "energy, J/GB (model, client)", "throughput, Mbit/s");
   int i = 0;
   for (const auto& pt : ss) {
-    const char* c = colors[i % 10];
-    double x = X(pt.j_per_gb), y = Y(pt.throughput_mbps);
+    const char* c = svg_color(i);
+    double x = f.X(pt.j_per_gb), y = f.Y(pt.throughput_mbps);
     if (pt.peer)
       o << fmt::format(R"s(<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="{}"/>)s", x, y, c) << "\n";
     else
       o << fmt::format(R"s(<rect x="{:.1f}" y="{:.1f}" width="12" height="12" fill="{}"/>)s", x - 6, y - 6, c) << "\n";
-    o << fmt::format(R"s(<text x="{}" y="{}" fill="{}">{} {}</text>)s", W - R + 12, T + 16 + 18 * i, c, pt.peer ? "●" : "■",
+    o << fmt::format(R"s(<text x="{}" y="{}" fill="{}">{} {}</text>)s", f.legend_x(), f.legend_y(i), c, pt.peer ? "●" : "■",
                      xfer::xml_escape(pt.client))
       << "\n";
     ++i;
