@@ -200,10 +200,9 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
       std::find(active.begin(), active.end(), true) != active.end()) {
     left_.assign(info_.chunks.size(), 0);
     for (size_t i = 0; i < obs.chunks.size() && i < left_.size(); ++i)
-      if (active[i]) left_[i] = obs.chunks[i].bytes_total - std::min(obs.chunks[i].bytes_total, obs.chunks[i].bytes_done);
+      if (active[i]) left_[i] = obs.chunks[i].bytes_left();
     events_.push_back({{"interval", intervals_}, {"event", "chunk finished: floor re-shared"}});
-    ref_mbps_ = 0, ref_pred_ = 0, worse_for_ = 0;
-    recent_bps_.clear(), recent_w_.clear();
+    new_references(ref_load_);
     return from_table(
         fmt::format("{}: a chunk finished; the chunks left share the {:.1f} Mbit/s floor", name(), sla_mbps_));
   }
@@ -275,10 +274,14 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   events_.push_back({{"interval", intervals_}, {"event", up ? "higher-load surface" : "lower-load surface"},
                      {"ext_load", *load}, {"ref_load", ref_load_}});
   log::info("{}", why);
-  // New references once the new params have settled.
-  ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = *load, worse_for_ = 0;
-  recent_bps_.clear(), recent_w_.clear();
+  new_references(*load);
   return from_table(why);
+}
+
+// New params: the references are measured again once they have settled.
+void HlaTuner::new_references(double load) {
+  ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = load, worse_for_ = 0;
+  recent_bps_.clear(), recent_w_.clear();
 }
 
 std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
@@ -289,7 +292,7 @@ std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
     if (current_.total_channels() >= info_.max_channels) return std::nullopt;
     uint64_t most = 0;
     for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i) {
-      uint64_t left = obs.chunks[i].bytes_total - std::min(obs.chunks[i].bytes_total, obs.chunks[i].bytes_done);
+      uint64_t left = obs.chunks[i].bytes_left();
       if (active[i] && left > most) most = left, pick = i;
     }
     if (pick >= current_.chunks.size()) return std::nullopt;

@@ -55,6 +55,7 @@ class HlaTuner : public Tuner {
   hla::Query query(size_t chunk, double ext_load) const;
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
   double chunk_bound(size_t i) const;
+  void new_references(double load);
 
   Goal goal_;
   TunerOptions opts_;

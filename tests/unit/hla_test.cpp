@@ -147,9 +147,10 @@ TEST(Hla, SurfacesOfAKnownFunctionLeadToItsOptimum) {
   }
 }
 
-TEST(Hla, EqualOptimaGoToTheCheapestSetting) {
-  // Throughput flat at the link rate for cc >= 2: eq. 11 must not pick
-  // cc 32 because a spline wiggle puts it 0.1% higher.
+// A stratum of two visits to every (cc, p) of the grid on a 100 Mbit/s
+// link, 2 cores, with the throughput and J/GB given; fitted.
+template <typename T, typename E>
+StratumModel fitted_cc_p_grid(T mbps, E j_per_gb) {
   std::vector<Sample> s;
   for (int rep = 0; rep < 2; ++rep)
     for (int cc : kCc)
@@ -158,13 +159,20 @@ TEST(Hla, EqualOptimaGoToTheCheapestSetting) {
         x.run = "r" + std::to_string(rep);
         x.link_mbps = 100;
         x.cc = cc, x.p = p, x.cores = 2;
-        x.mbps = cc * p == 1 ? 60 : 100 - 0.1 * ((cc * 7 + p) % 3);
-        x.j_per_gb = 50 + 0.2 * ((cc + p) % 2);
+        x.mbps = mbps(cc, p);
+        x.j_per_gb = j_per_gb(cc, p);
         s.push_back(x);
       }
   std::vector<size_t> rows(s.size());
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
-  StratumModel m = fit_stratum(s, rows, 1);
+  return fit_stratum(s, rows, 1);
+}
+
+TEST(Hla, EqualOptimaGoToTheCheapestSetting) {
+  // Throughput flat at the link rate for cc >= 2: eq. 11 must not pick
+  // cc 32 because a spline wiggle puts it 0.1% higher.
+  StratumModel m = fitted_cc_p_grid([](int cc, int p) { return cc * p == 1 ? 60 : 100 - 0.1 * ((cc * 7 + p) % 3); },
+                                    [](int cc, int p) { return 50 + 0.2 * ((cc + p) % 2); });
   Choice got = most_throughput(m, candidates(m), 1e9);
   EXPECT_EQ(got.knobs.cc * got.knobs.p, 2) << got.knobs.cc << " x " << got.knobs.p;
   EXPECT_GE(got.mbps, 95);
@@ -174,21 +182,8 @@ TEST(Hla, CandidatesStayWhereTheHistoryMeasured) {
   // cc x p = 1 measured at 60 Mbit/s, everything else near 100: the least
   // training row is the floor, and a setting predicted below it is no
   // candidate (its J/GB would be extrapolated); none left: all of them.
-  std::vector<Sample> s;
-  for (int rep = 0; rep < 2; ++rep)
-    for (int cc : kCc)
-      for (int p : kP) {
-        Sample x;
-        x.run = "r" + std::to_string(rep);
-        x.link_mbps = 100;
-        x.cc = cc, x.p = p, x.cores = 2;
-        x.mbps = cc * p == 1 ? 60 : 90 + cc % 5;
-        x.j_per_gb = 50;
-        s.push_back(x);
-      }
-  std::vector<size_t> rows(s.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
-  StratumModel m = fit_stratum(s, rows, 1);
+  StratumModel m = fitted_cc_p_grid([](int cc, int p) { return cc * p == 1 ? 60.0 : 90.0 + cc % 5; },
+                                    [](int, int) { return 50.0; });
   EXPECT_GE(m.t_floor, 60);
   EXPECT_LE(m.t_floor, 90);
   size_t all = candidates(m).size();

@@ -79,10 +79,7 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
      << ctx.after
      << " intervals that begin right after the cross traffic changes (placed on the job's clock by the run's "
         "start-up time). Energy: the model on the client's CPU time, as above.\n";
-  std::vector<std::string> datasets;
-  for (const auto& r : rows)
-    if (std::find(datasets.begin(), datasets.end(), r.dataset) == datasets.end()) datasets.push_back(r.dataset);
-  for (const auto& d : datasets) {
+  for (const auto& d : datasets_of(rows)) {
     struct Agg {
       std::string kind, goal;
       std::vector<const RunRow*> runs;
@@ -90,12 +87,11 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
     };
     std::map<std::string, Agg> by;
     std::vector<std::string> order;
-    for (const auto& r : rows) {
-      if (r.dataset != d || !r.verified || r.bytes == 0) continue;
-      if (!by.count(r.client)) order.push_back(r.client);
-      Agg& a = by[r.client];
-      a.kind = r.kind, a.goal = r.goal;
-      a.runs.push_back(&r);
+    for (ClientRuns& c : verified_by_client(rows, d)) {
+      order.push_back(c.client);
+      Agg& a = by[c.client];
+      a.kind = c.runs.front()->kind, a.goal = c.runs.front()->goal;
+      a.runs = std::move(c.runs);
     }
     for (auto& [name, a] : by) {
       std::vector<double> t, j, s;

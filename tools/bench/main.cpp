@@ -120,13 +120,7 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
 // Runs argv with this terminal (progress shows); its exit status.
 int run_visible(const std::vector<std::string>& argv) {
   pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> av;
-    for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-    av.push_back(nullptr);
-    execv(av[0], av.data());
-    _exit(127);
-  }
+  if (pid == 0) bench::exec_argv(argv);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

@@ -51,13 +51,17 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_UNBLOCK, &all, nullptr);
-    std::vector<char*> av;
-    for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-    av.push_back(nullptr);
-    execvp(av[0], av.data());
-    _exit(127);
+    exec_argv(argv);
   }
   return pid;
+}
+
+void exec_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> av;
+  for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
+  execvp(av[0], av.data());
+  _exit(127);
 }
 
 Exec run_measured(const std::vector<std::string>& argv, const std::string& log_prefix, double timeout_s,

@@ -47,6 +47,10 @@ struct RunRow {
   std::vector<IntervalPoint> timeline;
 };
 
+// In a forked child: runs argv (looked up in PATH unless it names a path);
+// exits 127 when it cannot.
+[[noreturn]] void exec_argv(const std::vector<std::string>& argv);
+
 // Starts argv (stdin /dev/null, stdout and stderr to LOG_PREFIX.out / .err,
 // every signal unblocked); returns its pid.
 pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_prefix);

@@ -204,15 +204,30 @@ std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
 
 namespace bench {
 
+std::vector<std::string> datasets_of(const std::vector<RunRow>& rows) {
+  std::vector<std::string> out;
+  for (const auto& r : rows)
+    if (std::find(out.begin(), out.end(), r.dataset) == out.end()) out.push_back(r.dataset);
+  return out;
+}
+
+std::vector<ClientRuns> verified_by_client(const std::vector<RunRow>& rows, const std::string& dataset) {
+  std::vector<ClientRuns> out;
+  for (const auto& r : rows) {
+    if (r.dataset != dataset || !r.verified || r.bytes == 0) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const ClientRuns& c) { return c.client == r.client; });
+    if (it == out.end()) it = out.insert(out.end(), {r.client, {}});
+    it->runs.push_back(&r);
+  }
+  return out;
+}
+
 std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
   std::ostringstream md;
   md << "\n## SLA goals (issue 6)\n\nMedians over verified runs; energy as above (model, client CPU). "
         "CPU/GB: client CPU seconds per GB.\n";
-  std::vector<std::string> datasets;
-  for (const auto& r : rows)
-    if (std::find(datasets.begin(), datasets.end(), r.dataset) == datasets.end()) datasets.push_back(r.dataset);
   auto yes = [](bool ok) { return ok ? "**met**" : "**missed**"; };
-  for (const auto& d : datasets) {
+  for (const auto& d : datasets_of(rows)) {
     // Per client: medians of throughput, J/GB, CPU/GB.
     struct Med {
       std::string kind, goal;
@@ -220,17 +235,18 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
     };
     std::map<std::string, Med> by;
     std::vector<std::string> order;
-    for (const auto& r : rows) {
-      if (r.dataset != d || !r.verified || r.bytes == 0) continue;
-      if (!by.count(r.client)) order.push_back(r.client);
-      Med& m = by[r.client];
-      m.kind = r.kind, m.goal = r.goal;
-      m.thr.push_back(r.throughput_mbps), m.jpg.push_back(r.j_per_gb);
-      m.cpg.push_back(r.client_cpu_s / (double(r.bytes) / 1e9));
-      if (!std::isnan(r.chosen)) m.chosen.push_back(r.chosen);
-      if (!std::isnan(r.target_mbps)) m.target.push_back(r.target_mbps);
-      if (!std::isnan(r.controlled_mbps)) m.ctl.push_back(r.controlled_mbps);
-      if (!std::isnan(r.steady_mbps)) m.steady.push_back(r.steady_mbps);
+    for (const ClientRuns& c : verified_by_client(rows, d)) {
+      order.push_back(c.client);
+      Med& m = by[c.client];
+      for (const RunRow* r : c.runs) {
+        m.kind = r->kind, m.goal = r->goal;
+        m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb);
+        m.cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
+        if (!std::isnan(r->chosen)) m.chosen.push_back(r->chosen);
+        if (!std::isnan(r->target_mbps)) m.target.push_back(r->target_mbps);
+        if (!std::isnan(r->controlled_mbps)) m.ctl.push_back(r->controlled_mbps);
+        if (!std::isnan(r->steady_mbps)) m.steady.push_back(r->steady_mbps);
+      }
     }
     double best_thr = 0, min_jpg = 0, min_cpg = 0;
     std::string best_peer, jpg_peer, cpg_peer;

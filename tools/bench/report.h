@@ -45,6 +45,16 @@ struct SvgFrame {
 };
 // The plots' colours, in turn.
 const char* svg_color(int i);
+// The datasets the rows name, in first-seen order.
+std::vector<std::string> datasets_of(const std::vector<RunRow>& rows);
+// One dataset's verified runs that moved bytes, per client (clients in
+// first-seen order): what the goal tables judge.
+struct ClientRuns {
+  std::string client;
+  std::vector<const RunRow*> runs;
+};
+std::vector<ClientRuns> verified_by_client(const std::vector<RunRow>& rows, const std::string& dataset);
+
 // The SLA policies' goals (issue 6) checked per dataset, for clients with a goal.
 std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps);
 

@@ -44,11 +44,7 @@ LinkProcess::LinkProcess(const LinkSpec& l, const std::string& name, int index, 
     dup2(fds[1], 1);
     int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(err, 2);
-    std::vector<char*> av;
-    for (auto& x : a) av.push_back(const_cast<char*>(x.c_str()));
-    av.push_back(nullptr);
-    execv(av[0], av.data());
-    _exit(127);
+    exec_argv(a);
   }
   close(fds[1]);
   out_ = fds[0];

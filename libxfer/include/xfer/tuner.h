@@ -2,6 +2,7 @@
 // algorithm under libxfer/tune/, each with its formula and paper reference.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,7 @@ struct ChunkObservation {
   double throughput_bps = 0;  // application bytes, bits/s over the interval
   bool finished = false;
   std::optional<FlowInterval> flow;  // its TCP flows, when the job has a FlowMonitor
+  uint64_t bytes_left() const { return bytes_total - std::min(bytes_total, bytes_done); }
 };
 
 // One control interval: everything the loop measured, what every tuner sees
