@@ -1,6 +1,7 @@
 /* What the flow monitor's BPF programs and userspace share. Flows are keyed
- * by socket cookie; only sockets the engine registered in `owned` (cookie ->
- * job id) are followed, so other TCP traffic costs one hash lookup. */
+ * by socket cookie; only sockets the engine registered in `owned` (socket
+ * storage: the job id) are followed; other TCP traffic costs nothing but the
+ * state-change tracepoint's storage lookup. */
 #ifndef XFER_FLOWMON_H
 #define XFER_FLOWMON_H
 
@@ -12,8 +13,8 @@
 
 enum flowmon_event_type { FLOWMON_OPEN = 1, FLOWMON_CLOSE = 2 };
 
-/* Only what userspace reads: every field here is a CO-RE read on every
- * received segment of every owned flow. */
+/* Only what userspace reads: every field is a CO-RE read, once per sample
+ * of every owned flow (and once more when it closes). */
 struct flowmon_stats {
   __u64 bytes_received;   /* tcp_sock.bytes_received (the final count of a closed flow) */
   __u32 srtt_us;          /* smoothed RTT of our own sent data (srtt_us >> 3) */

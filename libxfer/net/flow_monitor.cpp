@@ -1,5 +1,6 @@
 // The two FlowMonitors: eBPF (flowmon skeleton: owned-cookie map, per-flow
-// stats map, open/close ring buffer) and TCP_INFO on the engine's own sockets.
+// stats map filled by a TCP socket iterator at each sample, open/close ring
+// buffer) and TCP_INFO on the engine's own sockets.
 #include "xfer/flow_monitor.h"
 
 #include <bpf/libbpf.h>
@@ -63,25 +64,21 @@ class EbpfFlowMonitor : public FlowMonitor {
       }
       return 0;
     });
-    // Feature probe: fentry needs BPF trampolines; the tcp_probe tracepoint
-    // does not. The first that loads wins.
-    std::string why;
-    for (bool fentry : {true, false}) {
-      skel_ = flowmon_bpf__open();
-      if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
-      bpf_program__set_autoload(skel_->progs.flowmon_rcv, fentry);
-      bpf_program__set_autoload(skel_->progs.flowmon_probe, !fentry);
-      if (flowmon_bpf__load(skel_) == 0) {
-        hook_ = fentry ? "fentry/tcp_rcv_established" : "tp_btf/tcp_probe";
-        break;
-      }
-      why += std::string(why.empty() ? "" : "; ") + (fentry ? "fentry: " : "tp_btf/tcp_probe: ") + strerror(errno);
-      flowmon_bpf__destroy(skel_);
-      skel_ = nullptr;
-    }
-    if (!skel_) throw std::runtime_error("BPF programs did not load (" + why + ")");
-    if (flowmon_bpf__attach(skel_) != 0) {
+    skel_ = flowmon_bpf__open();
+    if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
+    bpf_program__set_autoattach(skel_->progs.flowmon_iter, false);  // it needs the map it walks
+    if (flowmon_bpf__load(skel_) != 0) {
       int err = errno;
+      flowmon_bpf__destroy(skel_);
+      throw std::runtime_error(std::string("BPF programs did not load: ") + strerror(err));
+    }
+    union bpf_iter_link_info walk = {};
+    walk.map.map_fd = bpf_map__fd(skel_->maps.owned);
+    DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, iter_opts, .link_info = &walk, .link_info_len = sizeof walk);
+    iter_ = bpf_program__attach_iter(skel_->progs.flowmon_iter, &iter_opts);
+    if (!iter_ || flowmon_bpf__attach(skel_) != 0) {
+      int err = errno;
+      if (iter_) bpf_link__destroy(iter_);
       flowmon_bpf__destroy(skel_);
       throw std::runtime_error(std::string("BPF programs did not attach: ") + strerror(err));
     }
@@ -91,15 +88,15 @@ class EbpfFlowMonitor : public FlowMonitor {
   }
   ~EbpfFlowMonitor() override {
     if (ring_) ring_buffer__free(ring_);
+    if (iter_) bpf_link__destroy(iter_);
     flowmon_bpf__destroy(skel_);
     if (stats_fd_ >= 0) close(stats_fd_);
   }
   Overhead overhead() const override {
     Overhead o;
     o.reader_ns = reader_ns_;
-    for (bpf_program* p : {skel_->progs.flowmon_rcv, skel_->progs.flowmon_probe, skel_->progs.flowmon_state}) {
+    for (bpf_program* p : {skel_->progs.flowmon_iter, skel_->progs.flowmon_state}) {
       int fd = bpf_program__fd(p);
-      if (fd < 0) continue;  // the hook not chosen
       bpf_prog_info info{};
       uint32_t len = sizeof info;
       if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) o.bpf_run_ns += info.run_time_ns, o.bpf_runs += info.run_cnt;
@@ -107,31 +104,24 @@ class EbpfFlowMonitor : public FlowMonitor {
     return o;
   }
   std::string source() const override { return "ebpf"; }
-  const std::string& hook() const { return hook_; }
 
   uint64_t own(int fd, uint32_t job) override {
     uint64_t c = socket_cookie(fd);
     if (!c) return 0;
-    bpf_map__update_elem(skel_->maps.owned, &c, sizeof c, &job, sizeof job, BPF_ANY);
-    fds_[fd] = c;
+    if (bpf_map__update_elem(skel_->maps.owned, &fd, sizeof fd, &job, sizeof job, BPF_ANY) != 0) {
+      log::warn("flows: socket {} could not be followed: {}", fd, strerror(errno));
+      return 0;
+    }
     return c;
   }
-  void disown(int fd) override {
+  void disown(int) override {
     // The close event still carries the final counters; the entry goes once read.
-    fds_.erase(fd);
   }
 
   std::vector<FlowCounters> flows(uint32_t job) override {
     uint64_t t0 = thread_cpu_ns();
     ring_buffer__consume(ring_);
-    // tcp_probe runs before its segment is processed, so BPF's byte count
-    // lags by the segments received since; the socket's own counter is exact
-    // at this instant, for the sockets still open.
-    std::map<uint64_t, uint64_t> exact;
-    for (const auto& [fd, cookie] : fds_) {
-      struct tcp_info ti;
-      if (read_tcp_info(fd, &ti)) exact[cookie] = ti.tcpi_bytes_received;
-    }
+    sample();
     std::vector<FlowCounters> out;
     uint64_t key = 0, next = 0;
     uint64_t* prev = nullptr;
@@ -140,7 +130,6 @@ class EbpfFlowMonitor : public FlowMonitor {
       flowmon_stats st{};
       if (bpf_map__lookup_elem(skel_->maps.flows, &next, sizeof next, &st, sizeof st, 0) == 0 && st.job == job) {
         FlowCounters f = convert(next, st);
-        if (auto it = exact.find(next); it != exact.end() && it->second > f.bytes_received) f.bytes_received = it->second;
         f.closed = closed_.count(next) > 0;
         if (f.closed) finished.push_back(next);
         out.push_back(f);
@@ -150,7 +139,6 @@ class EbpfFlowMonitor : public FlowMonitor {
     }
     for (uint64_t c : finished) {  // reported once as closed: forget it
       bpf_map__delete_elem(skel_->maps.flows, &c, sizeof c, 0);
-      bpf_map__delete_elem(skel_->maps.owned, &c, sizeof c, 0);
       closed_.erase(c);
     }
     reader_ns_ += thread_cpu_ns() - t0;
@@ -158,6 +146,22 @@ class EbpfFlowMonitor : public FlowMonitor {
   }
 
  private:
+  // One pass of the socket iterator: every owned socket's counters, as of now.
+  // The program writes no output, so the first read() returns 0 at the end.
+  void sample() {
+    int fd = bpf_iter_create(bpf_link__fd(iter_));
+    if (fd < 0) {
+      if (!iter_failed_) log::warn("flows: the TCP socket iterator did not start: {}; counters are as of the last sample", strerror(errno));
+      iter_failed_ = true;
+      return;
+    }
+    char buf[64];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    }
+    if (n < 0 && !iter_failed_) log::warn("flows: reading the TCP socket iterator: {}", strerror(errno)), iter_failed_ = true;
+    close(fd);
+  }
   static FlowCounters convert(uint64_t cookie, const flowmon_stats& st) {
     FlowCounters f;
     f.id = cookie;
@@ -179,9 +183,9 @@ class EbpfFlowMonitor : public FlowMonitor {
   flowmon_bpf* skel_ = nullptr;
   int stats_fd_ = -1;
   uint64_t reader_ns_ = 0;
-  std::string hook_;
+  bool iter_failed_ = false;
   ring_buffer* ring_ = nullptr;
-  std::map<int, uint64_t> fds_;
+  bpf_link* iter_ = nullptr;
   std::map<uint64_t, bool> closed_;
 };
 
@@ -250,7 +254,7 @@ std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf) {
   if (allow_ebpf) {
     try {
       auto m = std::make_unique<EbpfFlowMonitor>();
-      log::info("flows: eBPF ({}, tp_btf/inet_sock_set_state)", m->hook());
+      log::info("flows: eBPF (sampled each interval through iter/bpf_sk_storage_map; open/close from tp_btf/inet_sock_set_state)");
       return m;
     } catch (const std::exception& e) {
       log::warn("flows: {}; falling back to TCP_INFO on the engine's own sockets", e.what());

@@ -51,7 +51,7 @@ TEST(Dependencies, LibbpfSeesBtfAndSockOps) {
   btf__free(vmlinux);
   EXPECT_EQ(libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SOCK_OPS, nullptr), 1);
   // (TRACING programs need an attach target: libbpf cannot probe them bare;
-  // the flow monitor loads its fentry program for real instead.)
+  // the flow monitor loads its iterator and tracepoint for real instead.)
 }
 
 TEST(Dependencies, LibsystemdBootIdMatchesProc) {
