@@ -25,9 +25,14 @@ ControlLoop::~ControlLoop() {
   leave_machine();
 }
 
-std::optional<double> ControlLoop::joules() const {
+std::optional<double> ControlLoop::joules(EnergyKind k) const {
   if (!parts_.machine || !parts_.machine->meter()) return std::nullopt;
-  return joules_;
+  return k == EnergyKind::Dynamic ? dynamic_joules_ : joules_;
+}
+
+void ControlLoop::add_energy(const Machine::Share& s) {
+  if (s.joules) joules_ += *s.joules;
+  if (s.dynamic_joules) dynamic_joules_ += *s.dynamic_joules;
 }
 
 Params ControlLoop::transfer_begins(const JobInfo& info) {
@@ -41,7 +46,7 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
   if (parts_.machine) {
     // Discovery's share counts in the job's total, not in its first interval.
     Machine::Share s = parts_.machine->take(parts_.id);
-    if (s.joules) joules_ += *s.joules;
+    add_energy(s);
   }
   running_ = true;
   settling_ = true;  // the first interval is the set-up
@@ -65,7 +70,7 @@ void ControlLoop::transfer_ends() {
 void ControlLoop::leave_machine() {
   if (!parts_.machine || left_) return;
   Machine::Share s = parts_.machine->leave(parts_.id);  // what came since the last interval
-  if (s.joules) joules_ += *s.joules;
+  add_energy(s);
   left_ = true;
 }
 
@@ -157,7 +162,7 @@ IntervalRecord ControlLoop::observe() {
     if (s.joules) {
       o.joules = *s.joules;
       o.dynamic_joules = s.dynamic_joules;
-      joules_ += *s.joules;
+      add_energy(s);
       o.energy_source = energy_source_;
     }
     double link_bps = job_.options().bandwidth_mbps * 1e6;

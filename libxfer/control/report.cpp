@@ -33,6 +33,7 @@ json interval_json(const IntervalRecord& r) {
             {"params", params},
             {"reason", o.params.reason}};
   if (o.joules) e["joules"] = *o.joules;
+  if (o.dynamic_joules) e["dynamic_joules"] = *o.dynamic_joules;
   if (o.cores) e["cores"] = *o.cores;
   if (o.freq_khz) e["freq_khz"] = *o.freq_khz;
   if (o.params.rate_cap_bps > 0) e["rate_cap_mbps"] = o.params.rate_cap_bps / 1e6;
@@ -92,11 +93,19 @@ json job_report(const Job& job, const ControlLoop* loop) {
   const LoopParts& parts = loop->parts();
   if (std::optional<double> joules = loop->joules()) {
     const EnergyMeter* m = parts.machine->meter();
+    double dynamic = loop->joules(EnergyKind::Dynamic).value_or(0);
+    auto per_gb = [&](double x) { return p.bytes_fetched ? x / (double(p.bytes_fetched) / 1e9) : 0.0; };
+    std::optional<EnergyKind> min = loop->tuner().minimises();
     j["energy"] = {{"source", m->source()},
                    {"measured", m->measured()},
                    {"basis", m->basis()},
                    {"joules", *joules},
-                   {"joules_per_gb", p.bytes_fetched ? *joules / (double(p.bytes_fetched) / 1e9) : 0.0},
+                   {"joules_per_gb", per_gb(*joules)},
+                   {"dynamic_joules", dynamic},
+                   {"dynamic_joules_per_gb", per_gb(dynamic)},
+                   {"kinds", "joules: end-system (the machine's draw over the job's time: the online cores' idle "
+                             "power plus the dynamic part); dynamic_joules: above the idle draw"},
+                   {"policy_minimises", min ? energy_kind_name(*min) : "none"},
                    {"share", Machine::kShareBasis}};
   }
   if (KernelLayer* k = parts.kernel) {

@@ -47,6 +47,7 @@ PowerCoefficients fit_power_model(const std::vector<CalibrationSample>& s) {
   double* fields[7] = {&c.cpu_a, &c.cpu_b, &c.cpu_c, &c.memory, &c.disk, &c.nic, &c.idle_watts};
   for (size_t j = 0; j < cols.size(); ++j) *fields[cols[j]] = x(Eigen::Index(j));
   c.tdp_ratio = 1.0;
+  c.idle_core_watts = 0;  // the idle draw is measured whole, in idle_watts
   c.origin = "calibrated here against RAPL (" + std::to_string(s.size()) + " samples)";
   return c;
 }

@@ -3,9 +3,11 @@
 //   C_cpu,n = 0.011 n^2 - 0.082 n + 0.344                                    (eq. 2)
 //   P_t = C_cpu,n u_cpu TDP_SR / TDP_SL                                      (eq. 3)
 // Utilisations in percent. The model predicts the power of the load (no
-// constant term); idle_watts, when known, is added for the total.
+// constant term); the idle draw of the online cores (and idle_watts) is
+// added for the end-system figure (eq. 4).
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +15,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "xfer/clock.h"
@@ -23,6 +26,34 @@
 namespace xfer {
 double PowerCoefficients::dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const {
   return c_cpu(cores) * u_cpu * tdp_ratio + memory * u_mem + disk * u_disk + nic * u_nic;
+}
+
+double PowerCoefficients::cpu_energy_j(double cpu_s, double wall_s, int n) const {
+  if (wall_s <= 0 || n <= 0) return 0;
+  double u_cpu = 100.0 * cpu_s / (wall_s * n);
+  return std::max(0.0, c_cpu(n)) * u_cpu * tdp_ratio * wall_s;
+}
+
+namespace {
+int cores_present() { return std::max(1, int(sysconf(_SC_NPROCESSORS_CONF))); }
+}  // namespace
+
+double PowerCoefficients::idle_per_core_w() const {
+  if (idle_core_watts >= 0) return idle_core_watts;
+  int n = cores_present();
+  return std::max(0.0, c_cpu(n)) * 100.0 * tdp_ratio / n;
+}
+
+double PowerCoefficients::idle_power_w(int online_cores) const {
+  return idle_watts + idle_per_core_w() * std::max(0, online_cores);
+}
+
+std::string PowerCoefficients::idle_basis() const {
+  std::string per_core = fmt::format("{:.2f} W per online core", idle_per_core_w());
+  if (idle_core_watts < 0)
+    per_core += fmt::format(" (assumed: idle at half of peak, Fan et al. 2007 as cited by energy-aware [17]; "
+                            "C_cpu,{0} x 100% over {0} cores)", cores_present());
+  return idle_watts != 0 ? fmt::format("{:.2f} W + {}", idle_watts, per_core) : per_core;
 }
 
 PowerCoefficients PowerCoefficients::load(const std::string& path) {
@@ -38,7 +69,8 @@ PowerCoefficients PowerCoefficients::load(const std::string& path) {
     std::string key(k.str());
     double* field = key == "cpu_a" ? &c.cpu_a : key == "cpu_b" ? &c.cpu_b : key == "cpu_c" ? &c.cpu_c
                   : key == "memory" ? &c.memory : key == "disk" ? &c.disk : key == "nic" ? &c.nic
-                  : key == "tdp_ratio" ? &c.tdp_ratio : key == "idle_watts" ? &c.idle_watts : nullptr;
+                  : key == "tdp_ratio" ? &c.tdp_ratio : key == "idle_watts" ? &c.idle_watts
+                  : key == "idle_core_watts" ? &c.idle_core_watts : nullptr;
     if (key == "origin") {
       fitted = v.value_or(std::string());
       continue;
@@ -73,6 +105,8 @@ void PowerCoefficients::save(const std::string& path) const {
     << "origin = \"" << origin << "\"\n"
     << "cpu_a = " << cpu_a << "\ncpu_b = " << cpu_b << "\ncpu_c = " << cpu_c << "\nmemory = " << memory
     << "\ndisk = " << disk << "\nnic = " << nic << "\ntdp_ratio = " << tdp_ratio << "\nidle_watts = " << idle_watts << "\n";
+  if (idle_core_watts >= 0) f << "idle_core_watts = " << idle_core_watts << "\n";
+  else f << "# idle_core_watts: not set, so the default (half of peak; see xfer/energy.h)\n";
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
@@ -172,7 +206,7 @@ EnergySample ModelMeter::sample() {
   last_ns_ = now;
   Utilisation u = probe_->sample();
   s.dynamic_watts = coef_.dynamic_watts(u.cores, u.cpu, u.memory, u.disk, u.nic);
-  s.watts = s.dynamic_watts + coef_.idle_watts;
+  s.watts = s.dynamic_watts + coef_.idle_power_w(u.cores);
   s.dynamic_joules = s.dynamic_watts * s.interval_s;
   s.joules = s.watts * s.interval_s;
   total_ += s.joules, total_dyn_ += s.dynamic_joules;

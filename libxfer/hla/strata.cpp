@@ -99,7 +99,9 @@ Preprocessed preprocess(const HistoryData& h) {
     s.freq_khz = long(i.freq_khz.value_or(0));
     s.mbps = i.throughput_bps / 1e6;
     s.gb = double(i.bytes_interval) / 1e9;
-    if (i.joules) s.j_per_gb = *i.joules / s.gb;
+    // The dynamic energy (cross-layer-hla subtracts the idle baseline);
+    // rows that have only the whole (imported logs) give that.
+    if (std::optional<double> j = i.dynamic_joules ? i.dynamic_joules : i.joules) s.j_per_gb = *j / s.gb;
     kept.push_back(std::move(s));
     kept_block.push_back(block);
   }

@@ -80,7 +80,7 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
     if (!obs.near_end) return std::nullopt;
   } else {
     Score s;
-    double joules = obs.joules.value_or(0);
+    double joules = obs.energy(kEnergy).value_or(0);
     s.mbps = obs.throughput_bps / 1e6;
     s.joules = joules;
     s.bytes_per_joule = joules > 0 ? double(obs.bytes_interval) / joules : 0;

@@ -13,6 +13,9 @@ class EnergyEfficientTuner : public Tuner {
   static constexpr int kDefaultStep = 2;  // HTEE; EE uses 4 (--search-step)
   explicit EnergyEfficientTuner(const TunerOptions& o);
   std::string name() const override { return "energy-efficient"; }
+  // Throughput per joule of the machine's draw (energy-aware Alg. 2 measures end-systems).
+  static constexpr EnergyKind kEnergy = EnergyKind::EndSystem;
+  std::optional<EnergyKind> minimises() const override { return kEnergy; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;

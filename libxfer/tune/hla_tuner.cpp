@@ -184,7 +184,8 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     return p;
   }
   ++intervals_;
-  if (obs.joules) joules_ += *obs.joules;
+  std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
+  if (energy) joules_ += *energy;
   seconds_ += obs.interval_s;
   bytes_ += obs.bytes_interval;
   if (obs.ext_load) push_window(loads_, *obs.ext_load, kLoadWindow);
@@ -211,7 +212,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
   double mbps = obs.throughput_bps / 1e6;
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
-  if (obs.joules) push_window(recent_w_, *obs.joules / obs.interval_s, kLoadWindow);
+  if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   std::optional<double> load;
   if (!loads_.empty()) load = median(loads_);
 

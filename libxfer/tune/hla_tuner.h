@@ -40,6 +40,12 @@ class HlaTuner : public Tuner {
   HlaTuner(Goal goal, const TunerOptions& o);
   ~HlaTuner() override;
   std::string name() const override { return goal_ == Goal::Energy ? "hla-energy" : "hla-throughput"; }
+  // cross-layer-hla subtracts the idle baseline: the dynamic energy, in the
+  // history's surfaces and here. hla-throughput minimises it only under a floor.
+  std::optional<EnergyKind> minimises() const override {
+    if (goal_ == Goal::Energy || sla_mbps_ > 0) return EnergyKind::Dynamic;
+    return std::nullopt;
+  }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;

@@ -50,18 +50,19 @@ Params MinEnergyTuner::init(const JobInfo& info) {
 
 std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
   ++intervals_;
-  joules_ += obs.joules.value_or(0);
+  std::optional<double> energy = obs.energy(kEnergy);
+  joules_ += energy.value_or(0);
   bytes_ += obs.bytes_interval;
   // The first interval holds connection set-up and slow start; the tail
   // (every file taken, channels draining) says little about the knobs.
   if (intervals_ < 2 || obs.near_end || obs.bytes_interval == 0) return std::nullopt;
-  if (!obs.joules || *obs.joules <= 0) {
+  if (!energy || *energy <= 0) {
     if (!warned_no_energy_ && kernel_enabled_)
       log::warn("min-energy: no energy figures; the kernel layer stays where it started");
     warned_no_energy_ = true;
     return std::nullopt;
   }
-  double cost = *obs.joules / double(obs.bytes_interval);
+  double cost = *energy / double(obs.bytes_interval);
   std::optional<tune::KernelStep> step = kernel_.step(true, cost, current_.total_channels(), current_);
   if (!step) return std::nullopt;
   current_.reason = "min-energy: " + step->reason;
@@ -70,6 +71,7 @@ std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
 
 nlohmann::json MinEnergyTuner::summary() const {
   return {{"kernel", kernel_.summary()},
+          {"minimises", energy_kind_name(kEnergy)},
           {"joules", joules_},
           {"joules_per_gb", bytes_ ? joules_ / (double(bytes_) / 1e9) : 0.0}};
 }

@@ -109,7 +109,7 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
 
 std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   double thr = obs.throughput_bps;
-  double joules = obs.joules.value_or(0);
+  double joules = obs.energy(kEnergy).value_or(0);
   double cost = joules > 0 && obs.bytes_interval ? joules / double(obs.bytes_interval) : 0;
   if (phase_ == Phase::Probe) {
     // Measure until the rate stops rising: at least kProbeIntervals, more

@@ -15,6 +15,9 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target  // --target-pct: intervals at full channels to measure the maximum
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
+  // The least energy that holds the target: the machine's draw (energy-aware SLAEE).
+  static constexpr EnergyKind kEnergy = EnergyKind::EndSystem;
+  std::optional<EnergyKind> minimises() const override { return kEnergy; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;

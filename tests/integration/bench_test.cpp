@@ -1,6 +1,7 @@
 // One quick xfer-bench run: the harness works and every byte verifies. It
 // asserts nothing about speed (timings are not for tests).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,10 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
     EXPECT_GT(r.bytes, 0u);
     EXPECT_GT(r.client_cpu_s, 0);
     EXPECT_NE(r.energy_source.find("model"), std::string::npos);
+    // End-system: the idle draw of the cores online over the run on top of
+    // the dynamic part; every core of this machine stays online in a bench.
+    EXPECT_NEAR(r.core_s, r.wall_s * sysconf(_SC_NPROCESSORS_ONLN), 0.1 + 0.02 * r.wall_s) << r.client;
+    EXPECT_GT(r.end_j_per_gb, r.j_per_gb) << r.client;
     clients.insert(r.client);
     datasets.insert(r.dataset);
   }
@@ -51,6 +56,40 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
   pclose(p);
   EXPECT_EQ(ns.find("xfer-bench240"), std::string::npos) << "namespaces left: " << ns;
   fs::remove_all(out);
+}
+
+// The goal table's judgements on runs with known numbers: min-energy against
+// the least peer's dynamic and end-system energy, the engine's CPU per GB
+// against curl (one large file) at no less throughput.
+TEST(Bench, GoalTableJudgesBothEnergiesAndTheEngine) {
+  auto row = [](const std::string& client, const std::string& kind, const std::string& goal, double mbps, double cpu_s,
+                double jpg, double end_jpg) {
+    bench::RunRow r;
+    r.dataset = "video", r.client = client, r.kind = kind, r.goal = goal, r.verified = true, r.files = 1;
+    r.bytes = 1000000000, r.throughput_mbps = mbps, r.wall_s = 8000 / mbps, r.client_cpu_s = cpu_s;
+    r.j_per_gb = jpg, r.end_j_per_gb = end_jpg;
+    return r;
+  };
+  std::vector<bench::RunRow> rows = {
+      row("curl", "curl-seq", "", 400, 1.0, 10, 50),         // the least peer on both energies
+      row("wget", "wget", "", 300, 1.2, 12, 70),
+      row("me-good", "xferctl", "min-energy", 420, 0.9, 9.5, 29),    // 0.95x dynamic, 0.58x end-system
+      row("me-hot", "xferctl", "min-energy", 420, 1.1, 11, 29),      // dynamic over
+      row("me-idle", "xferctl", "min-energy", 420, 0.9, 9.5, 31),    // end-system 0.62x
+      row("eng-good", "xferctl", "engine", 395, 0.95, 10, 50),       // 0.99x curl's throughput: within 3%
+      row("eng-slow", "xferctl", "engine", 380, 0.95, 10, 50),       // cheaper but slower
+  };
+  std::string md = bench::goals_markdown(rows, 500);
+  auto line = [&](const std::string& client) {
+    size_t at = md.find("| " + client + " |");
+    return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
+  };
+  EXPECT_NE(line("me-good").find("dynamic **met**, end-system **met**"), std::string::npos) << md;
+  EXPECT_NE(line("me-hot").find("dynamic **missed**, end-system **met**"), std::string::npos) << md;
+  EXPECT_NE(line("me-idle").find("dynamic **met**, end-system **missed**"), std::string::npos) << md;
+  EXPECT_NE(line("eng-good").find("(0.95x curl)"), std::string::npos) << md;
+  EXPECT_NE(line("eng-good").find("**met**"), std::string::npos) << md;
+  EXPECT_NE(line("eng-slow").find("**missed**"), std::string::npos) << md;
 }
 
 // The history benchmark's judgements on runs whose numbers are known: the

@@ -460,7 +460,7 @@ TEST(Daemon, ACalibratedPowerModelReachesItsJobs) {
   std::string model = dir + "/power-model.toml";
   xfer::PowerCoefficients c;
   c.cpu_a = c.cpu_b = c.cpu_c = 0;
-  c.idle_watts = 40;
+  c.idle_watts = 40, c.idle_core_watts = 0;  // measured whole, as a calibration does
   c.origin = "test: a constant 40 W";
   c.save(model);
   {

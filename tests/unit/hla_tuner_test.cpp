@@ -77,7 +77,7 @@ struct Sim {
     c.params = p.chunks[0], c.bytes_total = o.bytes_total, c.bytes_done = done, c.throughput_bps = o.throughput_bps;
     o.chunks = {c};
     o.ext_load = load;
-    o.joules = 20 + 2.0 * cc;
+    o.joules = o.dynamic_joules = 20 + 2.0 * cc;  // no idle draw in the simulation
     o.energy_source = "test";
     o.settling = changed;
     return o;
@@ -242,7 +242,7 @@ TEST(HlaTuner, WhenAChunkFinishesTheOthersTakeOverItsShareOfTheFloor) {
     Observation ob;
     ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 70e6, ob.bytes_interval = uint64_t(70e6 / 8);
     ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 70e6 / 8), ob.params = p, ob.ext_load = 0.05;
-    ob.joules = 20, ob.energy_source = "test";
+    ob.joules = ob.dynamic_joules = 20, ob.energy_source = "test";
     for (int i = 0; i < 2; ++i) {
       ChunkObservation c;
       c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "xfer/sha256.h"
+#include "xfer/sysfs.h"
 
 namespace bench {
 namespace {
@@ -68,7 +69,17 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
                   const std::function<void()>& tick) {
   Exec e;
   rusage ru{};
-  auto t0 = std::chrono::steady_clock::now();
+  auto online = [] {
+    auto s = xfer::SysFs("/sys/devices/system/cpu").read("online");
+    return s ? double(xfer::parse_cpu_list(*s).size()) : 0.0;
+  };
+  auto t0 = std::chrono::steady_clock::now(), last = t0;
+  double cores = online();
+  auto integrate = [&](std::chrono::steady_clock::time_point now) {
+    e.core_s += cores * std::chrono::duration<double>(now - last).count();
+    last = now;
+    cores = online();
+  };
   pid_t pid = spawn_logged(argv, log_prefix);
   int st = 0;
   for (;;) {
@@ -80,9 +91,13 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
       break;
     }
     if (tick) tick();
+    auto now = std::chrono::steady_clock::now();
+    if (now - last >= std::chrono::milliseconds(50)) integrate(now);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto end = std::chrono::steady_clock::now();
+  integrate(end);
+  e.wall_s = std::chrono::duration<double>(end - t0).count();
   e.cpu_s = tv_s(ru.ru_utime) + tv_s(ru.ru_stime);
   e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return e;

@@ -30,7 +30,10 @@ struct RunRow {
   bool verified = false;        // every file present and its sha256 right
   double throughput_mbps = 0;   // verified bytes over wall time
   double client_cpu_s = 0, server_cpu_s = 0;
-  double client_j = 0, server_j = 0, j_per_gb = 0;
+  double client_j = 0, server_j = 0, j_per_gb = 0;  // dynamic: the model on the client's CPU time
+  // End-system: the idle draw of the online cores over the run (core_s
+  // core-seconds) plus the dynamic part. NaN in results from before it was kept.
+  double core_s = NAN, end_j = NAN, end_j_per_gb = NAN;
   std::string energy_source;
   std::string goal;   // from the scenario (SLA report)
   // What xferctl's --json said of its tuning: chosen level (energy-efficient),
@@ -60,6 +63,7 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
 struct Exec {
   int exit_code = 0;
   double wall_s = 0, cpu_s = 0;
+  double core_s = 0;  // online cores integrated over the run (sampled every 50 ms): what idles
 };
 // tick, when given, is called every few milliseconds while it runs (the
 // cross traffic's schedule). The CPU is that of this child alone (wait4), so

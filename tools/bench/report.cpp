@@ -47,16 +47,17 @@ std::vector<std::string> split_csv(const std::string& line) {
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"
          "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps,"
-         "steady_mbps";
+         "steady_mbps,core_s,end_j,end_j_per_gb";
 }
 
 std::string csv_line(const RunRow& r) {
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.2f}", x); };
-  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{}",
+  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{},{},{},{}",
                      quote(r.scenario), quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code,
                      r.wall_s, r.bytes, r.files, r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s,
                      r.server_cpu_s, r.client_j, r.server_j, r.j_per_gb, quote(r.energy_source), r.goal, num(r.chosen),
-                     num(r.target_mbps), num(r.controlled_mbps), num(r.steady_mbps));
+                     num(r.target_mbps), num(r.controlled_mbps), num(r.steady_mbps), num(r.core_s), num(r.end_j),
+                     num(r.end_j_per_gb));
 }
 
 std::vector<RunRow> read_csv(const std::string& path) {
@@ -79,7 +80,8 @@ std::vector<RunRow> read_csv(const std::string& path) {
       auto num = [](const std::string& x) { return x.empty() ? NAN : std::stod(x); };
       r.goal = v[18], r.chosen = num(v[19]), r.target_mbps = num(v[20]), r.controlled_mbps = num(v[21]);
     }
-    if (v.size() >= 23) r.steady_mbps = v[22].empty() ? NAN : std::stod(v[22]);
+    auto opt = [&](size_t i) { return v.size() > i && !v[i].empty() ? std::stod(v[i]) : NAN; };
+    r.steady_mbps = opt(22), r.core_s = opt(23), r.end_j = opt(24), r.end_j_per_gb = opt(25);
     rows.push_back(r);
   }
   return rows;
@@ -98,27 +100,35 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
     groups[key].push_back(&r);
   }
   for (auto& s : out) {
-    std::vector<double> thr, wall, ccpu, scpu, cj, jpg;
+    std::vector<double> thr, wall, ccpu, scpu, cj, jpg, ejpg, cpg;
     for (const RunRow* r : groups[{s.dataset, s.client}]) {
       ++s.runs;
       if (!r->verified) continue;  // a run that did not deliver every byte has no speed
       ++s.verified_runs;
       thr.push_back(r->throughput_mbps), wall.push_back(r->wall_s), ccpu.push_back(r->client_cpu_s);
       scpu.push_back(r->server_cpu_s), cj.push_back(r->client_j), jpg.push_back(r->j_per_gb);
+      if (!std::isnan(r->end_j_per_gb)) ejpg.push_back(r->end_j_per_gb);
+      if (r->bytes) cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
     }
+    s.cpu_per_gb = median(cpg);
     s.throughput_mbps = median(thr), s.wall_s = median(wall), s.client_cpu_s = median(ccpu);
-    s.server_cpu_s = median(scpu), s.client_j = median(cj), s.j_per_gb = median(jpg);
+    s.server_cpu_s = median(scpu), s.client_j = median(cj), s.j_per_gb = median(jpg), s.end_j_per_gb = median(ejpg);
   }
   // Ratios against the best peer of the same dataset: highest throughput, lowest J/GB.
   for (auto& s : out) {
-    double best_thr = 0, best_jpg = 0;
+    double best_thr = 0, best_jpg = 0, best_end = 0;
+    auto least = [](double& best, double x) {
+      if (x > 0) best = best == 0 ? x : std::min(best, x);
+    };
     for (const auto& p : out) {
       if (!p.peer || p.dataset != s.dataset || p.verified_runs == 0) continue;
       best_thr = std::max(best_thr, p.throughput_mbps);
-      if (p.j_per_gb > 0) best_jpg = best_jpg == 0 ? p.j_per_gb : std::min(best_jpg, p.j_per_gb);
+      least(best_jpg, p.j_per_gb);
+      least(best_end, p.end_j_per_gb);
     }
     s.thr_vs_best_peer = best_thr > 0 ? s.throughput_mbps / best_thr : 0;
     s.jpg_vs_best_peer = best_jpg > 0 && s.j_per_gb > 0 ? s.j_per_gb / best_jpg : 0;
+    s.end_vs_best_peer = best_end > 0 && s.end_j_per_gb > 0 ? s.end_j_per_gb / best_end : 0;
   }
   return out;
 }
@@ -126,20 +136,25 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
 std::string markdown(const std::string& scenario, const std::vector<Summary>& ss, const std::string& energy_source) {
   std::ostringstream md;
   md << "# " << scenario << "\n\nMedians over verified runs. Energy: " << energy_source
-     << ", the same model applied to every client's CPU time (client side). Ratios are against the best "
-        "peer (curl, wget, aria2c) of the same dataset: throughput / best peer throughput, J/GB / best peer "
-        "J/GB (below 1 is better).\n";
+     << ". Dynamic: the model applied to every client's CPU time (client side). End-system: the idle draw of the "
+        "online cores over the run's wall time plus the dynamic part. Ratios are against the best peer (curl, wget, "
+        "aria2c) of the same dataset: throughput / best peer throughput, J/GB / the least J/GB among the peers "
+        "(below 1 is better).\n";
   std::string current;
   for (const auto& s : ss) {
     if (s.dataset != current) {
       current = s.dataset;
       md << "\n## " << current << "\n\n"
-         << "| client | runs ok | Mbit/s | s | client CPU s | server CPU s | J (model) | J/GB | thr / best peer | J/GB / best peer |\n"
-         << "|---|---|---|---|---|---|---|---|---|---|\n";
+         << "| client | runs ok | Mbit/s | s | client CPU s | CPU s/GB | server CPU s | J dynamic | J/GB dynamic | J/GB "
+            "end-system | thr / best peer | dynamic / least peer | end-system / least peer |\n"
+         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     }
-    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} |\n", s.client,
-                      s.verified_runs, s.runs, s.throughput_mbps, s.wall_s, s.client_cpu_s, s.server_cpu_s, s.client_j,
-                      s.j_per_gb, s.thr_vs_best_peer, s.jpg_vs_best_peer);
+    auto opt = [](double x, const char* f) { return x > 0 ? fmt::format(fmt::runtime(f), x) : std::string("-"); };
+    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {:.2f} | {} | {:.2f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {} |\n",
+                      s.client, s.verified_runs, s.runs, s.throughput_mbps, s.wall_s, s.client_cpu_s,
+                      opt(s.cpu_per_gb, "{:.2f}"), s.server_cpu_s, s.client_j, s.j_per_gb,
+                      opt(s.end_j_per_gb, "{:.1f}"), s.thr_vs_best_peer, s.jpg_vs_best_peer,
+                      opt(s.end_vs_best_peer, "{:.2f}"));
   }
   return md.str();
 }
@@ -224,14 +239,18 @@ std::vector<ClientRuns> verified_by_client(const std::vector<RunRow>& rows, cons
 
 std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
   std::ostringstream md;
-  md << "\n## SLA goals (issue 6)\n\nMedians over verified runs; energy as above (model, client CPU). "
-        "CPU/GB: client CPU seconds per GB.\n";
+  md << "\n## Goals\n\nMedians over verified runs; energy as above (model): dynamic from the client's CPU, "
+        "end-system adds the online cores' idle draw over the run. CPU/GB: client CPU seconds per GB. min-energy "
+        "(issue 16): dynamic <= 1.0x and end-system <= 0.6x the least peer's. engine (issue 16): CPU/GB <= 1.0x "
+        "curl's on one or two large files, <= 1.0x curl --parallel's on more files, at no less throughput (within "
+        "3%).\n";
   auto yes = [](bool ok) { return ok ? "**met**" : "**missed**"; };
   for (const auto& d : datasets_of(rows)) {
     // Per client: medians of throughput, J/GB, CPU/GB.
     struct Med {
       std::string kind, goal;
-      std::vector<double> thr, jpg, cpg, chosen, target, ctl, steady;
+      std::vector<double> thr, jpg, ejpg, cpg, chosen, target, ctl, steady;
+      size_t files = 0;
     };
     std::map<std::string, Med> by;
     std::vector<std::string> order;
@@ -240,7 +259,8 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
       Med& m = by[c.client];
       for (const RunRow* r : c.runs) {
         m.kind = r->kind, m.goal = r->goal;
-        m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb);
+        m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb), m.files = r->files;
+        if (!std::isnan(r->end_j_per_gb)) m.ejpg.push_back(r->end_j_per_gb);
         m.cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
         if (!std::isnan(r->chosen)) m.chosen.push_back(r->chosen);
         if (!std::isnan(r->target_mbps)) m.target.push_back(r->target_mbps);
@@ -248,23 +268,26 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
         if (!std::isnan(r->steady_mbps)) m.steady.push_back(r->steady_mbps);
       }
     }
-    double best_thr = 0, min_jpg = 0, min_cpg = 0;
-    std::string best_peer, jpg_peer, cpg_peer;
+    double best_thr = 0, min_jpg = 0, min_cpg = 0, min_end = 0;
+    std::string best_peer, jpg_peer, cpg_peer, end_peer;
     for (auto& [name, m] : by) {
       if (m.kind == "xferctl") continue;
-      double t = median(m.thr), j = median(m.jpg), c = median(m.cpg);
+      double t = median(m.thr), j = median(m.jpg), c = median(m.cpg), e = median(m.ejpg);
       if (t > best_thr) best_thr = t, best_peer = name;
       if (min_jpg == 0 || j < min_jpg) min_jpg = j, jpg_peer = name;
       if (min_cpg == 0 || c < min_cpg) min_cpg = c, cpg_peer = name;
+      if (e > 0 && (min_end == 0 || e < min_end)) min_end = e, end_peer = name;
     }
     md << "\n### " << d << "\n\n";
     if (best_peer.empty()) {
       md << "No peer ran on this dataset.\n";
       continue;
     }
-    md << fmt::format("Best peer throughput: {} {:.1f} Mbit/s. Least energy among peers: {} {:.1f} J/GB; least CPU: {} "
-                      "{:.2f} s/GB.\n\n| goal | client | figure | target | result |\n|---|---|---|---|---|\n",
-                      best_peer, best_thr, jpg_peer, min_jpg, cpg_peer, min_cpg);
+    md << fmt::format("Best peer throughput: {} {:.1f} Mbit/s. Least energy among peers: dynamic {} {:.1f} J/GB, "
+                      "end-system {} {:.1f} J/GB; least CPU: {} {:.2f} s/GB.\n\n| goal | client | figure | target | "
+                      "result |\n|---|---|---|---|---|\n",
+                      best_peer, best_thr, jpg_peer, min_jpg, end_peer.empty() ? "-" : end_peer, min_end, cpg_peer,
+                      min_cpg);
     // Brute-force sweep: the level with the most throughput per joule (least J/GB).
     double sweep_best = NAN, sweep_jpg = 0, step = 0;
     std::vector<double> sweep_levels;
@@ -292,10 +315,28 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
                           name, t, t / link_mbps * 100, st, st / link_mbps * 100, t / best_thr, link_mbps, best_thr,
                           yes(whole), yes(sustained), yes(beats));
       } else if (m.goal == "min-energy") {
-        bool ok = j < min_jpg && c < min_cpg;
-        md << fmt::format("| min-energy | {} | {:.1f} J/GB ({:.2f}x), {:.2f} CPU s/GB ({:.2f}x) | < {:.1f} J/GB and < "
-                          "{:.2f} s/GB | {} |\n",
-                          name, j, j / min_jpg, c, c / min_cpg, min_jpg, min_cpg, yes(ok));
+        double e = median(m.ejpg);
+        bool dyn_ok = j <= min_jpg, end_ok = min_end > 0 && e > 0 && e <= 0.6 * min_end;
+        md << fmt::format("| min-energy | {} | dynamic {:.1f} J/GB ({:.2f}x), end-system {} ({}), {:.2f} CPU s/GB "
+                          "({:.2f}x), {:.1f} Mbit/s | dynamic <= {:.1f}; end-system <= {:.1f} | dynamic {}, end-system "
+                          "{} |\n",
+                          name, j, j / min_jpg, e > 0 ? fmt::format("{:.1f} J/GB", e) : "-",
+                          min_end > 0 && e > 0 ? fmt::format("{:.2f}x", e / min_end) : "-", c, c / min_cpg, t, min_jpg,
+                          0.6 * min_end, yes(dyn_ok), yes(end_ok));
+      } else if (m.goal == "engine") {
+        const char* want = m.files <= 2 ? "curl-seq" : "curl-parallel";
+        std::string ref;
+        for (auto& [pn, pm] : by)
+          if (pm.kind == want && (ref.empty() || median(pm.cpg) < median(by[ref].cpg))) ref = pn;
+        if (ref.empty()) {
+          md << fmt::format("| engine | {} | {:.2f} CPU s/GB | no {} client ran | |\n", name, c, want);
+          continue;
+        }
+        double rc = median(by[ref].cpg), rt = median(by[ref].thr);
+        bool ok = c <= rc && t >= 0.97 * rt;
+        md << fmt::format("| engine | {} | {:.2f} CPU s/GB ({:.2f}x {}), {:.1f} Mbit/s ({:.2f}x) | <= {:.2f} s/GB at >= "
+                          "{:.1f} Mbit/s | {} |\n",
+                          name, c, c / rc, ref, t, t / rt, rc, 0.97 * rt, yes(ok));
       } else if (m.goal == "energy-efficient") {
         std::string runs;
         for (double x : m.chosen) runs += (runs.empty() ? "" : ", ") + fmt::format("{:g}", x);

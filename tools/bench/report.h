@@ -13,6 +13,9 @@ namespace bench {
 
 using xfer::median;  // 0 for none
 
+// How every client's energy is figured (there is no RAPL on the test bed).
+constexpr const char* kEnergySource = "model:cpu (energy-aware eq. 2-3)";
+
 std::string csv_header();
 std::string csv_line(const RunRow& r);
 std::vector<RunRow> read_csv(const std::string& path);
@@ -21,7 +24,9 @@ struct Summary {
   std::string dataset, client, kind;
   int runs = 0, verified_runs = 0;
   double throughput_mbps = 0, wall_s = 0, client_cpu_s = 0, server_cpu_s = 0, client_j = 0, j_per_gb = 0;
-  double thr_vs_best_peer = 0, jpg_vs_best_peer = 0;  // ratios (0 when there is no peer)
+  double end_j_per_gb = 0;  // end-system (0: not in these results)
+  double cpu_per_gb = 0;    // client CPU seconds per GB
+  double thr_vs_best_peer = 0, jpg_vs_best_peer = 0, end_vs_best_peer = 0;  // ratios (0 when there is no peer)
   bool peer = true;
 };
 

@@ -99,10 +99,10 @@ Scenario load_scenario(const std::string& path) {
       c.goal = get<std::string>(*t, "goal", "");
       if (!c.goal.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, n) + ": only xferctl clients have a goal");
       static const std::set<std::string> goals = {"max-throughput", "min-energy", "energy-efficient", "ee-sweep", "target",
-                                                  "hla-throughput", "hla-energy", "static"};
+                                                  "hla-throughput", "hla-energy", "static", "engine"};
       if (!c.goal.empty() && !goals.count(c.goal))
         throw std::runtime_error(where(path, n) + ": goal is one of max-throughput, min-energy, energy-efficient, ee-sweep, "
-                                 "target, hla-throughput, hla-energy, static");
+                                 "target, hla-throughput, hla-energy, static, engine");
       if (auto* a = (*t)["args"].as_array())
         for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
       s.clients.push_back(c);

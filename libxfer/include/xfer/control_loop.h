@@ -65,7 +65,7 @@ class ControlLoop : public JobController {
   const Params& params() const { return current_; }  // in effect now
   const LoopParts& parts() const { return parts_; }
   // This job's joules so far (nullopt without a meter).
-  std::optional<double> joules() const;
+  std::optional<double> joules(EnergyKind k = EnergyKind::EndSystem) const;
   // The kernel layer as this job used it.
   int kernel_changes() const { return kernel_changes_; }
   const std::string& kernel_error() const { return kernel_error_; }
@@ -96,7 +96,8 @@ class ControlLoop : public JobController {
   FlowAccountant accountant_;
   std::vector<FlowAccountant> chunk_accountants_;
   uint64_t flow_bytes_ = 0;
-  double joules_ = 0;
+  double joules_ = 0, dynamic_joules_ = 0;
+  void add_energy(const Machine::Share& s);
   std::string energy_source_;
   int kernel_changes_ = 0;
   std::string kernel_error_;

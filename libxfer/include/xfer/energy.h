@@ -13,6 +13,15 @@
 
 namespace xfer {
 
+// The two energies of a transfer (issue 16; energy-aware eq. 4):
+// end-system: what the client machine draws over the transfer's wall time,
+//   the idle draw of its online cores plus the dynamic part (the
+//   energy-aware and http-sla papers' figure);
+// dynamic: above the idle draw only (cross-layer-hla and fasthla subtract the
+//   baseline).
+enum class EnergyKind { EndSystem, Dynamic };
+inline const char* energy_kind_name(EnergyKind k) { return k == EnergyKind::Dynamic ? "dynamic" : "end-system"; }
+
 struct EnergySample {
   double interval_s = 0;
   double joules = 0;          // whole machine (RAPL) or modelled load + idle over the interval
@@ -39,13 +48,25 @@ class EnergyMeter {
 // percent CPU utilisation, fitted on the paper's servers); the paper publishes
 // no numbers for memory, disk and NIC, so they default to 0 (the model is then
 // the CPU-only one, eq. 3) until `xferctl calibrate` fits them where RAPL
-// exists. idle_watts is the machine's idle draw, 0 (unknown) until measured
-// or configured.
+// exists.
+//
+// The idle (static) draw, which end-system energy adds to the dynamic part
+// (energy-aware eq. 4: E_T = P_i T + P_d T_d): idle_watts for the machine as a
+// whole plus idle_core_watts for every online core, so a core taken offline
+// draws nothing. The papers publish no idle figure for their servers. The
+// default per core assumes a server idles at half its peak draw, the figure
+// of Fan, Weber and Barroso's "Power provisioning for a warehouse-sized
+// computer" (the energy-aware paper's reference [17]): the machine's idle
+// draw equals its modelled peak dynamic power, C_cpu,N x 100% for its N
+// cores, spread over the N cores. On this 2-core machine: 11.2 W a core.
+// A calibration against RAPL measures the idle draw whole (idle_watts) and
+// sets idle_core_watts to 0.
 struct PowerCoefficients {
   double cpu_a = 0.011, cpu_b = -0.082, cpu_c = 0.344;
   double memory = 0, disk = 0, nic = 0;  // watts per percent utilisation
   double tdp_ratio = 1.0;                // eq. 3: TDP here / TDP where fitted
-  double idle_watts = 0;
+  double idle_watts = 0;                 // the machine's idle draw, apart from its cores'
+  double idle_core_watts = -1;           // idle draw of one online core; < 0: the default above
   std::string origin = "energy-aware-transfer-algorithms.txt eq. 2 (paper defaults)";
   std::string file;  // the file they were read from ("" : built in)
 
@@ -53,6 +74,13 @@ struct PowerCoefficients {
   bool fine_grained() const { return memory != 0 || disk != 0 || nic != 0; }
   // Dynamic power for utilisations in percent.
   double dynamic_watts(int cores, double u_cpu, double u_mem, double u_disk, double u_nic) const;
+  // Dynamic energy of cpu_s CPU seconds spent over wall_s with n cores online
+  // (eq. 3, u_cpu = cpu_s / (wall_s n) in percent): a process's own share.
+  double cpu_energy_j(double cpu_s, double wall_s, int n) const;
+  // The idle draw with this many cores online, and where its figure comes from.
+  double idle_power_w(int online_cores) const;
+  double idle_per_core_w() const;
+  std::string idle_basis() const;
 
   static PowerCoefficients load(const std::string& path);  // throws std::runtime_error (file:line: reason)
   void save(const std::string& path) const;
@@ -102,7 +130,9 @@ class ModelMeter : public EnergyMeter {
   bool measured() const override { return false; }
   EnergySample sample() override;
   std::string basis() const override {
-    return "power model, coefficients " + (coef_.file.empty() ? "built in: " + coef_.origin : "from " + coef_.file + " (" + coef_.origin + ")");
+    return "power model, coefficients " +
+           (coef_.file.empty() ? "built in: " + coef_.origin : "from " + coef_.file + " (" + coef_.origin + ")") +
+           "; idle " + coef_.idle_basis();
   }
 
  private:

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/energy.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/params.h"
 #include "xfer/partition.h"
@@ -67,6 +68,8 @@ struct Observation {
   std::optional<double> joules;
   std::optional<double> dynamic_joules;  // of it, above the idle draw
   std::string energy_source;
+  // The energy a policy minimises: joules (end-system) or dynamic_joules.
+  std::optional<double> energy(EnergyKind k) const { return k == EnergyKind::Dynamic ? dynamic_joules : joules; }
   std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
   std::optional<long> freq_khz;    // the frequency set, when the job controls it
   bool near_end = false;  // what is left would take under two intervals at this rate
@@ -101,6 +104,9 @@ class Tuner {
  public:
   virtual ~Tuner() = default;
   virtual std::string name() const = 0;
+  // The energy the policy minimises (nullopt: none; it maximises throughput
+  // or holds what it is given). The reports say which.
+  virtual std::optional<EnergyKind> minimises() const { return std::nullopt; }
   virtual Params init(const JobInfo& info) = 0;
   // Called every interval; nullopt keeps the current params.
   virtual std::optional<Params> decide(const Observation& obs) = 0;
