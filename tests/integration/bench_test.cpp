@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
+#include <map>
 
 #include "fixture.h"
 #include "hla_report.h"
@@ -21,7 +23,7 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
               out + "/stderr");
   EXPECT_EQ(rc, 0) << "see " << out << "/stderr";
   auto rows = bench::read_csv(out + "/results.csv");
-  ASSERT_EQ(rows.size(), 4u * 9u);  // 4 datasets x 9 clients x 1 repeat
+  ASSERT_EQ(rows.size(), 4u * 10u);  // 4 datasets x 10 clients x 1 repeat
   std::set<std::string> clients, datasets;
   for (const auto& r : rows) {
     EXPECT_TRUE(r.verified) << r.dataset << " " << r.client << ": " << r.files_ok << "/" << r.files;
@@ -36,7 +38,7 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
     clients.insert(r.client);
     datasets.insert(r.dataset);
   }
-  EXPECT_EQ(clients.size(), 9u);
+  EXPECT_EQ(clients.size(), 10u);
   std::ifstream md(out + "/summary.md");
   std::string summary((std::istreambuf_iterator<char>(md)), {});
   for (const auto& c : clients) EXPECT_NE(summary.find("| " + c + " |"), std::string::npos) << c;
@@ -55,6 +57,37 @@ TEST(Bench, QuickWanScenarioRunsEveryClientAndVerifiesEveryByte) {
   while (p && fgets(buf, sizeof buf, p)) ns += buf;
   pclose(p);
   EXPECT_EQ(ns.find("xfer-bench240"), std::string::npos) << "namespaces left: " << ns;
+  fs::remove_all(out);
+}
+
+// HTTPS in the bench: nginx with a certificate from the CA the bench makes,
+// every client given that CA (a client that did not verify would still
+// fetch; one that could not would fail here), h2 negotiated by ALPN where
+// the client has it.
+TEST(Bench, QuickTlsScenarioVerifiesEveryClientAgainstTheBenchCa) {
+  std::string out = make_temp_dir("bench-tls");
+  std::string scenario = std::string(XFER_SOURCE_DIR) + "/tests/bench/wan-tls.toml";
+  int rc = sh(bin("xfer-bench") + " " + scenario + " --quick --dataset mixed --index 241 --out " + out + " > " + out +
+              "/stdout 2> " + out + "/stderr");
+  EXPECT_EQ(rc, 0) << "see " << out << "/stderr";
+  auto rows = bench::read_csv(out + "/results.csv");
+  ASSERT_EQ(rows.size(), 8u);  // 1 dataset x 8 clients x 1 repeat
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r.verified) << r.client << ": " << r.files_ok << "/" << r.files << "; see " << out;
+    EXPECT_EQ(r.exit_code, 0) << r.client;
+  }
+  EXPECT_TRUE(fs::exists(out + "/tls/ca.crt"));
+  std::ifstream log(out + "/nginx/access.log");
+  std::map<std::string, int> protocols;
+  for (std::string line; std::getline(log, line);) {
+    std::istringstream f(line);
+    std::string msec, rt, conn, reqs, proto;
+    f >> msec >> rt >> conn >> reqs >> proto;
+    EXPECT_EQ(line.substr(line.rfind(' ') + 1), "8443") << line;  // nothing in clear text
+    ++protocols[proto];
+  }
+  EXPECT_GT(protocols["HTTP/2.0"], 0) << "no client negotiated h2";
+  EXPECT_GT(protocols["HTTP/1.1"], 0) << "wget and aria2c speak HTTP/1.1";
   fs::remove_all(out);
 }
 

@@ -53,7 +53,8 @@ void on_signal(int) { g_stop = 1; }
 
 // The command line of one client, its input files written under inputs/.
 std::vector<std::string> client_argv(const bench::ClientSpec& c, const PreparedDataset& d, const std::string& base_url,
-                                     const std::string& inputs, const std::string& dest, double rate_mbps) {
+                                     const std::string& inputs, const std::string& dest, double rate_mbps,
+                                     const std::string& ca_file) {
   std::string urls = inputs + "/urls.txt", cfg = inputs + "/curl.cfg", manifest = inputs + "/manifest.txt";
   {
     std::ofstream u(urls), k(cfg), m(manifest);
@@ -64,21 +65,30 @@ std::vector<std::string> client_argv(const bench::ClientSpec& c, const PreparedD
       m << url << " " << f.size << "\n";  // the listing a user has; sha256 is checked by the bench
     }
   }
-  std::string proto = c.port == "h2c" ? "--http2-prior-knowledge" : "--http1.1";
+  // curl over TLS asks for h2 by ALPN (its --parallel multiplexes there);
+  // in clear text h2 needs prior knowledge, which curl --parallel cannot use
+  // here (7.88: "HTTP2 framing layer"), so h1 unless the client is on h2c.
+  bool tls = c.port == "https";
+  std::string proto = tls ? "--http2" : c.port == "h2c" ? "--http2-prior-knowledge" : "--http1.1";
   std::vector<std::string> a;
   if (c.kind == "xferctl") {
     a = {self_dir() + "/xferctl", "run", "--manifest", manifest, "--dest", dest, "--json", "--no-progress",
          "--bandwidth-mbps", fmt::format("{}", rate_mbps)};
+    if (tls) a.insert(a.end(), {"--ca-file", ca_file});
   } else if (c.kind == "curl-seq") {
     a = {"curl", "-s", "-S", "--fail", proto, "-K", cfg};
+    if (tls) a.insert(a.end(), {"--cacert", ca_file});
   } else if (c.kind == "curl-parallel") {
     a = {"curl", "-s", "-S", "--fail", proto, "-Z", "--parallel-max", std::to_string(c.parallel), "-K", cfg};
+    if (tls) a.insert(a.end(), {"--cacert", ca_file});
   } else if (c.kind == "wget") {
     a = {"wget", "-nv", "-i", urls, "-P", dest};
+    if (tls) a.push_back("--ca-certificate=" + ca_file);
   } else if (c.kind == "aria2c") {
     a = {"aria2c", "-i", urls, "-d", dest, "-j", std::to_string(c.parallel), "-x", std::to_string(c.split), "-s",
          std::to_string(c.split), "--min-split-size=1M", "--file-allocation=none", "--auto-file-renaming=false",
          "--allow-overwrite=true", "--summary-interval=0", "--console-log-level=error", "--max-tries=5"};
+    if (tls) a.push_back("--ca-certificate=" + ca_file);
   }
   a.insert(a.end(), c.args.begin(), c.args.end());
   return a;
@@ -218,9 +228,12 @@ int main(int argc, char** argv) {
   std::string link_name = "bench" + std::to_string(index);
   std::unique_ptr<LinkProcess> link;
   std::unique_ptr<NginxInNs> server;
+  BenchTls tls;
   try {
     link = std::make_unique<LinkProcess>(sc.link, link_name, index, out + "/logs/linkemu.err");
-    server = std::make_unique<NginxInNs>(*link, out + "/nginx", data_root);
+    bool https = std::any_of(clients.begin(), clients.end(), [](const auto& c) { return c.port == "https"; });
+    if (https) tls = make_bench_tls(out + "/tls", link->server_ip);
+    server = std::make_unique<NginxInNs>(*link, out + "/nginx", data_root, https ? &tls.site : nullptr);
   } catch (const std::exception& e) {
     fmt::print(stderr, "xfer-bench: {}\n", e.what());
     return 1;
@@ -250,8 +263,9 @@ int main(int argc, char** argv) {
         std::string dest = work + "/dest";
         fs::remove_all(dest);
         fs::create_directories(dest);
-        std::string base = "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
-        auto argv_c = client_argv(c, d, base, work, dest, sc.link.rate_mbps);
+        std::string base = c.port == "https" ? fmt::format("https://{}:{}/", link->server_ip, NginxInNs::kHttpsPort)
+                           : "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
+        auto argv_c = client_argv(c, d, base, work, dest, sc.link.rate_mbps, tls.ca_file);
         std::vector<std::string> full = {"ip", "netns", "exec", link->client_ns};
         full.insert(full.end(), argv_c.begin(), argv_c.end());
         double srv0 = bench::process_tree_cpu_s(nginx);

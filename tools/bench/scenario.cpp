@@ -91,7 +91,8 @@ Scenario load_scenario(const std::string& path) {
       if (!kinds.count(c.kind)) throw std::runtime_error(where(path, n) + ": unknown client kind '" + c.kind + "'");
       c.name = get<std::string>(*t, "name", c.kind);
       c.port = get<std::string>(*t, "port", "h1");
-      if (c.port != "h1" && c.port != "h2c") throw std::runtime_error(where(path, n) + ": port is h1 or h2c");
+      if (c.port != "h1" && c.port != "h2c" && c.port != "https")
+        throw std::runtime_error(where(path, n) + ": port is h1, h2c or https");
       if (c.port == "h2c" && (c.kind == "wget" || c.kind == "aria2c"))
         throw std::runtime_error(where(path, n) + ": " + c.kind + " does not speak h2c");
       c.parallel = int(get<int64_t>(*t, "parallel", 16));

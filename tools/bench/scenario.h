@@ -28,7 +28,9 @@ struct DatasetSpec {
 
 struct ClientSpec {
   std::string name, kind;  // kind: xferctl | curl-seq | curl-parallel | wget | aria2c
-  std::string port = "h1"; // h1 | h2c (only xferctl and curl speak h2c)
+  // h1 | h2c (only xferctl and curl speak h2c) | https (TLS from the bench's
+  // CA, which every client is given; h2 by ALPN where the client has it)
+  std::string port = "h1";
   int parallel = 16, split = 4;
   std::vector<std::string> args;
   // What the SLA report checks this client for: max-throughput, min-energy,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "tls.h"
 #include "xfer/datagen.h"
 
 namespace fs = std::filesystem;
@@ -81,8 +82,29 @@ std::string LinkProcess::read_line(int timeout_ms) {
   return line;
 }
 
-NginxInNs::NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root)
+BenchTls make_bench_tls(const std::string& dir, const std::string& server_ip) {
+  fs::create_directories(dir);
+  xtest::TestCa ca("xfer-bench CA");
+  xtest::CertSpec spec;
+  spec.common_name = "xfer-bench server";
+  spec.alt_names = "IP:" + server_ip;
+  BenchTls t;
+  std::string base = ca.issue(spec).write(dir, "server");
+  t.site = {base + ".crt", base + ".key"};
+  t.ca_file = dir + "/ca.crt";
+  std::ofstream(t.ca_file) << ca.cert_pem();
+  return t;
+}
+
+NginxInNs::NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root,
+                     const TlsSiteFiles* tls)
     : run_dir_(run_dir) {
+  fs::create_directories(run_dir + "/sites.d");
+  std::ofstream conf(run_dir + "/sites.d/tls.conf", std::ios::trunc);
+  if (tls)
+    conf << "server { listen " << link.server_ip << ":" << kHttpsPort << " ssl http2; ssl_certificate " << tls->cert_file
+         << "; ssl_certificate_key " << tls->key_file << "; include " << run_dir << "/locations.conf; }\n";
+  conf.close();
   if (sh("ip netns exec " + link.server_ns + " bash " + source_dir() + "/scripts/nginx-serve.sh start " + run_dir + " " +
          data_root + " 8080 8081 2m " + link.server_ip) != 0) {
     sh("bash " + source_dir() + "/scripts/nginx-serve.sh stop " + run_dir_ + " >/dev/null 2>&1");

@@ -36,9 +36,24 @@ class LinkProcess {
 
 // nginx (scripts/nginx-serve.sh) in the link's server namespace, serving
 // data_root on 8080 (HTTP/1.1) and 8081 (h2c); stopped when it goes.
+// The server's certificate for https (port 8443: TLS 1.3/1.2, ALPN h2 and
+// http/1.1), signed by a CA the test bed made.
+struct TlsSiteFiles {
+  std::string cert_file, key_file;
+};
+// A CA of the test bed's own, in dir (ca.crt), and a certificate it signs for
+// the link's server address; the CA is what every client is given.
+struct BenchTls {
+  std::string ca_file;
+  TlsSiteFiles site;
+};
+BenchTls make_bench_tls(const std::string& dir, const std::string& server_ip);
+
 class NginxInNs {
  public:
-  NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root);
+  static constexpr int kHttpsPort = 8443;
+  NginxInNs(const LinkProcess& link, const std::string& run_dir, const std::string& data_root,
+            const TlsSiteFiles* tls = nullptr);
   ~NginxInNs();
   NginxInNs(const NginxInNs&) = delete;
   NginxInNs& operator=(const NginxInNs&) = delete;

@@ -1,6 +1,7 @@
-// Certificates for the https tests, made with libcrypto: a private CA, server
-// certificates it signs (valid, expired, for another host) and self-signed
-// ones. Keys are P-256: quick to make, and what a modern server would use.
+// Certificates for the https tests and the bench's TLS scenarios, made with
+// libcrypto: a private CA, server certificates it signs (valid, expired, for
+// another host) and self-signed ones. Keys are P-256: quick to make, and what
+// a modern server would use.
 #pragma once
 
 #include <memory>
