@@ -103,8 +103,8 @@ json job_report(const Job& job, const ControlLoop* loop) {
                    {"joules_per_gb", per_gb(*joules)},
                    {"dynamic_joules", dynamic},
                    {"dynamic_joules_per_gb", per_gb(dynamic)},
-                   {"kinds", "joules: end-system (the machine's draw over the job's time: the online cores' idle "
-                             "power plus the dynamic part); dynamic_joules: above the idle draw"},
+                   {"kinds", "joules: end-system (the draw of the machine over the time of the job: the idle "
+                             "power of the online cores plus the dynamic part); dynamic_joules: above the idle draw"},
                    {"policy_minimises", min ? energy_kind_name(*min) : "none"},
                    {"share", Machine::kShareBasis}};
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -25,8 +26,11 @@ FileWork::~FileWork() {
   std::map<uid_t, Lane> lanes;
   {
     std::lock_guard<std::mutex> g(mu_);
-    for (auto& [uid, lane] : lanes_)
+    closing_ = true;
+    for (auto& [uid, lane] : lanes_) {
       for (Task& t : lane.queue) *t.stop = true;
+      lane.more.notify_all();
+    }
   }
   // The threads drain their queues (every task stopped) and end.
   for (auto& [uid, lane] : lanes_)
@@ -40,6 +44,7 @@ FileWork::Handle FileWork::post(uid_t owner, Work work, Done done) {
   std::lock_guard<std::mutex> g(mu_);
   Lane& lane = lanes_[owner];
   lane.queue.push_back(Task{stop, std::move(work), std::move(done), {}, {}});
+  lane.more.notify_one();
   if (!lane.busy) {
     if (lane.thread.joinable()) lane.thread.join();  // it has said it is done: it ends at once
     lane.busy = true;
@@ -52,8 +57,9 @@ void FileWork::run_lane(uid_t owner) {
   for (;;) {
     Task t;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      std::unique_lock<std::mutex> g(mu_);
       Lane& lane = lanes_[owner];
+      lane.more.wait_for(g, std::chrono::milliseconds(kLingerMs), [&] { return closing_ || !lane.queue.empty(); });
       if (lane.queue.empty()) {
         lane.busy = false;
         return;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -67,11 +68,17 @@ class FileWork {
     std::string result;
     std::exception_ptr error;
   };
+  // A lane's thread waits a while for more work before it ends: a job of
+  // many small files posts a task per file, and a thread each cost more
+  // than the work (a blocked wait, no timer while it waits).
+  static constexpr int kLingerMs = 2000;
   struct Lane {
     std::deque<Task> queue;
     std::thread thread;
+    std::condition_variable more;
     bool busy = false;
   };
+  bool closing_ = false;
   void run_lane(uid_t owner);
   static int on_ready(sd_event_source*, int fd, uint32_t, void* ud);
 

@@ -299,7 +299,7 @@ void Job::Impl::reset_file(FileTask* f) {
 
 void Job::Impl::checkpoint_all(bool sync) {
   for (FileTask& f : files) {
-    if (f.state != FileTask::State::Active) continue;
+    if (f.state != FileTask::State::Active || f.commit == FileTask::Commit::InBatch) continue;
     try {
       if (sync) f.part->checkpoint();
       else f.part->record_written();
@@ -353,10 +353,13 @@ void Job::Impl::io_failed(FileTask* f, const IoError& e) {
   fatal(why);
 }
 
-// A complete file is verified and synced off the loop (finish_checked
-// renames it): a sha256 of gigabytes would stop every transfer meanwhile.
+// A complete file is verified off the loop (a sha256 of gigabytes would stop
+// every transfer meanwhile), then synced and renamed by a group commit, also
+// off the loop (start_commit).
 void Job::Impl::maybe_finish_file(FileTask* f) {
-  if (f->state != FileTask::State::Active || f->inflight > 0 || f->checking || !f->part->complete()) return;
+  if (f->state != FileTask::State::Active || f->inflight > 0 || f->checking || f->commit != FileTask::Commit::None ||
+      !f->part->complete())
+    return;
   std::shared_ptr<UniqueFd> owned;
   try {
     f->part->check_size();
@@ -369,14 +372,71 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
     return;
   }
   std::string sha = f->part->expected_sha256(), what = f->entry->name + PartFile::kPartSuffix;
+  if (sha.empty()) {  // the size was the check: straight to the commit
+    f->commit = FileTask::Commit::Ready;
+    commit_ready.push_back(f);
+    start_commit();
+    return;
+  }
   f->checking = eng.file_work().post(
-      spec.owner.uid,
-      [owned, sha, what](const FileWork::Stop& stop) {
-        std::string got = sha.empty() ? std::string() : sha256_fd(owned->fd, what, &stop);
-        if (fsync(owned->fd) != 0) throw IoError(errno, "sync " + what);
-        return got;
-      },
+      spec.owner.uid, [owned, sha, what](const FileWork::Stop& stop) { return sha256_fd(owned->fd, what, &stop); },
       [this, f](std::string got, std::exception_ptr error) { finish_checked(f, got, error); });
+}
+
+void Job::Impl::start_commit() {
+  if (commit_batch || commit_ready.empty()) return;
+  std::vector<FileTask*> batch;
+  auto plans = std::make_shared<std::vector<PartFile::CommitPlan>>();
+  for (FileTask* f : commit_ready) {
+    f->commit = FileTask::Commit::None;
+    if (f->state != FileTask::State::Active || !f->part) continue;
+    try {
+      plans->push_back(f->part->commit_plan());
+    } catch (const IoError& e) {
+      io_failed(f, e);
+      continue;
+    }
+    f->commit = FileTask::Commit::InBatch;
+    batch.push_back(f);
+  }
+  commit_ready.clear();
+  if (batch.empty()) return;
+  auto outcomes = std::make_shared<std::vector<CommitOutcome>>();
+  commit_batch = eng.file_work().post(
+      spec.owner.uid,
+      [plans, outcomes](const FileWork::Stop&) {
+        *outcomes = commit_files(*plans);  // never stopped half-way: it is short, and each file is whole
+        return std::string();
+      },
+      [this, batch, outcomes](std::string, std::exception_ptr) { commit_done(batch, *outcomes); });
+}
+
+void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vector<CommitOutcome>& outcomes) {
+  commit_batch = {};
+  for (size_t i = 0; i < batch.size(); ++i) {
+    FileTask* f = batch[i];
+    f->commit = FileTask::Commit::None;
+    const CommitOutcome o = i < outcomes.size() ? outcomes[i] : CommitOutcome{EIO, "commit " + f->entry->name};
+    if (!f->part) continue;
+    if (o.err == EEXIST) {
+      if (f->state == FileTask::State::Active) fail_file(f, o.what);
+      continue;
+    }
+    if (o.err) {
+      if (f->state == FileTask::State::Active) io_failed(f, IoError(o.err, o.what));
+      continue;
+    }
+    f->part->committed();
+    f->part.reset();
+    if (f->state != FileTask::State::Active) continue;  // the job ended meanwhile
+    f->state = FileTask::State::Done;
+    ++files_done;
+    ++f->chunk->files_done;
+    log::debug("{}: done", f->entry->name);
+  }
+  if (state != JobState::Running && state != JobState::Paused) return;
+  start_commit();
+  pump();
 }
 
 void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::exception_ptr error) {
@@ -385,7 +445,6 @@ void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::excepti
   try {
     if (error) std::rethrow_exception(error);
     if (!f->part->expected_sha256().empty()) f->part->verify_sha256(got);
-    f->part->commit();
   } catch (const VerifyError& e) {
     fail_file(f, e.what());
     pump();
@@ -395,12 +454,9 @@ void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::excepti
     pump();
     return;
   }
-  f->part.reset();
-  f->state = FileTask::State::Done;
-  ++files_done;
-  ++f->chunk->files_done;
-  log::debug("{}: done", f->entry->name);
-  pump();
+  f->commit = FileTask::Commit::Ready;
+  commit_ready.push_back(f);
+  start_commit();
 }
 
 void Job::Impl::maybe_finish_job() {
@@ -423,9 +479,15 @@ void Job::Impl::finish_job(JobState s) {
   if ((state == JobState::Running || state == JobState::Paused) && controller) controller->transfer_ends();
   set_state(s);
   end_us = eng.now_us();
+  // A commit batch running off the loop finishes on its own (its files are
+  // whole and verified, and get their final names); its files are its own.
+  // Files still waiting for a batch stay .part files, resumable.
+  commit_ready.clear();
   for (FileTask& f : files) {
     f.checking.cancel();
-    if (f.part) f.part->close_for_resume();
+    if (f.commit == FileTask::Commit::InBatch && f.part) f.part->release();
+    else if (f.part) f.part->close_for_resume();
+    if (f.commit == FileTask::Commit::Ready) f.commit = FileTask::Commit::None;
   }
   retire_all_channels();
   checkpoint_src.reset();
@@ -472,6 +534,7 @@ void Job::Impl::cancel(bool keep_partial) {
     size_t removed = 0;
     for (FileTask& f : files) {
       if (f.state == FileTask::State::Done || f.state == FileTask::State::Skipped) continue;
+      if (f.commit == FileTask::Commit::InBatch) continue;  // whole and verified: it gets its final name
       if (f.part) {
         f.part->discard();
         ++removed;

@@ -49,9 +49,12 @@ struct FileTask {
   int garbled = 0;    // answers that were not HTTP (see Failure::fresh_connection)
   unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
   Chunk* chunk = nullptr;
-  // The sha256 (and fsync) of the file running off the loop: of the existing
-  // final file (Checking) or of the complete .part (Active).
+  // The sha256 of the file running off the loop: of the existing final file
+  // (Checking) or of the complete .part (Active).
   FileWork::Handle checking;
+  // A complete, verified .part on its way to the final name: waiting for the
+  // next group commit (Ready) or in the one running off the loop (InBatch).
+  enum class Commit { None, Ready, InBatch } commit = Commit::None;
 };
 
 // A byte range of one file waiting for a connection.
@@ -146,6 +149,12 @@ struct Job::Impl : RequestOwner {
   void io_failed(FileTask* f, const IoError& e);
   void maybe_finish_file(FileTask* f);
   void finish_checked(FileTask* f, const std::string& got, std::exception_ptr error);
+  // Group commit (commit_files): verified files wait in commit_ready while a
+  // batch runs; when it ends, the next batch takes all of them.
+  std::vector<FileTask*> commit_ready;
+  FileWork::Handle commit_batch;
+  void start_commit();
+  void commit_done(const std::vector<FileTask*>& batch, const std::vector<CommitOutcome>& outcomes);
   void maybe_finish_job();
   void finish_job(JobState s);
   void on_request_done(Request* r, CURLcode code) override;

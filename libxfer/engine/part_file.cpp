@@ -303,7 +303,6 @@ void PartFile::reset() {
 void PartFile::finish() {
   check_size();
   if (!sha256_.empty()) verify_sha256(sha256_fd(fd_, name_ + kPartSuffix));
-  if (fsync(fd_) != 0) throw IoError(errno, "sync " + name_ + kPartSuffix);
   commit();
 }
 
@@ -330,18 +329,56 @@ void PartFile::verify_sha256(const std::string& got) {
   throw VerifyError("sha256 mismatch: expected " + sha256_ + ", got " + got);
 }
 
-void PartFile::commit() {
-  std::string part = name_ + kPartSuffix;
-  if (renameat2(dir_fd_, part.c_str(), dir_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
-    int err = errno;
-    if (err == EEXIST)
-      throw NameRefused(err, "rename " + part + " to " + name_ + ": a file of that name appeared meanwhile; kept " + part);
-    throw IoError(err, "rename " + part + " to " + name_);
-  }
-  unlink_quiet(name_ + kProgressSuffix);
-  if (fsync(dir_fd_) != 0) throw IoError(errno, "sync destination directory");
-  ::close(fd_);
+PartFile::CommitPlan PartFile::commit_plan() const {
+  return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, name_ + kProgressSuffix};
+}
+
+void PartFile::committed() { release(); }
+
+void PartFile::release() {
+  if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+void PartFile::commit() {
+  std::vector<CommitPlan> one = {commit_plan()};
+  CommitOutcome o = commit_files(one).front();
+  if (o.err == EEXIST) throw NameRefused(o.err, o.what);
+  if (o.err) throw IoError(o.err, o.what);
+  committed();
+}
+
+std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans) {
+  std::vector<CommitOutcome> out(plans.size());
+  auto fail = [&](size_t i, int err, const std::string& what) {
+    if (!out[i].err) out[i] = {err ? err : EIO, what};
+  };
+  // Writeback of every file at once, then the waits: the batch's I/O overlaps.
+  for (auto& p : plans) sync_file_range(p.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (fdatasync(plans[i].fd) != 0) fail(i, errno, "sync " + plans[i].part);
+  std::vector<int> dirs;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    auto& p = plans[i];
+    ::close(p.fd);
+    p.fd = -1;
+    if (out[i].err) continue;
+    if (renameat2(p.dir_fd, p.part.c_str(), p.dir_fd, p.final_name.c_str(), RENAME_NOREPLACE) != 0) {
+      int err = errno;
+      fail(i, err, "rename " + p.part + " to " + p.final_name +
+                       (err == EEXIST ? ": a file of that name appeared meanwhile; kept " + p.part : std::string()));
+      continue;
+    }
+    unlinkat(p.dir_fd, p.record.c_str(), 0);
+    if (std::find(dirs.begin(), dirs.end(), p.dir_fd) == dirs.end()) dirs.push_back(p.dir_fd);
+  }
+  for (int d : dirs) {
+    if (fsync(d) == 0) continue;
+    int err = errno;
+    for (size_t i = 0; i < plans.size(); ++i)
+      if (plans[i].dir_fd == d) fail(i, err, "sync destination directory");
+  }
+  return out;
 }
 
 void PartFile::close_for_resume() {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -121,6 +122,37 @@ TEST_F(PartFileTest, NeverOverwritesAFileThatAppearedMeanwhile) {
   EXPECT_THROW(p.finish(), xfer::IoError);
   EXPECT_EQ(slurp("f"), "someone else's");
   EXPECT_TRUE(fs::exists(dir / "f.part"));
+}
+
+// A group commit: every file of the batch synced, then renamed and its record
+// dropped; a final name taken meanwhile stops that file alone (EEXIST, its
+// .part kept), the others still commit.
+TEST_F(PartFileTest, GroupCommitRenamesEachFileAndStopsOnlyTheOneWhoseNameIsTaken) {
+  std::vector<std::unique_ptr<PartFile>> parts;
+  std::vector<PartFile::CommitPlan> plans;
+  for (const char* n : {"a", "b", "c"}) {
+    parts.push_back(std::make_unique<PartFile>(dfd, n, std::string("http://h/") + n, 1000, ""));
+    write(*parts.back(), 0, 1000);
+    parts.back()->checkpoint();  // a record to drop
+    ASSERT_TRUE(fs::exists(dir / (std::string(n) + ".part.progress")));
+    plans.push_back(parts.back()->commit_plan());
+  }
+  std::ofstream(dir / "b") << "someone else's";
+  std::vector<xfer::CommitOutcome> out = xfer::commit_files(plans);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].err, 0) << out[0].what;
+  EXPECT_EQ(out[1].err, EEXIST);
+  EXPECT_NE(out[1].what.find("appeared meanwhile"), std::string::npos) << out[1].what;
+  EXPECT_EQ(out[2].err, 0) << out[2].what;
+  for (const char* n : {"a", "c"}) {
+    EXPECT_EQ(slurp(n), data) << n;
+    EXPECT_FALSE(fs::exists(dir / (std::string(n) + ".part"))) << n;
+    EXPECT_FALSE(fs::exists(dir / (std::string(n) + ".part.progress"))) << n;
+  }
+  EXPECT_EQ(slurp("b"), "someone else's");
+  EXPECT_TRUE(fs::exists(dir / "b.part"));
+  for (const auto& p : plans) EXPECT_EQ(p.fd, -1);  // closed
+  parts[0]->committed(), parts[2]->committed();
 }
 
 TEST_F(PartFileTest, EmptyPartIsRemovedOnClose) {

@@ -41,6 +41,14 @@ struct ProgressRecord {
 };
 ProgressRecord parse_progress_record(std::string_view text);
 
+// What became of one file of commit_files(): 0, or the errno that stopped
+// it (EEXIST: the final name was taken meanwhile; the .part is kept), and
+// the step that failed.
+struct CommitOutcome {
+  int err = 0;
+  std::string what;
+};
+
 class PartFile {
  public:
   static constexpr const char* kPartSuffix = ".part";
@@ -80,17 +88,26 @@ class PartFile {
   void checkpoint();
   // Forget all bytes (the server ignored a Range request): truncate to 0.
   void reset();
-  // Verify size and sha256, fsync, rename to the final name, drop the record.
+  // Verify size and sha256, sync, rename to the final name, drop the record.
   // Throws VerifyError (bad content; the .part is removed) or IoError.
   void finish();
-  // finish() in three steps, so that the long one can run off the loop:
-  // check_size() (throws as finish does); then, with a descriptor of its own
-  // (dup_fd(), anywhere), the sha256 (verify_sha256()) and an fsync; then
-  // commit(): the rename to the final name, dropping the record.
+  // finish() in steps, so that the long ones run off the loop: check_size()
+  // (throws as finish does); then, with a descriptor of its own (dup_fd(),
+  // anywhere), the sha256 (verify_sha256()); then the commit: commit_plan()
+  // for commit_files() (anywhere: sync, rename, drop the record; many files
+  // at once), and committed() back here. commit() is the three for one file.
   void check_size();
   int dup_fd() const;
   const std::string& expected_sha256() const { return sha256_; }
   void verify_sha256(const std::string& got);  // a mismatch discards and throws VerifyError
+  struct CommitPlan {
+    int fd = -1;  // a descriptor of its own (commit_files closes it)
+    int dir_fd = -1;
+    std::string part, final_name, record;
+  };
+  CommitPlan commit_plan() const;
+  void committed();  // the file is at its final name: close it
+  void release();    // close the descriptor only; a commit in flight owns the file
   void commit();
   // Stop without finishing: checkpoint (synced), and remove the .part when it
   // holds no byte worth keeping.
@@ -120,6 +137,15 @@ class PartFile {
   bool unflushed_ = false;   // written since writeback was last started
   uint64_t resumed_bytes_ = 0;
 };
+
+// A group commit, safe off the loop: every file's data and size made durable
+// (writeback started for all, then fdatasync each), then each renamed to its
+// final name (never over an existing one) and its record dropped, then each
+// directory synced once (the renames durable). Nothing is at a final name
+// before its bytes are on disk. One sync of the directory, and inode blocks
+// shared by the batch written once, instead of two fsyncs a file. Closes the
+// plans' descriptors.
+std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans);
 
 // This boot's id (/proc/sys/kernel/random/boot_id).
 const std::string& boot_id();
