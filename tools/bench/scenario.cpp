@@ -29,6 +29,9 @@ LinkSpec parse_link(const toml::table& l, const std::string& path) {
   k.queue_bytes = get<int64_t>(l, "queue_bytes", 0);
   k.mtu = int(get<int64_t>(l, "mtu", 1500));
   k.client_rmem_max = get<int64_t>(l, "client_rmem_max", 0);
+  k.loopback = get<bool>(l, "loopback", false);
+  if (k.loopback && (k.rtt_ms != 0 || k.loss_pct != 0 || k.jitter_ms != 0))
+    throw std::runtime_error(where(path, l) + ": a loopback link has no rtt_ms, loss_pct or jitter_ms");
   if (k.rate_mbps <= 0) throw std::runtime_error(where(path, l) + ": rate_mbps must be positive");
   return k;
 }

@@ -14,6 +14,10 @@ struct LinkSpec {
   uint64_t queue_bytes = 0;      // 0: one BDP
   int mtu = 1500;
   uint64_t client_rmem_max = 0;  // 0: the kernel default
+  // No emulated link: client and server share one namespace and talk over
+  // its loopback (what the machine's own cost per byte is measured on).
+  // rate_mbps is then only what xferctl is told (--bandwidth-mbps).
+  bool loopback = false;
 };
 
 struct CrossSpec {

@@ -32,6 +32,14 @@ int sh(const std::string& cmd) {
 }
 
 LinkProcess::LinkProcess(const LinkSpec& l, const std::string& name, int index, const std::string& log) {
+  if (l.loopback) {
+    loop_ns_ = client_ns = server_ns = "xfer-" + name + "-lo";
+    server_ip = "127.0.0.1";
+    sh("ip netns del " + loop_ns_ + " 2>/dev/null");  // a leftover of a killed run
+    if (sh("ip netns add " + loop_ns_ + " && ip -n " + loop_ns_ + " link set lo up 2>>" + log) != 0)
+      throw std::runtime_error("the loopback namespace " + loop_ns_ + " did not come up (see " + log + ")");
+    return;
+  }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> a = {self_dir() + "/xfer-linkemu", "up", "--name", name, "--index", std::to_string(index),
@@ -61,6 +69,11 @@ LinkProcess::LinkProcess(const LinkSpec& l, const std::string& name, int index, 
 LinkProcess::~LinkProcess() { stop(); }
 
 std::string LinkProcess::stop() {
+  if (!loop_ns_.empty()) {
+    sh("ip netns del " + loop_ns_);
+    loop_ns_.clear();
+    return R"({"loopback":true,"stopped":true})";
+  }
   if (pid_ <= 0) return "";
   kill(pid_, SIGTERM);
   std::string last = read_line(15000);

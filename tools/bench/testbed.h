@@ -18,6 +18,8 @@ std::string source_dir();  // the source tree ($XFER_SOURCE_DIR or the build's)
 int sh(const std::string& cmd);
 
 // The emulated link, as a child process (xfer-linkemu up).
+// xfer-linkemu between a client and a server namespace; or, for a loopback
+// link, one namespace of the test bed's own (its lo up) that both share.
 class LinkProcess {
  public:
   LinkProcess(const LinkSpec& l, const std::string& name, int index, const std::string& log);
@@ -30,6 +32,7 @@ class LinkProcess {
 
  private:
   std::string read_line(int timeout_ms);
+  std::string loop_ns_;  // the loopback namespace (empty: xfer-linkemu)
   pid_t pid_ = -1;
   int out_ = -1;
 };
