@@ -385,9 +385,10 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
 
 void Job::Impl::start_commit() {
   if (commit_batch || commit_ready.empty()) return;
-  std::vector<FileTask*> batch;
+  std::vector<FileTask*> batch, ready;
+  ready.swap(commit_ready);  // io_failed below may end the job, which clears commit_ready
   auto plans = std::make_shared<std::vector<PartFile::CommitPlan>>();
-  for (FileTask* f : commit_ready) {
+  for (FileTask* f : ready) {
     f->commit = FileTask::Commit::None;
     if (f->state != FileTask::State::Active || !f->part) continue;
     try {
@@ -399,7 +400,8 @@ void Job::Impl::start_commit() {
     f->commit = FileTask::Commit::InBatch;
     batch.push_back(f);
   }
-  commit_ready.clear();
+  // Posted even if the job ended meanwhile: these files are whole and
+  // verified, and the job's end left them to the batch.
   if (batch.empty()) return;
   auto outcomes = std::make_shared<std::vector<CommitOutcome>>();
   commit_batch = eng.file_work().post(
