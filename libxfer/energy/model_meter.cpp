@@ -44,8 +44,8 @@ double PowerCoefficients::idle_per_core_w() const {
   return std::max(0.0, c_cpu(n)) * 100.0 * tdp_ratio / n;
 }
 
-double PowerCoefficients::idle_power_w(int online_cores) const {
-  return idle_watts + idle_per_core_w() * std::max(0, online_cores);
+double PowerCoefficients::idle_energy_j(double core_s, double wall_s) const {
+  return idle_watts * wall_s + idle_per_core_w() * std::max(0.0, core_s);
 }
 
 std::string PowerCoefficients::idle_basis() const {

@@ -360,9 +360,14 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
   if (f->state != FileTask::State::Active || f->inflight > 0 || f->checking || f->commit != FileTask::Commit::None ||
       !f->part->complete())
     return;
+  std::string sha = f->part->expected_sha256(), what = f->entry->name + PartFile::kPartSuffix;
   std::shared_ptr<UniqueFd> owned;
   try {
     f->part->check_size();
+    if (sha.empty()) {  // the size was the check: straight to the commit
+      queue_commit(f);
+      return;
+    }
     owned = std::make_shared<UniqueFd>(f->part->dup_fd());
   } catch (const VerifyError& e) {
     fail_file(f, e.what());
@@ -371,16 +376,15 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
     io_failed(f, e);
     return;
   }
-  std::string sha = f->part->expected_sha256(), what = f->entry->name + PartFile::kPartSuffix;
-  if (sha.empty()) {  // the size was the check: straight to the commit
-    f->commit = FileTask::Commit::Ready;
-    commit_ready.push_back(f);
-    start_commit();
-    return;
-  }
   f->checking = eng.file_work().post(
       spec.owner.uid, [owned, sha, what](const FileWork::Stop& stop) { return sha256_fd(owned->fd, what, &stop); },
       [this, f](std::string got, std::exception_ptr error) { finish_checked(f, got, error); });
+}
+
+void Job::Impl::queue_commit(FileTask* f) {
+  f->commit = FileTask::Commit::Ready;
+  commit_ready.push_back(f);
+  start_commit();
 }
 
 void Job::Impl::start_commit() {
@@ -428,8 +432,7 @@ void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vect
       if (f->state == FileTask::State::Active) io_failed(f, IoError(o.err, o.what));
       continue;
     }
-    f->part->committed();
-    f->part.reset();
+    f->part.reset();  // at its final name: the descriptor closes with it
     if (f->state != FileTask::State::Active) continue;  // the job ended meanwhile
     f->state = FileTask::State::Done;
     ++files_done;
@@ -456,9 +459,7 @@ void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::excepti
     pump();
     return;
   }
-  f->commit = FileTask::Commit::Ready;
-  commit_ready.push_back(f);
-  start_commit();
+  queue_commit(f);
 }
 
 void Job::Impl::maybe_finish_job() {

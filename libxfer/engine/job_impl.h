@@ -153,6 +153,7 @@ struct Job::Impl : RequestOwner {
   // batch runs; when it ends, the next batch takes all of them.
   std::vector<FileTask*> commit_ready;
   FileWork::Handle commit_batch;
+  void queue_commit(FileTask* f);  // a verified file joins the next batch
   void start_commit();
   void commit_done(const std::vector<FileTask*>& batch, const std::vector<CommitOutcome>& outcomes);
   void maybe_finish_job();

@@ -333,8 +333,6 @@ PartFile::CommitPlan PartFile::commit_plan() const {
   return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, name_ + kProgressSuffix};
 }
 
-void PartFile::committed() { release(); }
-
 void PartFile::release() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -345,7 +343,7 @@ void PartFile::commit() {
   CommitOutcome o = commit_files(one).front();
   if (o.err == EEXIST) throw NameRefused(o.err, o.what);
   if (o.err) throw IoError(o.err, o.what);
-  committed();
+  release();
 }
 
 std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans) {

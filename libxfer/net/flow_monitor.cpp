@@ -1,6 +1,6 @@
 // The two FlowMonitors: eBPF (flowmon skeleton: owned-cookie map, per-flow
-// stats map filled by a TCP socket iterator at each sample, open/close ring
-// buffer) and TCP_INFO on the engine's own sockets.
+// stats map filled at each sample by an iterator over the owned sockets'
+// storage, open/close ring buffer) and TCP_INFO on the engine's own sockets.
 #include "xfer/flow_monitor.h"
 
 #include <bpf/libbpf.h>
@@ -151,7 +151,7 @@ class EbpfFlowMonitor : public FlowMonitor {
   void sample() {
     int fd = bpf_iter_create(bpf_link__fd(iter_));
     if (fd < 0) {
-      if (!iter_failed_) log::warn("flows: the TCP socket iterator did not start: {}; counters are as of the last sample", strerror(errno));
+      if (!iter_failed_) log::warn("flows: the socket iterator did not start: {}; counters are as of the last sample", strerror(errno));
       iter_failed_ = true;
       return;
     }
@@ -159,7 +159,7 @@ class EbpfFlowMonitor : public FlowMonitor {
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
     }
-    if (n < 0 && !iter_failed_) log::warn("flows: reading the TCP socket iterator: {}", strerror(errno)), iter_failed_ = true;
+    if (n < 0 && !iter_failed_) log::warn("flows: reading the socket iterator: {}", strerror(errno)), iter_failed_ = true;
     close(fd);
   }
   static FlowCounters convert(uint64_t cookie, const flowmon_stats& st) {

@@ -71,7 +71,6 @@ std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
 
 nlohmann::json MinEnergyTuner::summary() const {
   return {{"kernel", kernel_.summary()},
-          {"minimises", energy_kind_name(kEnergy)},
           {"joules", joules_},
           {"joules_per_gb", bytes_ ? joules_ / (double(bytes_) / 1e9) : 0.0}};
 }

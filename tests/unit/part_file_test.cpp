@@ -152,7 +152,7 @@ TEST_F(PartFileTest, GroupCommitRenamesEachFileAndStopsOnlyTheOneWhoseNameIsTake
   EXPECT_EQ(slurp("b"), "someone else's");
   EXPECT_TRUE(fs::exists(dir / "b.part"));
   for (const auto& p : plans) EXPECT_EQ(p.fd, -1);  // closed
-  parts[0]->committed(), parts[2]->committed();
+  parts[0]->release(), parts[2]->release();
 }
 
 TEST_F(PartFileTest, EmptyPartIsRemovedOnClose) {

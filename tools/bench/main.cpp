@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
         r.server_j = model.cpu_energy_j(r.server_cpu_s, r.wall_s, cores);
         r.j_per_gb = r.bytes ? r.client_j / (double(r.bytes) / 1e9) : 0;
         r.core_s = e.core_s;
-        r.end_j = r.client_j + model.idle_per_core_w() * e.core_s;
+        r.end_j = r.client_j + model.idle_energy_j(e.core_s, r.wall_s);
         r.end_j_per_gb = r.bytes ? r.end_j / (double(r.bytes) / 1e9) : 0;
         r.energy_source = bench::kEnergySource;
         r.goal = c.goal;

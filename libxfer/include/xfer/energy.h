@@ -77,8 +77,10 @@ struct PowerCoefficients {
   // Dynamic energy of cpu_s CPU seconds spent over wall_s with n cores online
   // (eq. 3, u_cpu = cpu_s / (wall_s n) in percent): a process's own share.
   double cpu_energy_j(double cpu_s, double wall_s, int n) const;
-  // The idle draw with this many cores online, and where its figure comes from.
-  double idle_power_w(int online_cores) const;
+  // The idle draw with this many cores online; the idle energy of a span of
+  // wall_s with core_s online-core seconds in it; where the figure comes from.
+  double idle_power_w(int online_cores) const { return idle_energy_j(online_cores, 1.0); }
+  double idle_energy_j(double core_s, double wall_s) const;
   double idle_per_core_w() const;
   std::string idle_basis() const;
 

@@ -95,7 +95,7 @@ class PartFile {
   // (throws as finish does); then, with a descriptor of its own (dup_fd(),
   // anywhere), the sha256 (verify_sha256()); then the commit: commit_plan()
   // for commit_files() (anywhere: sync, rename, drop the record; many files
-  // at once), and committed() back here. commit() is the three for one file.
+  // at once). commit() is the three for one file.
   void check_size();
   int dup_fd() const;
   const std::string& expected_sha256() const { return sha256_; }
@@ -106,8 +106,7 @@ class PartFile {
     std::string part, final_name, record;
   };
   CommitPlan commit_plan() const;
-  void committed();  // the file is at its final name: close it
-  void release();    // close the descriptor only; a commit in flight owns the file
+  void release();  // close the descriptor only: the file is committed, or a commit in flight owns it
   void commit();
   // Stop without finishing: checkpoint (synced), and remove the .part when it
   // holds no byte worth keeping.
