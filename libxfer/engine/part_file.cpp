@@ -27,8 +27,9 @@ constexpr size_t kMaxRecordRanges = 65536;
 
 // The record, read through open_regular: a FIFO, a directory or somebody
 // else's file planted at NAME.part.progress is refused, never waited on.
-std::string read_record(int dir_fd, const std::string& name, const FileOwner& owner) {
+std::string read_record(int dir_fd, const std::string& name, const FileOwner& owner, bool* found = nullptr) {
   int fd = open_regular(dir_fd, name, O_RDONLY, owner);
+  if (found) *found = fd >= 0;
   if (fd < 0) return {};
   std::string s;
   try {
@@ -135,7 +136,7 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
     fd_ = -1;
     throw;
   }
-  if (size_ && *size_ > 0) {
+  if (size_ && *size_ >= kReserveFrom) {
     // Reserve the space now: a full disk fails here, clearly, before any byte is fetched.
     int rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
     if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
@@ -188,7 +189,7 @@ PartFile::~PartFile() {
 }
 
 void PartFile::load_record() {
-  std::string text = read_record(dir_fd_, name_ + kProgressSuffix, owner_);
+  std::string text = read_record(dir_fd_, name_ + kProgressSuffix, owner_, &has_record_);
   struct stat st;
   if (fstat(fd_, &st) != 0) throw IoError(errno, "stat " + name_ + kPartSuffix);
   bool usable = false;
@@ -217,7 +218,7 @@ void PartFile::load_record() {
     durable_.clear();
     received_.clear();
     if (st.st_size > 0 && ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
-    unlink_quiet(name_ + kProgressSuffix);
+    drop_record();
   }
   unsynced_ = received_.bytes() != durable_.bytes();
   resumed_bytes_ = received_.bytes();
@@ -284,6 +285,7 @@ void PartFile::write_record(bool sync) {
   if (!err && sync && fdatasync(fd) != 0) err = errno;
   ::close(fd);
   if (!err && renameat(dir_fd_, tmp.c_str(), dir_fd_, (name_ + kProgressSuffix).c_str()) != 0) err = errno;
+  if (!err) has_record_ = true;
   if (err) {
     unlink_quiet(tmp);
     if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)
@@ -297,7 +299,7 @@ void PartFile::reset() {
   received_.clear();
   durable_.clear();
   unrecorded_ = unsynced_ = false;
-  unlink_quiet(name_ + kProgressSuffix);
+  drop_record();
 }
 
 void PartFile::finish() {
@@ -330,7 +332,7 @@ void PartFile::verify_sha256(const std::string& got) {
 }
 
 PartFile::CommitPlan PartFile::commit_plan() const {
-  return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, name_ + kProgressSuffix};
+  return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, has_record_ ? name_ + kProgressSuffix : std::string()};
 }
 
 void PartFile::release() {
@@ -352,7 +354,8 @@ std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans
     if (!out[i].err) out[i] = {err ? err : EIO, what};
   };
   // Writeback of every file at once, then the waits: the batch's I/O overlaps.
-  for (auto& p : plans) sync_file_range(p.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  if (plans.size() > 1)
+    for (auto& p : plans) sync_file_range(p.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
   for (size_t i = 0; i < plans.size(); ++i)
     if (fdatasync(plans[i].fd) != 0) fail(i, errno, "sync " + plans[i].part);
   std::vector<int> dirs;
@@ -367,7 +370,7 @@ std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans
                        (err == EEXIST ? ": a file of that name appeared meanwhile; kept " + p.part : std::string()));
       continue;
     }
-    unlinkat(p.dir_fd, p.record.c_str(), 0);
+    if (!p.record.empty()) unlinkat(p.dir_fd, p.record.c_str(), 0);
     if (std::find(dirs.begin(), dirs.end(), p.dir_fd) == dirs.end()) dirs.push_back(p.dir_fd);
   }
   for (int d : dirs) {
@@ -388,7 +391,7 @@ void PartFile::close_for_resume() {
   }
   if (received_.empty()) {
     unlink_quiet(name_ + kPartSuffix);
-    unlink_quiet(name_ + kProgressSuffix);
+    drop_record();
   }
   ::close(fd_);
   fd_ = -1;
@@ -396,12 +399,17 @@ void PartFile::close_for_resume() {
 
 void PartFile::discard() {
   unlink_quiet(name_ + kPartSuffix);
-  unlink_quiet(name_ + kProgressSuffix);
+  drop_record();
   received_.clear();
   durable_.clear();
   unrecorded_ = unsynced_ = false;
 }
 
 void PartFile::unlink_quiet(const std::string& n) { unlinkat(dir_fd_, n.c_str(), 0); }
+
+void PartFile::drop_record() {
+  if (has_record_) unlink_quiet(name_ + kProgressSuffix);
+  has_record_ = false;
+}
 
 }  // namespace xfer

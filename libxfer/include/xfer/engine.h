@@ -80,12 +80,15 @@ class CurlMulti {
   static int timer_cb(CURLM* multi, long timeout_ms, void* userp);
   static int on_io(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   static int on_timer(sd_event_source* s, uint64_t usec, void* userdata);
+  static int on_run_now(sd_event_source* s, void* userdata);
   void action(int fd, int mask);
   void drain();
 
   sd_event* loop_;
   CURLM* multi_;
-  sd_event_source* timer_ = nullptr;
+  sd_event_source* timer_ = nullptr;    // curl's next deadline (due_), or an earlier one
+  uint64_t due_ = 0;
+  sd_event_source* run_now_ = nullptr;  // curl asked for 0 ms
   std::set<sd_event_source*> io_sources_;
 };
 
