@@ -221,7 +221,7 @@ void PartFile::load_record() {
     drop_record();
   }
   unsynced_ = received_.bytes() != durable_.bytes();
-  resumed_bytes_ = received_.bytes();
+  resumed_bytes_ = recorded_bytes_ = received_.bytes();
 }
 
 void PartFile::set_size(uint64_t size) { size_ = size; }
@@ -285,7 +285,7 @@ void PartFile::write_record(bool sync) {
   if (!err && sync && fdatasync(fd) != 0) err = errno;
   ::close(fd);
   if (!err && renameat(dir_fd_, tmp.c_str(), dir_fd_, (name_ + kProgressSuffix).c_str()) != 0) err = errno;
-  if (!err) has_record_ = true;
+  if (!err) has_record_ = true, recorded_bytes_ = received_.bytes();
   if (err) {
     unlink_quiet(tmp);
     if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)
@@ -298,6 +298,7 @@ void PartFile::reset() {
   if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   received_.clear();
   durable_.clear();
+  recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;
   drop_record();
 }
@@ -402,6 +403,7 @@ void PartFile::discard() {
   drop_record();
   received_.clear();
   durable_.clear();
+  recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;
 }
 

@@ -161,7 +161,7 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
 
 }  // namespace
 
-Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi) {
+Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1) {
   auto owned = std::make_unique<Request>(this, kind);
   Request* r = owned.get();
   CURL* e = curl_easy_init();
@@ -196,7 +196,7 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi)
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
   if (verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-  long version = CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
+  long version = http1 ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
   if (f->entry->url.rfind("http:", 0) == 0 || f->entry->url.rfind("HTTP:", 0) == 0) {
     version = CURL_HTTP_VERSION_1_1;
     if (o.prior_knowledge) {

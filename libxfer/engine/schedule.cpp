@@ -18,6 +18,7 @@ bool piece_valid(const Piece& p) {
 
 bool Job::Impl::connection_has_room(const Connection& s, int pp) const {
   if (s.inflight.empty()) return true;
+  if (s.http1 && s.tls) return false;
   const Origin& o = origins.at(s.inflight.front()->file->origin);
   return o.h2 && static_cast<int>(s.inflight.size()) < pp;
 }
@@ -126,8 +127,17 @@ void Job::Impl::reconcile(Chunk& c) {
       retire(std::move(ch->connections.back()));
       ch->connections.pop_back();
     }
-    while (ch->connections.size() < p) ch->connections.push_back(std::make_unique<Connection>(ch.get(), eng.loop()));
+    const bool h1 = want.pp <= 1;
+    while (ch->connections.size() < p) ch->connections.push_back(std::make_unique<Connection>(ch.get(), eng.loop(), h1));
     for (auto& s : ch->connections) {
+      if (s->http1 != h1 && s->inflight.empty()) {
+        if (!s->tls) {
+          s->http1 = h1;  // nothing negotiated yet that pp would change
+        } else {
+          retire(std::move(s));
+          s = std::make_unique<Connection>(ch.get(), eng.loop(), h1);
+        }
+      }
       // pp lowered: the newest requests beyond it give their rest back.
       int cap = std::max(1, want.pp);
       while (static_cast<int>(s->inflight.size()) > cap) preempt(s->inflight.back(), true);
@@ -147,6 +157,7 @@ bool Job::Impl::activate(FileTask* f) {
     return false;
   }
   f->state = FileTask::State::Active;
+  f->recorded_us = eng.now_us();
   uint64_t resumed = f->part->resumed_bytes();
   if (resumed) {
     bytes_resumed += resumed;
@@ -241,7 +252,17 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
 
 void Job::Impl::start_get(Connection& s, const Piece& p) {
   FileTask* f = p.file;
-  Request* r = new_request(RequestKind::Get, f, s.multi);
+  const bool https = f->origin.rfind("https:", 0) == 0;
+  if (https && s.http1 && !s.tls) {
+    Origin& o = origins.at(f->origin);
+    if (o.h2 && !o.told_h1) {
+      o.told_h1 = true;
+      log::info("{}: HTTP/1.1 (ALPN) on connections that carry one request at a time (pp=1); HTTP/2 where pp > 1",
+                f->origin);
+    }
+  }
+  s.tls = s.tls || https;
+  Request* r = new_request(RequestKind::Get, f, s.multi, s.http1);
   r->conn = &s;
   r->req_begin = r->pos = p.r.begin;
   r->end = p.r.end;

@@ -14,6 +14,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <set>
+
+#include "report.h"
 
 #include "daemon.h"
 #include "fixture.h"
@@ -307,4 +310,63 @@ TEST_F(HotplugTest, XferdRestoresCoresAtTheNextStartAfterKillNine) {
   // The carried-on job took the layer again and gave it back when it ended.
   x.stop();
   EXPECT_EQ(slurp(kCpu1), "1");
+}
+
+// The quick wan bench: every client runs and every byte verifies (nothing
+// about speed is asserted). Its min-energy client may take cpu1 offline
+// (--kernel hotplug), so it runs here, one at a time with the other hotplug
+// tests; the cores are all back after every run.
+TEST_F(HotplugTest, QuickWanBenchRunsEveryClientAndVerifiesEveryByte) {
+  std::string out = make_temp_dir("bench");
+  std::string scenario = std::string(XFER_SOURCE_DIR) + "/tests/bench/wan.toml";
+  int rc = sh(bin("xfer-bench") + " " + scenario + " --quick --index 240 --out " + out + " > " + out + "/stdout 2> " +
+              out + "/stderr");
+  EXPECT_EQ(rc, 0) << "see " << out << "/stderr";
+  auto rows = bench::read_csv(out + "/results.csv");
+  ASSERT_EQ(rows.size(), 4u * 10u);  // 4 datasets x 10 clients x 1 repeat
+  std::set<std::string> clients, datasets;
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r.verified) << r.dataset << " " << r.client << ": " << r.files_ok << "/" << r.files;
+    EXPECT_EQ(r.exit_code, 0) << r.client;
+    EXPECT_GT(r.bytes, 0u);
+    EXPECT_GT(r.client_cpu_s, 0);
+    EXPECT_NE(r.energy_source.find("model"), std::string::npos);
+    // End-system: the idle draw of the cores online over the run on top of
+    // the dynamic part. Every core stays online for the other clients; the
+    // min-energy client may run on fewer (hotplug), never on none.
+    double all = r.wall_s * double(sysconf(_SC_NPROCESSORS_CONF)), tol = 0.1 + 0.02 * r.wall_s;
+    if (r.goal == "min-energy") {
+      EXPECT_LE(r.core_s, all + tol) << r.client;
+      EXPECT_GE(r.core_s, r.wall_s - tol) << r.client;
+    } else {
+      EXPECT_NEAR(r.core_s, all, tol) << r.client;
+    }
+    EXPECT_GT(r.end_j_per_gb, r.j_per_gb) << r.client;
+    clients.insert(r.client);
+    datasets.insert(r.dataset);
+  }
+  EXPECT_EQ(clients.size(), 10u);
+  EXPECT_EQ(slurp(kCpu1), "1") << "a core stayed offline after the bench";
+  std::ifstream err(out + "/stderr");
+  std::string errs((std::istreambuf_iterator<char>(err)), {});
+  EXPECT_EQ(errs.find("brought back online"), std::string::npos) << "a client left a core offline:\n" << errs;
+  std::ifstream md(out + "/summary.md");
+  std::string summary((std::istreambuf_iterator<char>(md)), {});
+  for (const auto& c : clients) EXPECT_NE(summary.find("| " + c + " |"), std::string::npos) << c;
+  for (const auto& d : datasets) {
+    std::ifstream svg(out + "/plot-" + d + ".svg");
+    std::string s((std::istreambuf_iterator<char>(svg)), {});
+    EXPECT_EQ(s.rfind("<svg", 0), 0u) << d;
+    EXPECT_NE(s.find("</svg>"), std::string::npos);
+  }
+  std::ifstream lj(out + "/logs/linkemu.json");
+  std::string link((std::istreambuf_iterator<char>(lj)), {});
+  EXPECT_NE(link.find("\"stopped\":true"), std::string::npos) << link;
+  std::string ns;
+  FILE* p = popen("ip netns list", "r");
+  char buf[256];
+  while (p && fgets(buf, sizeof buf, p)) ns += buf;
+  pclose(p);
+  EXPECT_EQ(ns.find("xfer-bench240"), std::string::npos) << "namespaces left: " << ns;
+  fs::remove_all(out);
 }

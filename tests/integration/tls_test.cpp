@@ -57,6 +57,40 @@ TEST(Tls, TheRightCaVerifiesHttp11AndHttp2ChosenByAlpn) {
   fs::remove_all(certs);
 }
 
+// A connection that carries one request at a time (pp = 1) offers HTTP/1.1
+// alone in ALPN, even to a site that speaks HTTP/2: HTTP/2's framing would
+// cost CPU for nothing. With pp > 1 the requests share HTTP/2 connections.
+TEST(Tls, OnlyConnectionsThatMultiplexSpeakHttp2) {
+  Dataset d = dataset(8, 2, 1, 0.05);
+  TestCa ca;
+  std::string certs = make_temp_dir("certs");
+  std::string good = ca.issue({}).write(certs, "good");
+  Nginx nginx(d.dir, "4m", {{good + ".crt", good + ".key", true}});
+  std::string m;
+  for (const auto& f : d.files) m += line(nginx.tls[0].url("/" + f.name), f);
+  xfer::EngineOptions o;
+  o.ca_pem = ca.cert_pem();
+  size_t seen = 0;
+  for (int pp : {1, 4}) {
+    std::string dest = make_temp_dir("dest");
+    auto r = run_job(m, dest, "static", {2, 2, pp}, o);
+    ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(1);
+    EXPECT_EQ(r.summary["files_failed"], 0) << r.summary["failed"].dump(1);
+    expect_identical(d, dest);
+    expect_no_partials(dest);
+    std::vector<LogLine> log = nginx.log();
+    std::set<std::string> gets;
+    int n = 0;
+    for (size_t i = seen; i < log.size(); ++i)
+      if (log[i].method == "GET") gets.insert(log[i].proto), ++n;
+    seen = log.size();
+    EXPECT_GE(n, int(d.files.size())) << "pp=" << pp;
+    EXPECT_EQ(gets, std::set<std::string>{pp == 1 ? "HTTP/1.1" : "HTTP/2.0"}) << "pp=" << pp;
+    fs::remove_all(dest);
+  }
+  fs::remove_all(certs);
+}
+
 TEST(Tls, UntrustedCertificatesFailTheirFileWithTheReason) {
   Dataset d = dataset(6, 2, 0);
   TestCa ca;

@@ -57,6 +57,46 @@ TEST_F(PartFileTest, ResumeTrustsWrittenRangesInTheSameBoot) {
   EXPECT_EQ(p.resumed_bytes(), 400u);
 }
 
+// What is not yet recorded, and not yet synced, in bytes: the job records a
+// file only when enough is pending. A resumed file starts with none pending;
+// a file that is reset has nothing; no record file is made until one is
+// written, and none is left after the commit.
+TEST_F(PartFileTest, CountsBytesNotYetRecordedOrSynced) {
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    EXPECT_EQ(p.unrecorded_bytes(), 0u);
+    write(p, 0, 300);
+    EXPECT_EQ(p.unrecorded_bytes(), 300u);
+    EXPECT_EQ(p.unsynced_bytes(), 300u);
+    EXPECT_FALSE(fs::exists(dir / "f.part.progress"));
+    p.record_written();
+    EXPECT_TRUE(fs::exists(dir / "f.part.progress"));
+    EXPECT_EQ(p.unrecorded_bytes(), 0u);
+    EXPECT_EQ(p.unsynced_bytes(), 300u);
+    write(p, 300, 500);
+    EXPECT_EQ(p.unrecorded_bytes(), 200u);
+    p.checkpoint();
+    EXPECT_EQ(p.unrecorded_bytes(), 0u);
+    EXPECT_EQ(p.unsynced_bytes(), 0u);
+    write(p, 500, 600);
+  }  // a crash
+  {
+    PartFile p(dfd, "f", "http://h/f", 1000, "");
+    EXPECT_EQ(p.resumed_bytes(), 500u);
+    EXPECT_EQ(p.unrecorded_bytes(), 0u);
+    EXPECT_EQ(p.unsynced_bytes(), 0u);
+    p.reset();
+    EXPECT_EQ(p.unrecorded_bytes(), 0u);
+    EXPECT_FALSE(fs::exists(dir / "f.part.progress"));
+    write(p, 0, 1000);
+    EXPECT_EQ(p.unrecorded_bytes(), 1000u);
+    p.finish();
+  }
+  EXPECT_EQ(slurp("f"), data);
+  EXPECT_FALSE(fs::exists(dir / "f.part"));
+  EXPECT_FALSE(fs::exists(dir / "f.part.progress"));
+}
+
 // After a reboot only fdatasync'd ranges count.
 TEST_F(PartFileTest, ResumeAfterRebootTrustsSyncedRangesOnly) {
   {

@@ -29,6 +29,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -274,6 +275,9 @@ int main(int argc, char** argv) {
         bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
         traffic.stop();
         double srv1 = bench::process_tree_cpu_s(nginx);
+        if (!e.cores_restored.empty())
+          fmt::print(stderr, "xfer-bench: {} #{} left cpu {} offline; brought back online for the next run\n", c.name,
+                     rep, fmt::join(e.cores_restored, ","));
 
         bench::RunRow r;
         r.scenario = sc.name, r.dataset = d.id, r.client = c.name, r.kind = c.kind, r.repeat = rep;

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -69,10 +71,13 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
                   const std::function<void()>& tick) {
   Exec e;
   rusage ru{};
-  auto online = [] {
-    auto s = xfer::SysFs("/sys/devices/system/cpu").read("online");
-    return s ? double(xfer::parse_cpu_list(*s).size()) : 0.0;
+  xfer::SysFs cpus("/sys/devices/system/cpu");
+  auto online_list = [&] {
+    auto s = cpus.read("online");
+    return s ? xfer::parse_cpu_list(*s) : std::vector<int>();
   };
+  auto online = [&] { return double(online_list().size()); };
+  const std::vector<int> online_at_start = online_list();
   auto t0 = std::chrono::steady_clock::now(), last = t0;
   double cores = online();
   auto integrate = [&](std::chrono::steady_clock::time_point now) {
@@ -100,6 +105,16 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
   e.wall_s = std::chrono::duration<double>(end - t0).count();
   e.cpu_s = tv_s(ru.ru_utime) + tv_s(ru.ru_stime);
   e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::vector<int> now_online = online_list();
+  for (int c : online_at_start) {
+    if (std::find(now_online.begin(), now_online.end(), c) != now_online.end()) continue;
+    try {
+      cpus.write("cpu" + std::to_string(c) + "/online", "1");
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "xfer-bench: cpu%d stays offline: %s\n", c, ex.what());
+    }
+    e.cores_restored.push_back(c);
+  }
   return e;
 }
 

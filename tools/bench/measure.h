@@ -64,6 +64,10 @@ struct Exec {
   int exit_code = 0;
   double wall_s = 0, cpu_s = 0;
   double core_s = 0;  // online cores integrated over the run (sampled every 50 ms): what idles
+  // CPUs online when the run began and offline when it ended, brought back
+  // online by run_measured: a client killed at the timeout (or one that
+  // failed to restore them) must not leave the next client fewer cores.
+  std::vector<int> cores_restored;
 };
 // tick, when given, is called every few milliseconds while it runs (the
 // cross traffic's schedule). The CPU is that of this child alone (wait4), so

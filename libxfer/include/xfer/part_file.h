@@ -87,6 +87,9 @@ class PartFile {
   uint64_t resumed_bytes() const { return resumed_bytes_; }
   bool complete() const;
 
+  // Bytes written since the record was last rewritten, and since the last sync.
+  uint64_t unrecorded_bytes() const { return received_.bytes() - recorded_bytes_; }
+  uint64_t unsynced_bytes() const { return received_.bytes() - durable_.bytes(); }
   // Atomically rewrite the record with what has been written (no data sync).
   void record_written();
   // fdatasync, then rewrite the record: everything written is now synced.
@@ -142,6 +145,7 @@ class PartFile {
   bool unflushed_ = false;   // written since writeback was last started
   uint64_t resumed_bytes_ = 0;
   bool has_record_ = false;  // NAME.part.progress was found or written
+  uint64_t recorded_bytes_ = 0;  // received_.bytes() in the record
 };
 
 // A group commit, safe off the loop: every file's data and size made durable
