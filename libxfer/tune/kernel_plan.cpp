@@ -51,7 +51,9 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   if (caps.cores) {
     KernelKnob c{"cores", "cores", {}};
     for (int n = std::max(1, caps.min_cores); n <= std::max(1, caps.cores_present); ++n) c.levels.push_back(n);
-    int start = goal == Goal::Raise ? caps.cores_present : cores_for(channels, caps);
+    int start = goal == Goal::Raise ? caps.cores_present
+                : goal == Goal::Least ? std::max(1, caps.min_cores)
+                                      : cores_for(channels, caps);
     c.index = std::clamp(int(std::find(c.levels.begin(), c.levels.end(), start) - c.levels.begin()), 0,
                          int(c.levels.size()) - 1);
     knobs_.push_back(c);
@@ -65,11 +67,13 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   put(p);
   std::string r = fmt::format("kernel: {} cores{}", p.cores, p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : "");
   if (goal == Goal::Raise) r += " (all, top frequency: throughput first)";
+  else if (goal == Goal::Least) r += fmt::format(" (the floor; one more only while the online cores are {:.0f}% busy and it lowers J/byte)", kBusyPct);
   else r += fmt::format(" (ceil({} channels / {}))", channels, kChannelsPerCore);
   return r;
 }
 
-std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int channels, Params& p) {
+std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int channels, Params& p,
+                                           std::optional<double> cpu_pct) {
   if (!enabled_ || goal_ == Goal::Raise) return std::nullopt;
   if (goal_ == Goal::Scale) {
     KernelKnob* c = knob("cores");
@@ -79,6 +83,37 @@ std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int cha
     if (index == c->index) return std::nullopt;
     c->index = index;
     return changed(KernelStep::Kind::Scaled, *c, fmt::format("kernel: {} for {} channels", c->level(), channels), p);
+  }
+  // Least: was the step up being measured worth it? Only a clear saving
+  // keeps it (a core more draws its idle power for the rest of the run).
+  if (probe_ >= 0 && probe_up_) {
+    KernelKnob& k = knobs_[size_t(probe_)];
+    probe_ = -1;
+    bool cheaper = cost_before_ > 0 && cost > 0 && cost < cost_before_ * (1 - kTolerance);
+    if (goal_holds && cheaper) {
+      k.settled = true;  // paid: not stepped back down while it pays
+      return changed(KernelStep::Kind::Raised, k,
+                     fmt::format("kernel: {} kept (J/byte fell {:.0f}%)", k.level(), (1 - cost / cost_before_) * 100), p);
+    }
+    --k.index;
+    k.capped = true;
+    return changed(KernelStep::Kind::Undone, k,
+                   fmt::format("kernel: {} back down to {} ({})", k.name, k.level(),
+                               cost > 0 && cost_before_ > 0
+                                   ? fmt::format("J/byte {:+.0f}% with one more", (cost / cost_before_ - 1) * 100)
+                                   : std::string("no energy figure to justify it")),
+                   p);
+  }
+  if (goal_ == Goal::Least && probe_ < 0 && goal_holds && cpu_pct && *cpu_pct >= kBusyPct && cost > 0) {
+    KernelKnob* c = knob("cores");
+    if (c && !c->capped && !c->at_top()) {
+      ++c->index;
+      probe_ = int(c - knobs_.data());
+      probe_up_ = true;
+      cost_before_ = cost;
+      return changed(KernelStep::Kind::TryHigher, *c,
+                     fmt::format("kernel: trying {} (online cores {:.0f}% busy)", c->level(), *cpu_pct), p);
+    }
   }
   // Lower: was the step down being measured worth it?
   if (probe_ >= 0) {
@@ -102,6 +137,7 @@ std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int cha
       if (k.settled || k.at_floor()) continue;
       --k.index;
       probe_ = int(i);
+      probe_up_ = false;
       cost_before_ = cost;
       return changed(KernelStep::Kind::TryLower, k, fmt::format("kernel: trying {} (goal holds)", k.level()), p);
     }

@@ -13,6 +13,15 @@
 //          holds; a step that breaks the goal or raises the cost (joules per
 //          byte) by more than kTolerance is undone and that knob stays put.
 //          When the goal is missed, one step back up.
+//   Least  (min-energy): cores start at the floor, the top frequency; each
+//          interval, while the online cores are busy (kBusyPct of them or
+//          more), try one core more and keep it only if the joules per byte
+//          fall by more than kTolerance; otherwise step the frequency down as
+//          Lower does. A core that pays for its idle draw is one the transfer
+//          was short of; the channels alone do not say so (17 channels of
+//          small files at 200 Mbit/s keep one core half busy here), and a
+//          transfer shorter than two intervals never gets to measure a step
+//          down from a start that was too high.
 //
 // xferd runs its transfers on one event-loop thread; extra cores serve the
 // kernel's receive path (softirq), disk writeback and checksumming, whose
@@ -40,6 +49,7 @@ struct KernelKnob {
   std::vector<long> levels;  // ascending; empty: not controllable here
   int index = -1;
   bool settled = false;      // a step down cost more than it saved, or missed the goal: stays
+  bool capped = false;       // a step up did not pay: not tried again
   long value() const { return index >= 0 ? levels[size_t(index)] : 0; }
   bool at_top() const { return levels.empty() || index + 1 >= int(levels.size()); }
   bool at_floor() const { return levels.empty() || index <= 0; }
@@ -48,7 +58,7 @@ struct KernelKnob {
 
 // What one step did: a typed decision (its reason is for the timeline).
 struct KernelStep {
-  enum class Kind { Scaled, TryLower, Undone, Raised };
+  enum class Kind { Scaled, TryLower, TryHigher, Undone, Raised };
   Kind kind;
   std::string knob;
   long value = 0;
@@ -57,17 +67,21 @@ struct KernelStep {
 
 class KernelPlan {
  public:
-  enum class Goal { Raise, Scale, Lower };
+  enum class Goal { Raise, Scale, Lower, Least };
   static constexpr int kChannelsPerCore = 8;
   static constexpr double kTolerance = 0.05;
+  static constexpr double kBusyPct = 85;  // Least: the online cores' utilisation that tries one more
 
   // Sets p.cores / p.freq_khz for the start; returns the reason ("" when the
   // kernel layer is not tuned).
   std::string init(const KernelCaps& caps, bool enabled, Goal goal, int channels, Params& p);
   // One interval. goal_holds: the policy's goal is met; cost: joules per byte
-  // in the interval just measured (<= 0 when unknown). nullopt: no change.
-  std::optional<KernelStep> step(bool goal_holds, double cost, int channels, Params& p);
-  // Lower: a step down is being measured.
+  // in the interval just measured (<= 0 when unknown); cpu_pct: the machine's
+  // utilisation of its online cores in it (Least; nullopt: unknown, never
+  // busy). nullopt: no change.
+  std::optional<KernelStep> step(bool goal_holds, double cost, int channels, Params& p,
+                                 std::optional<double> cpu_pct = std::nullopt);
+  // Lower, Least: a step is being measured.
   bool probing() const { return probe_ >= 0; }
   bool at_top() const;
   nlohmann::json summary() const;
@@ -83,7 +97,8 @@ class KernelPlan {
   Goal goal_ = Goal::Raise;
   // Down order: frequency first (the cheaper step back), then cores.
   std::vector<KernelKnob> knobs_;
-  int probe_ = -1;  // the knob whose step down is being measured
+  int probe_ = -1;  // the knob whose step is being measured
+  bool probe_up_ = false;  // ... and it was a step up (Least)
   double cost_before_ = 0;
   int changes_ = 0;
 };

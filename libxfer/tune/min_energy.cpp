@@ -12,11 +12,13 @@
 // buffer is below the BDP. Chunks run concurrently; the application-layer
 // plan is fixed at start, as in the paper.
 //
-// Kernel layer (KernelPlan::Lower): cores start at what the channels need;
-// then, from the second interval, one step down at a time (frequency, then a
-// core) while the joules per byte do not rise; a step that costs more is
-// undone. Without an energy figure there is nothing to compare, and the
-// kernel layer stays where it started (said once in the log).
+// Kernel layer (KernelPlan::Least): cores start at the floor, since an
+// online core draws its idle power whether the transfer needs it or not;
+// from the second interval, one core more is tried while the online cores
+// are busy and kept only if the joules per byte fall, and the frequency steps
+// down while they do not rise; a step that does not pay is undone. Without
+// an energy figure there is nothing to compare, and the kernel layer stays
+// where it started (said once in the log).
 #include "min_energy.h"
 
 #include <algorithm>
@@ -42,7 +44,7 @@ Params MinEnergyTuner::init(const JobInfo& info) {
   }
   out.reason = "min-energy: MinE formulas from BDP " + std::to_string(info.bdp_bytes) + " B, buffer " +
                std::to_string(info.tcp_buf_bytes) + " B";
-  std::string k = kernel_.init(info.kernel, kernel_enabled_, tune::KernelPlan::Goal::Lower, out.total_channels(), out);
+  std::string k = kernel_.init(info.kernel, kernel_enabled_, tune::KernelPlan::Goal::Least, out.total_channels(), out);
   if (!k.empty()) out.reason += "; " + k;
   current_ = out;
   return out;
@@ -63,7 +65,7 @@ std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
     return std::nullopt;
   }
   double cost = *energy / double(obs.bytes_interval);
-  std::optional<tune::KernelStep> step = kernel_.step(true, cost, current_.total_channels(), current_);
+  std::optional<tune::KernelStep> step = kernel_.step(true, cost, current_.total_channels(), current_, obs.cpu_pct);
   if (!step) return std::nullopt;
   current_.reason = "min-energy: " + step->reason;
   return current_;

@@ -295,7 +295,7 @@ TEST_F(HotplugTest, XferdRestoresCoresAtTheNextStartAfterKillNine) {
   std::string dest = make_temp_dir("dest");
   std::string m = make_temp_dir("manifest") + "/m.txt";
   std::ofstream(m) << d.manifest(nginx.url(false, "/slow/"));
-  // min-energy starts at ceil(channels / 8) = 1 core.
+  // min-energy starts at the floor, 1 core.
   Shell s = run(bin("xferctl") + " submit --policy min-energy --manifest " + m + " --dest " + dest);
   ASSERT_EQ(s.status, 0) << s.out;
   for (int i = 0; i < 100 && slurp(kCpu1) != "0"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));

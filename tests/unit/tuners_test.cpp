@@ -40,6 +40,7 @@ JobInfo wan_info(std::vector<ChunkPlan> chunks, int max_channels = 16) {
 struct SimEngine {
   std::function<double(const Params&)> mbps;
   std::function<double(const Params&)> watts;
+  std::function<double(const Params&)> cpu_pct;  // the online cores' utilisation (null: not reported)
   bool honours_cap = true;  // a receive-rate cap holds the throughput to it
   double dt = 1;
   uint64_t total = 100'000'000'000;  // never near its end unless a test says so
@@ -57,6 +58,7 @@ struct SimEngine {
     done += o.bytes_interval;
     o.bytes_done = done, o.bytes_total = total;
     o.joules = watts(p) * dt;
+    if (cpu_pct) o.cpu_pct = cpu_pct(p);
     o.energy_source = "sim";
     o.settling = !prev || prev->chunks != p.chunks;  // as the control loop marks it
     prev = p;
@@ -275,12 +277,14 @@ TEST(MaxThroughput, DealsRoundRobinAndRedealsFinishedChunks) {
   EXPECT_EQ(next->chunks[1].cc, 16);
 }
 
-// MinE with the kernel layer: the cost (J/byte) is lowest at 1.8 GHz and 2
-// cores; 1.2 GHz and 1 core cost more (the transfer becomes CPU-bound). The
-// tuner steps down, keeps what pays and undoes what does not.
-TEST(MinEnergy, KernelStepsDownWhileEnergyPerByteFalls) {
+// MinE with the kernel layer: one core busy at 200 Mbit/s, two at 400; the
+// cost (J/byte) is lowest at 1.8 GHz and 2 cores; 1.2 GHz costs more (the
+// transfer becomes CPU-bound). The tuner starts at the floor, adds the core
+// the busy CPU asks for because it pays, steps the frequency down, keeps
+// what pays and undoes what does not.
+TEST(MinEnergy, KernelAddsACoreOnlyWhenBusyAndCheaperThenStepsTheFrequencyDown) {
   JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
-  info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 4;
+  info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 4;
   info.kernel.cores_online = 4;
   info.kernel.freq = true, info.kernel.freqs_khz = {1200000, 1800000, 2400000};
   auto mbps = [](const Params& p) { return p.cores < 2 ? 200.0 : p.freq_khz < 1500000 ? 250.0 : 400.0; };
@@ -288,21 +292,42 @@ TEST(MinEnergy, KernelStepsDownWhileEnergyPerByteFalls) {
     double f = p.freq_khz >= 2400000 ? 12 : p.freq_khz >= 1800000 ? 6 : 5;
     return 5 + 3.0 * p.cores + f;
   };
+  auto busy = [](const Params& p) { return p.cores < 2 ? 97.0 : 55.0; };
   MinEnergyTuner t;
-  SimEngine sim{mbps, watts};
+  SimEngine sim{mbps, watts, busy};
   Params start = sim.run(t, info, 0);
-  EXPECT_EQ(start.cores, 3);  // ceil(17 channels / 8)
+  EXPECT_EQ(start.cores, 1);  // the floor
   EXPECT_EQ(start.freq_khz, 2400000);
   MinEnergyTuner t2;
-  SimEngine sim2{mbps, watts};
+  SimEngine sim2{mbps, watts, busy};
   Params end = sim2.run(t2, info, 12);
   EXPECT_EQ(end.freq_khz, 1800000);
   EXPECT_EQ(end.cores, 2);
-  bool tried_1200 = false, tried_1 = false;
-  for (const Params& p : sim2.applied) tried_1200 |= p.freq_khz == 1200000, tried_1 |= p.cores == 1;
+  bool tried_1200 = false, tried_3 = false;
+  for (const Params& p : sim2.applied) tried_1200 |= p.freq_khz == 1200000, tried_3 |= p.cores > 2;
   EXPECT_TRUE(tried_1200);
-  EXPECT_TRUE(tried_1);
+  EXPECT_FALSE(tried_3) << "two cores at 55% are not busy: no third is tried";
   EXPECT_EQ(end.chunks, start.chunks);  // MinE's application layer is fixed
+}
+
+// Busy, but the link is the limit: a second core brings no throughput, only
+// its idle draw. It is tried once, undone, and not tried again.
+TEST(MinEnergy, ACoreThatDoesNotPayIsUndoneAndNotTriedAgain) {
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
+  info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 2;
+  info.kernel.cores_online = 2;
+  MinEnergyTuner t;
+  SimEngine sim{[](const Params&) { return 200.0; }, [](const Params& p) { return 10 + 11.2 * p.cores; },
+                [](const Params&) { return 90.0; }};
+  Params end = sim.run(t, info, 10);
+  EXPECT_EQ(end.cores, 1);
+  int raised = 0;
+  for (size_t i = 1; i < sim.applied.size(); ++i) raised += sim.applied[i].cores > sim.applied[i - 1].cores;
+  EXPECT_EQ(raised, 1);
+  // Without a utilisation figure nothing is busy: the floor stays.
+  MinEnergyTuner t2;
+  SimEngine quiet{[](const Params& p) { return 200.0 * p.cores; }, [](const Params& p) { return 10 + 11.2 * p.cores; }};
+  EXPECT_EQ(quiet.run(t2, info, 10).cores, 1);
 }
 
 TEST(KernelPlan, OffOrAbsentLeavesTheKernelAlone) {
