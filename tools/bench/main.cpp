@@ -172,11 +172,21 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_root, "where datasets are generated and kept (default OUT/data)");
   app.add_option("--dataset", only_dataset, "only the dataset of this shape");
   app.add_option("--client", only_client, "only clients whose name contains this");
-  app.add_option("--index", index, "link subnet index (default: from the pid)")->check(CLI::Range(1, 250));
+  app.add_option("--index", index, "link subnet index (default: a free one in 100-229, from the pid)")->check(CLI::Range(1, 250));
   app.add_option("--hla-dir", hla_dir, "where the [hla] phase keeps its history and table (default OUT/hla)");
   CLI11_PARSE(app, argc, argv);
   if (repeat == 0) repeat = quick ? 1 : 3;
-  if (index == 0) index = 100 + getpid() % 150;
+  if (index == 0) {
+    // 100-229 from the pid (the tests name theirs, 231-249), skipping one
+    // whose namespaces exist: another bench's, or a killed one's leftovers.
+    auto taken = [](int i) {
+      std::string ns = "/run/netns/xfer-bench" + std::to_string(i);
+      return access((ns + "-c").c_str(), F_OK) == 0 || access((ns + "-s").c_str(), F_OK) == 0;
+    };
+    int start = int(getpid() % 130);
+    for (int k = 0; k < 130; ++k)
+      if (!taken(index = 100 + (start + k) % 130)) break;
+  }
 
   bench::Scenario sc;
   try {
