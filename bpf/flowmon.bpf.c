@@ -3,11 +3,15 @@
 // nothing runs per received segment. Userspace gives each socket it owns an
 // entry in a socket-local storage map (the job's id), and once per control
 // interval reads a BPF iterator over that map, which copies each owned
-// socket's counters into its stats entry. The walk visits our sockets only:
-// an iterator over all TCP sockets (iter/tcp) walks the whole established
-// hash table, 262,144 buckets on this machine, about 2.3 ms a sample. Open /
-// close come from the inet_sock_set_state BTF tracepoint (a closed flow's
-// final counters are taken there). Neither kprobes nor tracefs; CO-RE reads.
+// socket's counters into its stats entry. The walk visits our sockets only.
+// Where the kernel refuses map-element iterators (seen on a 6.18 kernel in
+// lockdown "integrity" mode without CAP_SYS_RESOURCE: EPERM at load, while
+// iter/tcp and iter/bpf_map load), userspace loads flowmon_iter_tcp instead:
+// an iterator over all TCP sockets that picks ours by the same storage map.
+// It walks the whole established hash table (262,144 buckets on a 24-GiB
+// machine, about 2 ms a sample), so it is the second choice. Open / close
+// come from the inet_sock_set_state BTF tracepoint (a closed flow's final
+// counters are taken there). Neither kprobes nor tracefs; CO-RE reads.
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
@@ -77,6 +81,21 @@ int flowmon_iter(struct bpf_iter__bpf_sk_storage_map *ctx) {
   struct sock *sk = ctx->sk;
   __u32 *job = ctx->value;
   if (!sk || !job) return 0;
+  update(sk, bpf_get_socket_cookie(sk), *job);
+  return 0;
+}
+
+/* The same pass where the map iterator does not load: every TCP socket of
+ * the namespace, ours found by their storage entry. */
+SEC("iter/tcp")
+int flowmon_iter_tcp(struct bpf_iter__tcp *ctx) {
+  struct sock_common *skc = ctx->sk_common;
+  if (!skc) return 0;
+  struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
+  if (!tp) return 0;
+  __u32 *job = bpf_sk_storage_get(&owned, tp, 0, 0);
+  if (!job) return 0;
+  struct sock *sk = (struct sock *)tp;
   update(sk, bpf_get_socket_cookie(sk), *job);
   return 0;
 }

@@ -64,24 +64,40 @@ class EbpfFlowMonitor : public FlowMonitor {
       }
       return 0;
     });
-    skel_ = flowmon_bpf__open();
-    if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
-    bpf_program__set_autoattach(skel_->progs.flowmon_iter, false);  // it needs the map it walks
-    if (flowmon_bpf__load(skel_) != 0) {
-      int err = errno;
-      flowmon_bpf__destroy(skel_);
-      throw std::runtime_error(std::string("BPF programs did not load: ") + strerror(err));
+    // The map iterator first (it visits our sockets only), then iter/tcp
+    // (every TCP socket, ours picked by their storage entry): some kernels
+    // refuse map-element iterators at load (EPERM).
+    std::string refused;
+    for (bool over_map : {true, false}) {
+      skel_ = flowmon_bpf__open();
+      if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
+      bpf_program* walk = over_map ? skel_->progs.flowmon_iter : skel_->progs.flowmon_iter_tcp;
+      bpf_program__set_autoload(over_map ? skel_->progs.flowmon_iter_tcp : skel_->progs.flowmon_iter, false);
+      bpf_program__set_autoattach(walk, false);  // attached below (the map iterator needs its map)
+      if (flowmon_bpf__load(skel_) != 0) {
+        int err = errno;
+        flowmon_bpf__destroy(skel_);
+        skel_ = nullptr;
+        refused += std::string(refused.empty() ? "" : "; ") + (over_map ? "iter/bpf_sk_storage_map" : "iter/tcp") +
+                   " (" + strerror(err) + ")";
+        continue;
+      }
+      union bpf_iter_link_info map = {};
+      map.map.map_fd = bpf_map__fd(skel_->maps.owned);
+      DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, iter_opts, .link_info = &map, .link_info_len = sizeof map);
+      iter_ = bpf_program__attach_iter(walk, over_map ? &iter_opts : nullptr);
+      if (!iter_ || flowmon_bpf__attach(skel_) != 0) {
+        int err = errno;
+        if (iter_) bpf_link__destroy(iter_);
+        flowmon_bpf__destroy(skel_);
+        throw std::runtime_error(std::string("BPF programs did not attach: ") + strerror(err));
+      }
+      walk_prog_ = walk;
+      walk_name_ = over_map ? "iter/bpf_sk_storage_map" : "iter/tcp";
+      if (!refused.empty()) log::info("flows: this kernel refused {}; sampling through {}, which walks every TCP socket of the namespace", refused, walk_name_);
+      break;
     }
-    union bpf_iter_link_info walk = {};
-    walk.map.map_fd = bpf_map__fd(skel_->maps.owned);
-    DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, iter_opts, .link_info = &walk, .link_info_len = sizeof walk);
-    iter_ = bpf_program__attach_iter(skel_->progs.flowmon_iter, &iter_opts);
-    if (!iter_ || flowmon_bpf__attach(skel_) != 0) {
-      int err = errno;
-      if (iter_) bpf_link__destroy(iter_);
-      flowmon_bpf__destroy(skel_);
-      throw std::runtime_error(std::string("BPF programs did not attach: ") + strerror(err));
-    }
+    if (!skel_) throw std::runtime_error("BPF programs did not load (" + refused + ")");
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), &EbpfFlowMonitor::on_event, this, nullptr);
     // Run-time statistics for as long as this fd is open (no global sysctl).
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -95,7 +111,7 @@ class EbpfFlowMonitor : public FlowMonitor {
   Overhead overhead() const override {
     Overhead o;
     o.reader_ns = reader_ns_;
-    for (bpf_program* p : {skel_->progs.flowmon_iter, skel_->progs.flowmon_state}) {
+    for (bpf_program* p : {walk_prog_, skel_->progs.flowmon_state}) {
       int fd = bpf_program__fd(p);
       bpf_prog_info info{};
       uint32_t len = sizeof info;
@@ -104,6 +120,7 @@ class EbpfFlowMonitor : public FlowMonitor {
     return o;
   }
   std::string source() const override { return "ebpf"; }
+  const std::string& walk_name() const { return walk_name_; }
 
   uint64_t own(int fd, uint32_t job) override {
     uint64_t c = socket_cookie(fd);
@@ -186,6 +203,8 @@ class EbpfFlowMonitor : public FlowMonitor {
   bool iter_failed_ = false;
   ring_buffer* ring_ = nullptr;
   bpf_link* iter_ = nullptr;
+  bpf_program* walk_prog_ = nullptr;  // the iterator in use
+  std::string walk_name_;
   std::map<uint64_t, bool> closed_;
 };
 
@@ -254,7 +273,7 @@ std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf) {
   if (allow_ebpf) {
     try {
       auto m = std::make_unique<EbpfFlowMonitor>();
-      log::info("flows: eBPF (sampled each interval through iter/bpf_sk_storage_map; open/close from tp_btf/inet_sock_set_state)");
+      log::info("flows: eBPF (sampled each interval through {}; open/close from tp_btf/inet_sock_set_state)", m->walk_name());
       return m;
     } catch (const std::exception& e) {
       log::warn("flows: {}; falling back to TCP_INFO on the engine's own sockets", e.what());
