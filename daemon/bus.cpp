@@ -42,10 +42,6 @@ Caller need_caller(sd_bus_message* m) {
   return c;
 }
 
-void check(int r, const char* what) {
-  if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
-}
-
 int reply_job(sd_bus_message* m, Service& s, uint64_t id) {
   return sd_bus_reply_method_return(m, "o", s.jobs.at(id)->path().c_str());
 }

@@ -2,6 +2,7 @@
 // on. Shared by the service, the bus glue and the argument decoding.
 #pragma once
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -33,5 +34,11 @@ struct Refusal : std::runtime_error {
   Refusal(const char* n, const std::string& m) : std::runtime_error(m), name(n) {}
   const char* name;
 };
+
+// An sd-bus call on the caller's message that failed (r < 0): the caller sent
+// something other than the method's signature says.
+inline void check(int r, const char* what) {
+  if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
+}
 
 }  // namespace xferd

@@ -11,10 +11,6 @@ namespace xferd {
 
 namespace {
 
-void check(int r, const char* what) {
-  if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
-}
-
 // One value of a basic D-Bus type.
 template <class T>
 T read_basic(sd_bus_message* m, char type, const char* what) {

@@ -61,6 +61,10 @@ std::vector<OptionSpec> make_table() {
       number("rtt_ms", 0, 100000, 0, kRun, "RTT in ms for the bandwidth-delay product (0: measured)"),
       in(choice("http", {"auto", "1.1", "h2c"}, "auto", kGlobal | kRun, "http:// origins: auto (try h2c), 1.1, h2c"),
          "network.http"),
+      in(integer("wake_batch_ms", 0, 1000, 20, kGlobal | kRun,
+                 "HTTP/1.1 sockets wake the engine when about this many ms of their data are waiting (SO_RCVLOWAT; "
+                 "0: at every segment)"),
+         "network.wake_batch_ms"),
       in(choice("flows", {"ebpf", "tcp_info", "off"}, "ebpf", kGlobal | kRun,
                 "per-flow metrics: ebpf (falls back to tcp_info, and says so), tcp_info, off"),
          "network.flows"),
@@ -381,6 +385,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.http = m["http"].get<std::string>();
   e.interval_ms = long(i("interval_ms"));
   e.sync_ms = long(i("sync_ms"));
+  e.wake_batch_ms = long(i("wake_batch_ms"));
   e.bandwidth_mbps = d("bandwidth_mbps");
   e.rtt_ms = d("rtt_ms");
   e.loss_pct = d("loss_pct", -1);

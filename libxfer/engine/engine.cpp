@@ -71,9 +71,12 @@ void CurlMulti::add(Request* r) {
 
 void CurlMulti::remove(Request* r) { curl_multi_remove_handle(multi_, r->easy); }
 
-int CurlMulti::socket_cb(void* /*easy*/, int s, int what, void* userp, void* socketp) {
+int CurlMulti::socket_cb(void* easy, int s, int what, void* userp, void* socketp) {
   auto* self = static_cast<CurlMulti*>(userp);
   auto* src = static_cast<sd_event_source*>(socketp);
+  Request* r = nullptr;
+  if (what != CURL_POLL_REMOVE && easy && curl_easy_getinfo(easy, CURLINFO_PRIVATE, reinterpret_cast<char**>(&r)) == CURLE_OK && r)
+    r->fd = s;  // the request's connection, for its wake-up pacing
   if (what == CURL_POLL_REMOVE) {
     if (src) {
       self->io_sources_.erase(src);

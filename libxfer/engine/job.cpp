@@ -659,6 +659,7 @@ JobProgress Job::Impl::progress() const {
   p.bytes_done = bytes_done;
   p.bytes_fetched = bytes_fetched;
   p.bytes_resumed = bytes_resumed;
+  p.body_reads = body_reads;
   p.files_total = files.size();
   p.files_done = files_done;
   p.files_failed = files_failed;

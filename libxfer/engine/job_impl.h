@@ -82,6 +82,7 @@ struct Connection {
   // longer matches. http:// origins keep the protocol their probe found.
   bool http1;
   bool tls = false;  // has served an https origin
+  double rate_Bps = 0;  // body bytes per second of its latest request (wake-up pacing)
 };
 
 struct Channel {
@@ -237,6 +238,7 @@ struct Job::Impl : RequestOwner {
 
   uint64_t start_us = 0, end_us = 0, retry_at_us = 0, last_sync_us = 0;
   uint64_t bytes_fetched = 0, bytes_resumed = 0, bytes_done = 0, bytes_total = 0;
+  uint64_t body_reads = 0;
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
 
   std::vector<std::unique_ptr<Channel>> retired_channels;

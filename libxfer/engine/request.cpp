@@ -1,8 +1,11 @@
 // Creating requests and the libcurl callbacks that check each response and
 // write its body at the file offsets it belongs to.
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -79,6 +82,14 @@ bool check_response(Request* r) {
                       "', which was not asked for; its bytes are not the file's";
     return false;
   }
+  if (opts.wake_batch_ms > 0 && r->conn && r->end_known) {
+    long v = 0;
+    char* scheme = nullptr;
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &v);
+    curl_easy_getinfo(r->easy, CURLINFO_SCHEME, &scheme);
+    r->paced = v == CURL_HTTP_VERSION_1_1 || v == CURL_HTTP_VERSION_1_0;
+    r->paced_tls = scheme && strcasecmp(scheme, "https") == 0;
+  }
   uint64_t total = r->cr_total.value_or(0);
   curl_off_t cl0 = -1;
   curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl0);
@@ -125,6 +136,55 @@ bool check_response(Request* r) {
   return true;
 }
 
+uint64_t coarse_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // vDSO: no system call
+  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
+}
+
+// Wake-up pacing. A socket is readable at its first segment, so a body
+// arriving at a few Mbit/s per connection woke the loop (epoll, sd-event,
+// curl_multi_socket_action, recv, pwrite) every one or two segments, which
+// was most of the engine's cost per byte on small files over a WAN. With
+// SO_RCVLOWAT the kernel holds the data until about wake_batch_ms of the
+// connection's rate is waiting (it still ACKs at once below the mark, and a
+// FIN, an error or a full receive window wakes us regardless).
+// The mark never exceeds the bytes still due on the connection, or the last
+// bytes would wait for data that never comes: on HTTP/1.1 one response at a
+// time uses a connection (the scheduler sends no request behind it), and its
+// remaining body (r->end - r->pos, which a stolen range only shortens) is a
+// lower bound on what the socket will still receive. Under TLS, OpenSSL may
+// already hold part of one record, so that much is taken off. The mark falls
+// to 1 with the body's last byte, before the connection carries another
+// response; a request that ends early closes its HTTP/1.1 connection.
+// HTTP/2 is not paced: its flow-control windows could hold the rest back.
+constexpr uint64_t kMaxLowat = kBufferSize / 2;
+constexpr uint64_t kTlsSlack = 16 * 1024 + 64;  // one record's plaintext and framing
+constexpr uint64_t kRateEveryUs = 100 * 1000;
+
+void pace_wakeups(Request* r, long batch_ms) {
+  Connection* c = r->conn;
+  uint64_t now = coarse_us();
+  if (!r->first_byte_us) {
+    r->first_byte_us = r->rated_us = now;
+  } else if ((r->pos >= r->end || now - r->rated_us >= kRateEveryUs) && now > r->first_byte_us) {
+    // The rate since the first byte, every 100 ms and at the body's end (the
+    // next response on this connection starts from it).
+    c->rate_Bps = double(r->pos - r->req_begin) * 1e6 / double(now - r->first_byte_us);
+    r->rated_us = now;
+  }
+  uint64_t due = r->end > r->pos ? r->end - r->pos : 0;
+  if (r->paced_tls) due = due > kTlsSlack ? due - kTlsSlack : 0;
+  uint64_t batch = uint64_t(c->rate_Bps * double(batch_ms) / 1000);
+  int want = int(std::clamp<uint64_t>(std::min({due, batch, kMaxLowat}), 1, kMaxLowat));
+  // Lower at once when what is due demands it; otherwise move only for a
+  // change of more than 2x (each move is a system call).
+  if (want == r->lowat || (want > r->lowat / 2 && want < r->lowat * 2 && uint64_t(r->lowat) <= due)) return;
+  if (r->fd < 0) return;  // not known (CURLINFO_ACTIVESOCKET answers only after the transfer)
+  if (setsockopt(r->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) r->lowat = want;
+  else r->paced = false;  // not for this socket: every segment wakes us, as without pacing
+}
+
 size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   auto* r = static_cast<Request*>(ud);
   const size_t len = size * n;
@@ -148,9 +208,11 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
     r->pos += take;
     auto* job = static_cast<Job::Impl*>(r->owner);
     job->bytes_fetched += take;
+    ++job->body_reads;
     job->bytes_done += take;
     r->file->chunk->bytes_done += take;
     r->file->chunk->bytes_fetched += take;
+    if (r->paced) pace_wakeups(r, job->spec.opts.wake_batch_ms);
   }
   if (take < len) {
     r->stopped_at_end = true;  // the rest belongs to another stream (or never existed)

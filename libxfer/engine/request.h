@@ -61,6 +61,14 @@ struct Request {
   std::optional<uint64_t> cr_start, cr_total;  // Content-Range
   bool accept_ranges = false;
   long http_version = 0;
+
+  // Wake-up pacing (SO_RCVLOWAT) of an HTTP/1.1 body: see pace_wakeups().
+  bool paced = false;          // this response's socket is paced
+  bool paced_tls = false;      // ...and carries TLS records
+  int fd = -1;                 // the socket curl last watched for this request (CurlMulti::socket_cb)
+  int lowat = 1;               // the socket's SO_RCVLOWAT as last set
+  uint64_t first_byte_us = 0;  // coarse clock at the first body byte
+  uint64_t rated_us = 0;       // when the connection's rate was last updated
 };
 
 }  // namespace xfer

@@ -21,16 +21,16 @@ using namespace xtest;
 
 namespace {
 
-struct Link {
+struct PolicyLink {
   std::string work, nginx_run;
   pid_t pid = -1;
-  Link(const Dataset& d) : work(make_temp_dir("policies")), nginx_run(work + "/nginx") {
+  PolicyLink(const Dataset& d) : work(make_temp_dir("policies")), nginx_run(work + "/nginx") {
     pid = start_link("--name pt1 --index 236 --rate-mbps 100 --rtt-ms 20", work + "/link.out");
     if (sh("ip netns exec xfer-pt1-s bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh start " +
            nginx_run + " " + d.dir + " 8080 8081 2m 10.201.236.2") != 0)
       ADD_FAILURE() << "nginx did not start";
   }
-  ~Link() {
+  ~PolicyLink() {
     sh("bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh stop " + nginx_run + " > /dev/null 2>&1");
     if (pid > 0) {
       kill(pid, SIGTERM);
@@ -77,7 +77,7 @@ void write_table(const Dataset& d, const std::string& path) {
 
 TEST(Policies, EveryPolicyCompletesAMixedDatasetOverTheLink) {
   Dataset d = dataset(40, 4, 1, 0.1);  // 40 html, 4 images, one 22 MB video
-  Link link(d);
+  PolicyLink link(d);
   std::string online_before = capture("cat /sys/devices/system/cpu/online");
   std::ofstream(link.work + "/manifest") << d.manifest("http://10.201.236.2:8081/");
   write_table(d, link.work + "/table.json");

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -153,6 +154,18 @@ void FlakyServer::serve(int fd) {
       std::string more = content_.substr(a, len) + (kind == "overlong" ? std::string(4096, 'X') : std::string());
       send_all(fd, more.data(), more.size());
       break;
+    }
+    if (kind == "trickle") {
+      int one = 1;  // each write its own segment, as on a WAN path
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      bool sent = true;
+      for (uint64_t at = 0; at < len && sent && !stop_; at += 1448) {
+        sent = send_all(fd, content_.data() + a + at, std::min<uint64_t>(1448, len - at));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!sent) break;
+      body_bytes += len;
+      continue;
     }
     bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
     uint64_t send_len = once_bad ? len / 2 : len;

@@ -14,6 +14,7 @@
 //   /gzip/...           Content-Encoding: gzip the client did not ask for
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
+//   /trickle/...        the body in 1448-byte writes 1 ms apart (a slow WAN flow), connection kept alive
 //   anything else       behaves
 #pragma once
 

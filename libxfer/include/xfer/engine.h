@@ -121,6 +121,10 @@ struct EngineOptions {
   int discovery_concurrency = 16; // HEAD requests in flight while finding sizes
   long record_ms = 200;           // progress records rewritten this often (no data sync)
   long sync_ms = 5000;            // .part data fdatasync'd and recorded as synced this often
+  // An HTTP/1.1 body's socket wakes the loop once about this many ms of the
+  // connection's data are waiting (SO_RCVLOWAT, never above what is still
+  // due), not at every segment; 0: at every segment.
+  long wake_batch_ms = 20;
   long interval_ms = 5000;        // control interval: observe, tune, apply
   double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
@@ -194,6 +198,7 @@ struct JobProgress {
   uint64_t bytes_done = 0;   // on disk (resumed + fetched)
   uint64_t bytes_fetched = 0;  // from the network in this run
   uint64_t bytes_resumed = 0;  // already on disk when the run began
+  uint64_t body_reads = 0;     // deliveries of body bytes from libcurl: about one per read of a socket
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
   double seconds = 0;
 };
