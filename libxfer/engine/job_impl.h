@@ -82,7 +82,7 @@ struct Connection {
   // longer matches. http:// origins keep the protocol their probe found.
   bool http1;
   bool tls = false;  // has served an https origin
-  double rate_Bps = 0;  // body bytes per second of its latest request (wake-up pacing)
+  double rate_Bps = 0;  // body bytes per second of its current or last request (wake-up pacing)
 };
 
 struct Channel {

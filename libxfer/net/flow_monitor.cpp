@@ -71,6 +71,7 @@ class EbpfFlowMonitor : public FlowMonitor {
     for (bool over_map : {true, false}) {
       skel_ = flowmon_bpf__open();
       if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
+      const char* name = over_map ? "iter/bpf_sk_storage_map" : "iter/tcp";
       bpf_program* walk = over_map ? skel_->progs.flowmon_iter : skel_->progs.flowmon_iter_tcp;
       bpf_program__set_autoload(over_map ? skel_->progs.flowmon_iter_tcp : skel_->progs.flowmon_iter, false);
       bpf_program__set_autoattach(walk, false);  // attached below (the map iterator needs its map)
@@ -78,8 +79,7 @@ class EbpfFlowMonitor : public FlowMonitor {
         int err = errno;
         flowmon_bpf__destroy(skel_);
         skel_ = nullptr;
-        refused += std::string(refused.empty() ? "" : "; ") + (over_map ? "iter/bpf_sk_storage_map" : "iter/tcp") +
-                   " (" + strerror(err) + ")";
+        refused += std::string(refused.empty() ? "" : "; ") + name + " (" + strerror(err) + ")";
         continue;
       }
       union bpf_iter_link_info map = {};
@@ -93,7 +93,7 @@ class EbpfFlowMonitor : public FlowMonitor {
         throw std::runtime_error(std::string("BPF programs did not attach: ") + strerror(err));
       }
       walk_prog_ = walk;
-      walk_name_ = over_map ? "iter/bpf_sk_storage_map" : "iter/tcp";
+      walk_name_ = name;
       if (!refused.empty()) log::info("flows: this kernel refused {}; sampling through {}, which walks every TCP socket of the namespace", refused, walk_name_);
       break;
     }
