@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 
 #include <bpf/bpf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +23,8 @@
 #include "flowmon.h"
 #include "flowmon.skel.h"
 #include "xfer/log.h"
+#include "xfer/part_file.h"  // boot_id
+#include "xfer/safe_open.h"
 
 namespace xfer {
 namespace {
@@ -42,6 +46,44 @@ uint64_t thread_cpu_ns() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// A kernel that refuses the map iterator refuses it until it reboots, and
+// each try costs a whole load: libbpf parses the kernel's BTF for every
+// object (5.5 MB here, about 40 ms of CPU), and `xferctl run` loads a
+// monitor for each job. The refusal is remembered for the boot in a file
+// only root writes (/run is cleared at boot; the boot id guards the rest).
+constexpr const char* kRefusalDir = "/run/xferd";
+constexpr const char* kRefusalFile = "/run/xferd/flowmon-refused";
+
+// The iterator remembered as refused in this boot, or "".
+std::string remembered_refusal() {
+  int fd = open(kRefusalFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st{};
+  std::string text;
+  try {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & 022))
+      text = read_bounded(fd, 256, kRefusalFile);
+  } catch (const IoError&) {
+  }
+  close(fd);
+  const std::string prefix = boot_id() + " ";
+  if (text.size() > 256 || text.rfind(prefix, 0) != 0 || text.back() != '\n') return {};
+  return text.substr(prefix.size(), text.size() - prefix.size() - 1);
+}
+
+void remember_refusal(const std::string& name) {
+  if (geteuid() != 0) return;  // the file is only believed when root wrote it
+  mkdir(kRefusalDir, 0755);
+  struct stat st{};
+  if (lstat(kRefusalDir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) return;
+  int fd = open(kRefusalFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  std::string text = boot_id() + " " + name + "\n";
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::write(fd, text.data(), text.size()) != ssize_t(text.size()))
+    log::debug("flows: could not remember the refusal in {}", kRefusalFile);
+  close(fd);
 }
 
 uint16_t local_port(int fd) {
@@ -68,10 +110,15 @@ class EbpfFlowMonitor : public FlowMonitor {
     // (every TCP socket, ours picked by their storage entry): some kernels
     // refuse map-element iterators at load (EPERM).
     std::string refused;
+    const std::string known_refusal = remembered_refusal();
     for (bool over_map : {true, false}) {
+      const char* name = over_map ? "iter/bpf_sk_storage_map" : "iter/tcp";
+      if (known_refusal == name) {
+        refused = std::string(name) + " (earlier in this boot; " + kRefusalFile + ")";
+        continue;
+      }
       skel_ = flowmon_bpf__open();
       if (!skel_) throw std::runtime_error(std::string("BPF skeleton did not open: ") + strerror(errno));
-      const char* name = over_map ? "iter/bpf_sk_storage_map" : "iter/tcp";
       bpf_program* walk = over_map ? skel_->progs.flowmon_iter : skel_->progs.flowmon_iter_tcp;
       bpf_program__set_autoload(over_map ? skel_->progs.flowmon_iter_tcp : skel_->progs.flowmon_iter, false);
       bpf_program__set_autoattach(walk, false);  // attached below (the map iterator needs its map)
@@ -80,6 +127,7 @@ class EbpfFlowMonitor : public FlowMonitor {
         flowmon_bpf__destroy(skel_);
         skel_ = nullptr;
         refused += std::string(refused.empty() ? "" : "; ") + name + " (" + strerror(err) + ")";
+        if (over_map && (err == EPERM || err == EACCES)) remember_refusal(name);
         continue;
       }
       union bpf_iter_link_info map = {};

@@ -162,7 +162,8 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};
-  std::string scenario_path, out, data_root, only_dataset, only_client, hla_dir;
+  std::string scenario_path, out, data_root, only_dataset, hla_dir;
+  std::vector<std::string> only_clients;
   bool quick = false;
   int repeat = 0, index = 0;
   app.add_option("scenario", scenario_path, "scenario file (TOML), e.g. tests/bench/wan.toml")->required();
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "runs per client and dataset (default 3, 1 with --quick)")->check(CLI::Range(1, 50));
   app.add_option("--data", data_root, "where datasets are generated and kept (default OUT/data)");
   app.add_option("--dataset", only_dataset, "only the dataset of this shape");
-  app.add_option("--client", only_client, "only clients whose name contains this");
+  app.add_option("--client", only_clients, "only clients whose name contains this (repeat for several)");
   app.add_option("--index", index, "link subnet index (default: a free one in 100-229, from the pid)")->check(CLI::Range(1, 250));
   app.add_option("--hla-dir", hla_dir, "where the [hla] phase keeps its history and table (default OUT/hla)");
   CLI11_PARSE(app, argc, argv);
@@ -216,7 +217,9 @@ int main(int argc, char** argv) {
   }
   std::vector<bench::ClientSpec> clients;
   for (const auto& c : sc.clients)
-    if (only_client.empty() || c.name.find(only_client) != std::string::npos) clients.push_back(c);
+    if (only_clients.empty() || std::any_of(only_clients.begin(), only_clients.end(),
+                                            [&](const std::string& w) { return c.name.find(w) != std::string::npos; }))
+      clients.push_back(c);
   std::string hla_table;
   for (const auto& c : clients)
     for (const auto& a : c.args)
