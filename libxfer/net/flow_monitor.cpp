@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -315,7 +316,30 @@ class TcpInfoFlowMonitor : public FlowMonitor {
   uint64_t reader_ns_ = 0;
 };
 
+class DeferredFlowMonitor : public FlowMonitor {
+ public:
+  explicit DeferredFlowMonitor(bool allow_ebpf)
+      : pending_(std::async(std::launch::async, [allow_ebpf] { return make_flow_monitor(allow_ebpf); })) {}
+  std::string source() const override { return loaded().source(); }
+  uint64_t own(int fd, uint32_t job) override { return loaded().own(fd, job); }
+  void disown(int fd) override { loaded().disown(fd); }
+  std::vector<FlowCounters> flows(uint32_t job) override { return loaded().flows(job); }
+  Overhead overhead() const override { return loaded().overhead(); }
+
+ private:
+  FlowMonitor& loaded() const {
+    if (!monitor_) monitor_ = pending_.get();
+    return *monitor_;
+  }
+  mutable std::future<std::unique_ptr<FlowMonitor>> pending_;
+  mutable std::unique_ptr<FlowMonitor> monitor_;
+};
+
 }  // namespace
+
+std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf) {
+  return std::make_unique<DeferredFlowMonitor>(allow_ebpf);
+}
 
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf) {
   if (allow_ebpf) {

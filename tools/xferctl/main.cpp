@@ -177,7 +177,9 @@ int run(const RunArgs& a) {
 
   int rc = kOk;
   std::unique_ptr<xfer::FlowMonitor> monitor;
-  if (v["flows"] != "off") monitor = xfer::make_flow_monitor(v["flows"] == "ebpf");
+  // Loaded while the job's discovery runs (signals are blocked by now, so
+  // the loading thread takes none).
+  if (v["flows"] != "off") monitor = xfer::make_flow_monitor_deferred(v["flows"] == "ebpf");
   std::unique_ptr<xfer::Machine> machine;
   std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
   std::string kernel_note = setup.kernel ? "" : "--kernel off";

@@ -43,6 +43,11 @@ class FlowMonitor {
 
 // eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf = true);
+// The same, loaded on a thread of its own: for a process that runs one job
+// (xferctl run), the load (the kernel's BTF parsed, the programs verified:
+// about 60 ms) overlaps the job's discovery, which needs no monitor. The
+// first call waits for the load to end; call it from one thread only.
+std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf = true);
 
 // What one interval of a set of flows (a job's, a chunk's) adds up to
 // (cross-layer-hla.txt Algorithms 1-2: weighted throughput, delta RTT).
