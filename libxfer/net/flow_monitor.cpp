@@ -59,14 +59,19 @@ constexpr const char* kRefusalFile = "/run/xferd/flowmon-refused";
 
 // The iterator remembered as refused in this boot, or "".
 std::string remembered_refusal() {
-  int fd = open(kRefusalFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return {};
-  struct stat st{};
-  std::string text;
+  int fd = -1;
   try {
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & 022))
-      text = read_bounded(fd, 256, kRefusalFile);
+    fd = open_regular(AT_FDCWD, kRefusalFile, O_RDONLY, FileOwner{0, 0});  // root's, not followed, not blocked on
+  } catch (const IoError&) {  // NameRefused included: not believed
+    return {};
+  }
+  if (fd < 0) return {};
+  std::string text;
+  struct stat st{};
+  try {
+    if (fstat(fd, &st) == 0 && !(st.st_mode & 022)) text = read_bounded(fd, 256, kRefusalFile);
   } catch (const IoError&) {
+    text.clear();
   }
   close(fd);
   const std::string prefix = boot_id() + " ";
