@@ -74,9 +74,6 @@ void CurlMulti::remove(Request* r) { curl_multi_remove_handle(multi_, r->easy); 
 int CurlMulti::socket_cb(void* easy, int s, int what, void* userp, void* socketp) {
   auto* self = static_cast<CurlMulti*>(userp);
   auto* src = static_cast<sd_event_source*>(socketp);
-  Request* r = nullptr;
-  if (what != CURL_POLL_REMOVE && easy && curl_easy_getinfo(easy, CURLINFO_PRIVATE, reinterpret_cast<char**>(&r)) == CURLE_OK && r)
-    r->fd = s;  // the request's connection, for its wake-up pacing
   if (what == CURL_POLL_REMOVE) {
     if (src) {
       self->io_sources_.erase(src);
@@ -85,6 +82,9 @@ int CurlMulti::socket_cb(void* easy, int s, int what, void* userp, void* socketp
     curl_multi_assign(self->multi_, s, nullptr);
     return 0;
   }
+  Request* req = nullptr;
+  if (easy && curl_easy_getinfo(easy, CURLINFO_PRIVATE, reinterpret_cast<char**>(&req)) == CURLE_OK && req)
+    req->fd = s;  // the request's connection, for its wake-up pacing
   uint32_t events = 0;
   if (what & CURL_POLL_IN) events |= EPOLLIN;
   if (what & CURL_POLL_OUT) events |= EPOLLOUT;
