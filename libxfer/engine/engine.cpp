@@ -112,7 +112,10 @@ int CurlMulti::socket_cb(void* easy, int s, int what, void* userp, void* socketp
 int CurlMulti::timer_cb(CURLM* /*multi*/, long timeout_ms, void* userp) {
   auto* self = static_cast<CurlMulti*>(userp);
   if (timeout_ms < 0) return 0;
-  if (timeout_ms == 0) return sd_event_source_set_enabled(self->run_now_, SD_EVENT_ONESHOT) < 0 ? -1 : 0;
+  if (timeout_ms == 0) {
+    self->ran_now_asked_ = true;
+    return sd_event_source_set_enabled(self->run_now_, SD_EVENT_ONESHOT) < 0 ? -1 : 0;
+  }
   uint64_t now = 0;
   sd_event_now(self->loop_, CLOCK_MONOTONIC, &now);
   uint64_t due = now + static_cast<uint64_t>(timeout_ms) * 1000;
@@ -141,10 +144,24 @@ int CurlMulti::on_run_now(sd_event_source* /*s*/, void* userdata) {
   return 0;
 }
 
+// A request that ends often adds its successor (drain -> on_request_done),
+// and curl asks to be run at once to send it. That runs here, before the
+// loop turns: sd-event dispatches one source per turn, so the defer source
+// would wait behind every other ready socket (their reads and writes), and
+// each such wait is idle time on the successor's connection (measured on
+// 1000 files of 100 KB at 40 ms: about 0.3 ms a request). A few rounds at
+// most; what is left still runs from the defer source.
 void CurlMulti::action(int fd, int mask) {
   int running = 0;
+  ran_now_asked_ = false;
   curl_multi_socket_action(multi_, fd, mask, &running);
   drain();
+  for (int round = 0; round < 4 && ran_now_asked_; ++round) {
+    ran_now_asked_ = false;
+    sd_event_source_set_enabled(run_now_, SD_EVENT_OFF);
+    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    drain();
+  }
 }
 
 void CurlMulti::drain() {

@@ -110,6 +110,9 @@ struct Origin {
   bool probing = false;
   bool warned_h1 = false;
   bool told_h1 = false;  // said that pp=1 connections use HTTP/1.1
+  // The protocol is fixed beforehand (http:// with --http 1.1): the probe
+  // only connects, for the RTT (one round trip, not a HEAD's two).
+  bool connect_probe = false;
   FileTask* probe_file = nullptr;
 };
 

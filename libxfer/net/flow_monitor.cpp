@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <map>
@@ -326,18 +328,39 @@ class DeferredFlowMonitor : public FlowMonitor {
   explicit DeferredFlowMonitor(bool allow_ebpf)
       : pending_(std::async(std::launch::async, [allow_ebpf] { return make_flow_monitor(allow_ebpf); })) {}
   std::string source() const override { return loaded().source(); }
-  uint64_t own(int fd, uint32_t job) override { return loaded().own(fd, job); }
-  void disown(int fd) override { loaded().disown(fd); }
+  // A socket opened while the load runs is not waited for: it is handed
+  // over when the load is done (its storage entry can be set at any time
+  // while it is open; the walk at the next sample finds it). Only a socket
+  // that closes first waits, so that its last counters are kept.
+  uint64_t own(int fd, uint32_t job) override {
+    if (ready()) return monitor_->own(fd, job);
+    uint64_t c = socket_cookie(fd);
+    if (c) early_.push_back({fd, job});
+    return c;
+  }
+  void disown(int fd) override {
+    if (!monitor_ && std::none_of(early_.begin(), early_.end(), [fd](const auto& e) { return e.first == fd; })) return;
+    loaded().disown(fd);
+  }
   std::vector<FlowCounters> flows(uint32_t job) override { return loaded().flows(job); }
   Overhead overhead() const override { return loaded().overhead(); }
 
  private:
+  bool ready() const {
+    if (!monitor_ && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) loaded();
+    return monitor_ != nullptr;
+  }
   FlowMonitor& loaded() const {
-    if (!monitor_) monitor_ = pending_.get();
+    if (!monitor_) {
+      monitor_ = pending_.get();
+      for (auto [fd, job] : early_) monitor_->own(fd, job);
+      early_.clear();
+    }
     return *monitor_;
   }
   mutable std::future<std::unique_ptr<FlowMonitor>> pending_;
   mutable std::unique_ptr<FlowMonitor> monitor_;
+  mutable std::vector<std::pair<int, uint32_t>> early_;  // owned before the load ended
 };
 
 }  // namespace

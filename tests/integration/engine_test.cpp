@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "fixture.h"
@@ -212,6 +213,34 @@ TEST_F(EngineTest, SizesFoundByHeadWhenTheManifestHasNone) {
   int heads = 0;
   for (const auto& l : nginx->log()) heads += l.method == "HEAD";
   EXPECT_GE(heads, int(html.files.size()));
+}
+
+// With the protocol fixed beforehand (http://, --http 1.1) the probe only
+// connects: no HEAD when the manifest gives every size, and when it gives
+// none, every file (the probe's own included) is still sized by one HEAD.
+TEST_F(EngineTest, FixedHttp11ProbeOnlyConnects) {
+  Dataset html = subset("html-");
+  xfer::EngineOptions o = opts();
+  o.http = "1.1";
+  auto r = run_job(html.manifest(nginx->url(false, "/")), dest, "static", {4, 1, 1}, o);
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  expect_identical(html, dest);
+  EXPECT_GT(r.summary["rtt_ms"].get<double>(), 0.0);
+  for (const auto& l : nginx->log()) EXPECT_EQ(l.method, "GET") << l.path;
+  EXPECT_EQ(gets().size(), html.files.size());
+
+  fs::remove_all(dest);
+  fs::create_directories(dest);
+  nginx->clear_log();
+  r = run_job(html.manifest(nginx->url(false, "/"), false, false), dest, "static", {4, 1, 1}, o);
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  expect_identical(html, dest);
+  EXPECT_EQ(r.summary["bytes"], html.bytes);
+  std::map<std::string, int> heads;
+  for (const auto& l : nginx->log())
+    if (l.method == "HEAD") ++heads[l.path];
+  EXPECT_EQ(heads.size(), html.files.size());
+  for (const auto& [path, n] : heads) EXPECT_EQ(n, 1) << path;
 }
 
 TEST_F(EngineTest, SecondRunSkipsFinishedFiles) {

@@ -89,6 +89,7 @@ class CurlMulti {
   sd_event_source* timer_ = nullptr;    // curl's next deadline (due_), or an earlier one
   uint64_t due_ = 0;
   sd_event_source* run_now_ = nullptr;  // curl asked for 0 ms
+  bool ran_now_asked_ = false;          // ...during the current action()
   std::set<sd_event_source*> io_sources_;
 };
 

@@ -45,8 +45,10 @@ class FlowMonitor {
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf = true);
 // The same, loaded on a thread of its own: for a process that runs one job
 // (xferctl run), the load (the kernel's BTF parsed, the programs verified:
-// about 60 ms) overlaps the job's discovery, which needs no monitor. The
-// first call waits for the load to end; call it from one thread only.
+// about 60 ms) overlaps the job's discovery and first connections: own()
+// does not wait (sockets owned meanwhile are handed over once it is loaded);
+// flows(), overhead(), source() and the disown() of such an early socket
+// wait for the load to end. Call it from one thread only.
 std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf = true);
 
 // What one interval of a set of flows (a job's, a chunk's) adds up to
