@@ -283,9 +283,10 @@ int main(int argc, char** argv) {
   fmt::print(stderr, "xfer-bench: {} on {} Mbit/s, {} ms RTT, {}% loss: {} runs\n", sc.name, sc.link.rate_mbps,
              sc.link.rtt_ms, sc.link.loss_pct, total);
   for (const auto& d : datasets) {
-    // The server's files read once before the first run: whichever client
-    // runs first would otherwise pay for nginx reading them from disk
-    // (measured: the first run of 1000 x 100 KB at 40 ms 3.5% slower).
+    // The server's files read once before the first run, so that the client
+    // that runs first does not also pay for nginx reading them from disk.
+    // (The engine's first run in an invocation stayed 0.10-0.15 s slower on
+    // wan html with this in place: that has another cause, not yet found.)
     warm_page_cache(data_root + "/" + d.id, d.files);
     for (int rep = 1; rep <= repeat && !g_stop; ++rep) {
       for (size_t ci = 0; ci < clients.size() && !g_stop; ++ci) {
@@ -295,9 +296,9 @@ int main(int argc, char** argv) {
         fs::remove_all(dest);
         fs::create_directories(dest);
         // No run pays for another's writeback: the peers leave their files
-        // dirty in the page cache, and an fsync in the next run (xferctl's
-        // commits) would otherwise wait for an ext4 journal commit carrying
-        // them. Written out here, before the clock starts.
+        // dirty in the page cache, where the next run's writeback (xferctl's
+        // commits sync, and an ext4 journal commit may carry other files'
+        // data) could meet them. Written out here, before the clock starts.
         ::sync();
         std::string base = c.port == "https" ? fmt::format("https://{}:{}/", link->server_ip, NginxInNs::kHttpsPort)
                            : "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
