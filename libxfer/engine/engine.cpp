@@ -149,8 +149,10 @@ int CurlMulti::on_run_now(sd_event_source* /*s*/, void* userdata) {
 // loop turns: sd-event dispatches one source per turn, so the defer source
 // would wait behind every other ready socket (their reads and writes), and
 // each such wait is idle time on the successor's connection (measured on
-// 1000 files of 100 KB at 40 ms: about 0.3 ms a request). A few rounds at
-// most; what is left still runs from the defer source.
+// 1000 files of 100 KB at 40 ms, 16 connections: the span from first to
+// last request was about 60 ms longer than curl --parallel's, a mean gap of
+// 58.0 ms between a connection's requests against 56.9; with this, equal).
+// A few rounds at most; what is left still runs from the defer source.
 void CurlMulti::action(int fd, int mask) {
   int running = 0;
   ran_now_asked_ = false;
