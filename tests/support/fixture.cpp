@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <sched.h>
 #include <cstring>
+#include <ftw.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -25,10 +26,39 @@ namespace fs = std::filesystem;
 
 namespace xtest {
 
+namespace {
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  ::remove(path);
+  return 0;
+}
+
+// The temporary directories this test process made, removed when it exits
+// (a passing or failing test alike; XFER_KEEP_TEST_DIRS=1 keeps them to
+// look at). Only the process that made them removes them: a forked child
+// that exits leaves them to its parent. The walk stays on the directory's
+// own file system and does not follow links, so nothing a test mounted or
+// linked inside is reached.
+struct TempDirs {
+  pid_t owner = getpid();
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    if (getpid() != owner || getenv("XFER_KEEP_TEST_DIRS")) return;
+    for (const auto& d : dirs) nftw(d.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  }
+};
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = (fs::temp_directory_path() / ("xfer-" + tag + "-XXXXXX")).string();
   char* p = mkdtemp(tmpl.data());
   if (!p) throw std::runtime_error("mkdtemp failed");
+  temp_dirs().dirs.push_back(p);
   fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                          fs::perms::others_read | fs::perms::others_exec);
   return p;
