@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <map>
@@ -50,6 +51,13 @@ TEST(Bench, QuickTlsScenarioVerifiesEveryClientAgainstTheBenchCa) {
   }
   EXPECT_GT(protocols["HTTP/2.0"], 0) << "no client negotiated h2";
   EXPECT_GT(protocols["HTTP/1.1"], 0) << "wget and aria2c speak HTTP/1.1";
+  // The clients wrote to the journaled ext4 the bench made, which is gone
+  // again: not mounted, no loop device on its image, the image removed.
+  std::ifstream summary(out + "/summary.md");
+  std::string md((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("Setup: clients write to a journaled ext4"), std::string::npos) << md;
+  EXPECT_FALSE(fs::exists(out + "/work/dest-fs.img"));
+  EXPECT_NE(sh("findmnt -M " + out + "/work/dest-fs >/dev/null"), 0) << "the bench left its file system mounted";
   fs::remove_all(out);
 }
 

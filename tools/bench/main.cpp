@@ -176,6 +176,7 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};
   std::string scenario_path, out, data_root, only_dataset, hla_dir;
+  std::string dest_fs_kind = bench::DestFs::kImage;
   std::vector<std::string> only_clients;
   bool quick = false;
   int repeat = 0, index = 0;
@@ -187,6 +188,9 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", only_dataset, "only the dataset of this shape");
   app.add_option("--client", only_clients, "only clients whose name contains this (repeat for several)");
   app.add_option("--index", index, "link subnet index (default: a free one in 100-229, from the pid)")->check(CLI::Range(1, 250));
+  app.add_option("--dest-fs", dest_fs_kind,
+                 "where clients write: ext4-image (default: a journaled ext4 the bench makes and mounts) or out-dir")
+      ->check(CLI::IsMember({bench::DestFs::kImage, bench::DestFs::kOutDir}));
   app.add_option("--hla-dir", hla_dir, "where the [hla] phase keeps its history and table (default OUT/hla)");
   CLI11_PARSE(app, argc, argv);
   if (repeat == 0) repeat = quick ? 1 : 3;
@@ -265,6 +269,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "xfer-bench: {}\n", e.what());
     return 1;
   }
+  std::unique_ptr<DestFs> dest_fs;
+  try {
+    uint64_t most = 0;
+    for (const auto& d : datasets) most = std::max(most, d.bytes);
+    dest_fs = std::make_unique<DestFs>(dest_fs_kind, out, most);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xfer-bench: {}\n", e.what());
+    return 1;
+  }
+  fmt::print(stderr, "xfer-bench: {}\n", dest_fs->describe);
   pid_t nginx = server->master();
   const int cores = int(sysconf(_SC_NPROCESSORS_ONLN));
   // The paper's coefficients as built in, the same for every client (a
@@ -292,7 +306,8 @@ int main(int argc, char** argv) {
       for (size_t ci = 0; ci < clients.size() && !g_stop; ++ci) {
         const auto& c = clients[ci];
         std::string work = out + "/work/" + d.id + "/" + std::to_string(ci);
-        std::string dest = work + "/dest";
+        std::string dest = dest_fs->root + "/" + d.id + "-" + std::to_string(ci);
+        fs::create_directories(work);  // the client's inputs (URL list, manifest, curl config)
         fs::remove_all(dest);
         fs::create_directories(dest);
         // No run pays for another's writeback: the peers leave their files
@@ -347,7 +362,7 @@ int main(int argc, char** argv) {
 
   auto summary = bench::summarize(rows);
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary,
-                                   std::string(bench::kEnergySource) + "; idle " + model.idle_basis());
+                                   std::string(bench::kEnergySource) + "; idle " + model.idle_basis(), dest_fs->describe);
   bool any_goal = false;
   for (const auto& c : clients) any_goal |= !c.goal.empty();
   bool hla_goal = false;

@@ -133,13 +133,15 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
   return out;
 }
 
-std::string markdown(const std::string& scenario, const std::vector<Summary>& ss, const std::string& energy_source) {
+std::string markdown(const std::string& scenario, const std::vector<Summary>& ss, const std::string& energy_source,
+                     const std::string& setup) {
   std::ostringstream md;
   md << "# " << scenario << "\n\nMedians over verified runs. Energy: " << energy_source
      << ". Dynamic: the model applied to every client's CPU time (client side). End-system: the idle draw of the "
         "online cores over the run's wall time plus the dynamic part. Ratios are against the best peer (curl, wget, "
         "aria2c) of the same dataset: throughput / best peer throughput, J/GB / the least J/GB among the peers "
         "(below 1 is better).\n";
+  if (!setup.empty()) md << "\nSetup: " << setup << ".\n";
   std::string current;
   for (const auto& s : ss) {
     if (s.dataset != current) {

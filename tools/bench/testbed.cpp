@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -124,6 +126,66 @@ NginxInNs::NginxInNs(const LinkProcess& link, const std::string& run_dir, const 
     throw std::runtime_error("nginx did not start in " + link.server_ns + "; see " + run_dir + "/error.log");
   }
 }
+
+namespace {
+
+std::string capture_line(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+DestFs::DestFs(const std::string& kind, const std::string& out, uint64_t bytes) {
+  root = out + "/work/dest-fs";
+  if (kind == kOutDir) {
+    fs::create_directories(root);
+    describe = "clients write under the output directory (" + capture_line("findmnt -n -o FSTYPE -T " + out) + ")";
+    return;
+  }
+  if (kind != kImage) throw std::invalid_argument("--dest-fs: " + kind + " is neither ext4-image nor out-dir");
+  image_ = out + "/work/dest-fs.img";
+  std::string log = out + "/logs/dest-fs.log";
+  // A killed bench's mount and loop device are taken down first.
+  sh("umount " + root + " >/dev/null 2>&1");
+  sh("losetup -n -O NAME -j " + image_ + " 2>/dev/null | xargs -r -n1 losetup -d >/dev/null 2>&1");
+  fs::create_directories(root);
+  uint64_t size = std::max<uint64_t>(bytes + bytes / 4 + (256ull << 20), 512ull << 20);
+  // Inode tables and the journal are written now, by mkfs: ext4's lazy init
+  // would otherwise write them from a kernel thread during the first runs.
+  std::string mk = fmt::format("rm -f {0} && truncate -s {1} {0} && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 {0} >>{2} 2>&1",
+                               image_, size, log);
+  if (sh(mk) != 0) throw std::runtime_error("mkfs.ext4 of " + image_ + " failed (see " + log + "); --dest-fs out-dir writes under OUT instead");
+  loop_ = capture_line("losetup --find --show --direct-io=on " + image_ + " 2>>" + log);
+  std::string io = "direct I/O";
+  if (loop_.empty()) {
+    loop_ = capture_line("losetup --find --show " + image_ + " 2>>" + log);
+    io = "buffered I/O (direct I/O refused, see " + log + ")";
+    if (!loop_.empty()) fmt::print(stderr, "xfer-bench: the destination's loop device uses buffered I/O: direct I/O was refused\n");
+  }
+  if (loop_.empty() || sh("mount -t ext4 " + loop_ + " " + root + " 2>>" + log) != 0) {
+    release();
+    throw std::runtime_error("could not mount " + image_ + " (see " + log + "); --dest-fs out-dir writes under OUT instead");
+  }
+  describe = fmt::format("clients write to a journaled ext4 of {} MiB made for the run ({} on {}, {})", size >> 20,
+                         loop_, image_, io);
+}
+
+void DestFs::release() {
+  if (image_.empty()) return;
+  sh("umount " + root + " >/dev/null 2>&1");
+  if (!loop_.empty()) sh("losetup -d " + loop_ + " >/dev/null 2>&1");
+  fs::remove(image_);
+  loop_.clear(), image_.clear();
+}
+
+DestFs::~DestFs() { release(); }
 
 NginxInNs::~NginxInNs() { sh("bash " + source_dir() + "/scripts/nginx-serve.sh stop " + run_dir_ + " >/dev/null 2>&1"); }
 

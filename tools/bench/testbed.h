@@ -66,6 +66,32 @@ class NginxInNs {
   std::string run_dir_;
 };
 
+// Where the clients write their files. By default a journaled ext4 (what
+// mkfs.ext4 makes on Debian) in an image file under the bench's output,
+// mounted through a loop device with direct I/O: every client then writes
+// to the same kind of file system whatever holds OUT. This machine's root is
+// an ext4 without a journal, where each new inode is chosen past the ones
+// deleted in the last minute (ext4's recently_deleted): a run that followed
+// the deletion of the run before it spent 20-45% of curl --parallel's CPU
+// creating files on wan-tls html, more or less depending on the order of the
+// runs. kind "out-dir" writes under OUT itself instead.
+class DestFs {
+ public:
+  static constexpr const char* kImage = "ext4-image";
+  static constexpr const char* kOutDir = "out-dir";
+  // bytes: the most one run writes; the image gets room for it and a margin.
+  DestFs(const std::string& kind, const std::string& out, uint64_t bytes);
+  ~DestFs();
+  DestFs(const DestFs&) = delete;
+  DestFs& operator=(const DestFs&) = delete;
+  std::string root;      // where each run makes its destination directory
+  std::string describe;  // one line for the summary
+
+ private:
+  void release();
+  std::string image_, loop_;
+};
+
 struct PreparedDataset {
   std::string id;  // directory under the data root, and the dataset's label
   std::vector<ExpectedFile> files;
