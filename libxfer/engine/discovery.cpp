@@ -4,6 +4,8 @@
 // concurrent HEAD requests for the files the manifest gives no size for.
 // Where nothing is left to ask (http:// with --http 1.1) the probe only
 // connects: the transfer starts one round trip earlier.
+#include <strings.h>
+
 #include <algorithm>
 #include <random>
 
@@ -52,9 +54,25 @@ void Job::Impl::dispatch_heads() {
     it = heads.erase(it);
   }
   if (heads.empty() && heads_inflight == 0) {
-    retire(std::move(discovery));
+    keep_or_retire_discovery();
     begin_transfer();
   }
+}
+
+void Job::Impl::keep_or_retire_discovery() {
+  // Reusable: one origin, whose probe asked (not connect-only) and succeeded
+  // on the only connection discovery opened. curl checks the connection is
+  // alive before it reuses it, and opens a new one in the same handle if not.
+  const Origin* o = origins.size() == 1 ? &origins.begin()->second : nullptr;
+  if (o && o->known && !o->connect_probe && probe_fd >= 0 && discovery_connects == 1) {
+    kept_probe.origin = origins.begin()->first;
+    kept_probe.fd = probe_fd;
+    kept_probe.tls = strncasecmp(kept_probe.origin.c_str(), "https:", 6) == 0;
+    kept_probe.needs_h2 = kept_probe.tls && o->h2;
+    kept_probe.multi = std::move(discovery);
+    return;
+  }
+  retire(std::move(discovery));
 }
 
 void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
@@ -63,6 +81,8 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
   const bool probe = r->probe;
   Origin& o = origins[f->origin];
   const bool connect_only = probe && o.connect_probe;
+  long connects = 0;
+  if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK) discovery_connects += int(connects);
 
   if (probe && code != CURLE_OK && o.prior_knowledge && spec.opts.http == "auto") {
     // Not an h2c server (or not reachable at all): ask again in HTTP/1.1.
@@ -85,6 +105,9 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
       double rtt = double(connect - lookup) / 1e6;
       if (rtt > 0 && (rtt_s == 0 || rtt < rtt_s)) rtt_s = rtt;
       log::info("{}: {}; handshake {:.3f} ms", f->origin, connect_only ? "HTTP/1.1 (--http 1.1)" : o.h2 ? "speaks HTTP/2" : "speaks HTTP/1.1", rtt * 1e3);
+      // The socket the HEAD's answer came on, as curl's socket callback last
+      // named it (CURLINFO_ACTIVESOCKET answers only for connect-only).
+      if (!connect_only) probe_fd = r->fd;
     }
     if (connect_only) {
       // Nothing was asked: the file's size, if missing, is asked below.

@@ -92,6 +92,7 @@ Job::Impl::~Impl() {
   retired_channels.clear();
   retired_connections.clear();
   discovery.reset();
+  kept_probe.multi.reset();
   retired_multis.clear();
   if (dir_fd >= 0) close(dir_fd);
 }
@@ -250,6 +251,8 @@ void Job::Impl::begin_transfer() {
     first.reason = "no controller: cc 1, p 1, pp 1 until apply()";
   }
   apply(first);  // applies and pumps
+  // No connection of the first shape could take the probe's over.
+  if (kept_probe.multi) retire(std::move(kept_probe.multi));
 }
 
 void Job::Impl::apply(const Params& p) {
@@ -399,7 +402,42 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
 void Job::Impl::queue_commit(FileTask* f) {
   f->commit = FileTask::Commit::Ready;
   commit_ready.push_back(f);
-  start_commit();
+  gather_commit();
+}
+
+// Verified files wait for company before their commit while other files
+// are still arriving: up to kCommitGatherFiles of them, or kCommitGatherMs
+// after the first, so that a batch is large enough for one syncfs
+// (sync_batch_by_fs) rather than an fdatasync each. On wan-tls html (1000
+// files of ~100 KB, about 300 a second) batches were of one to three files
+// without it. Nothing waits once no request is in flight.
+void Job::Impl::gather_commit() {
+  if (commit_batch || commit_ready.empty()) return;
+  bool more_coming = false;
+  for (const auto& [r, owned] : requests)
+    if (r->kind == RequestKind::Get) {
+      more_coming = true;
+      break;
+    }
+  if (!more_coming || commit_ready.size() >= kCommitGatherFiles) {
+    if (commit_gather_src.s) sd_event_source_set_enabled(commit_gather_src.s, SD_EVENT_OFF);
+    start_commit();
+    return;
+  }
+  int on = SD_EVENT_OFF;
+  if (commit_gather_src.s && sd_event_source_get_enabled(commit_gather_src.s, &on) >= 0 && on != SD_EVENT_OFF) return;
+  uint64_t at = eng.now_us() + kCommitGatherMs * 1000;
+  if (!commit_gather_src.s) {
+    sd_event_add_time(eng.loop(), &commit_gather_src.s, CLOCK_MONOTONIC, at, 1000,
+                      [](sd_event_source*, uint64_t, void* ud) {
+                        static_cast<Job::Impl*>(ud)->start_commit();
+                        return 0;
+                      },
+                      this);
+  } else {
+    sd_event_source_set_time(commit_gather_src.s, at);
+  }
+  sd_event_source_set_enabled(commit_gather_src.s, SD_EVENT_ONESHOT);
 }
 
 void Job::Impl::start_commit() {
@@ -455,7 +493,7 @@ void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vect
     log::debug("{}: done", f->entry->name);
   }
   if (state != JobState::Running && state != JobState::Paused) return;
-  start_commit();
+  gather_commit();
   pump();
 }
 
@@ -501,6 +539,7 @@ void Job::Impl::finish_job(JobState s) {
   // whole and verified, and get their final names); its files are its own.
   // Files still waiting for a batch stay .part files, resumable.
   commit_ready.clear();
+  commit_gather_src.reset();
   for (FileTask& f : files) {
     f.checking.cancel();
     if (f.commit == FileTask::Commit::InBatch && f.part) f.part->release();

@@ -268,17 +268,21 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     }
   }
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
-  if (flow_monitor && kind == RequestKind::Get) {
-    // Every data connection this job opens is the monitor's to follow
-    // (discovery's HEAD connections are not part of the transfer).
-    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
-      auto* req = static_cast<Request*>(ud);
-      auto* job = static_cast<Job::Impl*>(req->owner);
-      if (purpose == CURLSOCKTYPE_IPCXN)
-        job->flow_chunk[job->flow_monitor->own(fd, job->job_id)] = req->file->chunk->index;
-      return int(CURL_SOCKOPT_OK);
-    });
-    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
+  if (flow_monitor) {
+    // Every data connection this job opens is the monitor's to follow.
+    // Discovery's are not part of the transfer, unless the transfer takes
+    // the probe's over (new_connection hands it to the monitor then): their
+    // closing is reported too.
+    if (kind == RequestKind::Get) {
+      curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
+        auto* req = static_cast<Request*>(ud);
+        auto* job = static_cast<Job::Impl*>(req->owner);
+        if (purpose == CURLSOCKTYPE_IPCXN)
+          job->flow_chunk[job->flow_monitor->own(fd, job->job_id)] = req->file->chunk->index;
+        return int(CURL_SOCKOPT_OK);
+      });
+      curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
+    }
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, +[](void* ud, curl_socket_t fd) {
       static_cast<Job::Impl*>(ud)->flow_monitor->disown(fd);
       return close(fd);

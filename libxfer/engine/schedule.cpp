@@ -104,6 +104,18 @@ void Job::Impl::drop_connection(Connection& s, bool requeue_rest) {
   while (!s.inflight.empty()) preempt(s.inflight.back(), requeue_rest);
 }
 
+std::unique_ptr<Connection> Job::Impl::new_connection(Channel& ch, bool h1) {
+  KeptProbe& k = kept_probe;
+  if (!k.multi || (k.needs_h2 && h1)) return std::make_unique<Connection>(&ch, std::make_unique<CurlMulti>(eng.loop()), h1);
+  auto s = std::make_unique<Connection>(&ch, std::move(k.multi), h1);
+  s->tls = k.tls;
+  // The GETs' socket callback, which hands each new connection to the flow
+  // monitor, never sees this one: it is handed over here.
+  if (flow_monitor && k.fd >= 0) flow_chunk[flow_monitor->own(k.fd, job_id)] = ch.chunk->index;
+  log::debug("{}: the first connection reuses the probe's (fd {})", k.origin, k.fd);
+  return s;
+}
+
 // Brings a chunk's tree to the shape of its params; takes effect at once.
 void Job::Impl::reconcile(Chunk& c) {
   const ChunkParams& want = c.params;
@@ -128,14 +140,14 @@ void Job::Impl::reconcile(Chunk& c) {
       ch->connections.pop_back();
     }
     const bool h1 = want.pp <= 1;
-    while (ch->connections.size() < p) ch->connections.push_back(std::make_unique<Connection>(ch.get(), eng.loop(), h1));
+    while (ch->connections.size() < p) ch->connections.push_back(new_connection(*ch, h1));
     for (auto& s : ch->connections) {
       if (s->http1 != h1 && s->inflight.empty()) {
         if (!s->tls) {
           s->http1 = h1;  // nothing negotiated yet that pp would change
         } else {
           retire(std::move(s));
-          s = std::make_unique<Connection>(ch.get(), eng.loop(), h1);
+          s = new_connection(*ch, h1);
         }
       }
       // pp lowered: the newest requests beyond it give their rest back.

@@ -59,7 +59,8 @@ TEST(Tls, TheRightCaVerifiesHttp11AndHttp2ChosenByAlpn) {
 
 // A connection that carries one request at a time (pp = 1) offers HTTP/1.1
 // alone in ALPN, even to a site that speaks HTTP/2: HTTP/2's framing would
-// cost CPU for nothing. With pp > 1 the requests share HTTP/2 connections.
+// cost CPU for nothing. With pp > 1 the requests share HTTP/2 connections,
+// the first of them the protocol probe's.
 TEST(Tls, OnlyConnectionsThatMultiplexSpeakHttp2) {
   Dataset d = dataset(8, 2, 1, 0.05);
   TestCa ca;
@@ -80,12 +81,20 @@ TEST(Tls, OnlyConnectionsThatMultiplexSpeakHttp2) {
     expect_no_partials(dest);
     std::vector<LogLine> log = nginx.log();
     std::set<std::string> gets;
+    std::set<long> head_conns, get_conns;
     int n = 0;
-    for (size_t i = seen; i < log.size(); ++i)
-      if (log[i].method == "GET") gets.insert(log[i].proto), ++n;
+    for (size_t i = seen; i < log.size(); ++i) {
+      if (log[i].method == "GET") gets.insert(log[i].proto), get_conns.insert(log[i].conn), ++n;
+      if (log[i].method == "HEAD") head_conns.insert(log[i].conn);
+    }
     seen = log.size();
     EXPECT_GE(n, int(d.files.size())) << "pp=" << pp;
     EXPECT_EQ(gets, std::set<std::string>{pp == 1 ? "HTTP/1.1" : "HTTP/2.0"}) << "pp=" << pp;
+    // The probe (the one HEAD: the manifest gives every size) negotiated h2.
+    // With pp > 1 the transfer's first connection is the probe's; with pp = 1
+    // the connections offer HTTP/1.1 alone and cannot take it over.
+    ASSERT_EQ(head_conns.size(), 1u) << "pp=" << pp;
+    EXPECT_EQ(get_conns.count(*head_conns.begin()), pp > 1 ? 1u : 0u) << "pp=" << pp;
     fs::remove_all(dest);
   }
   fs::remove_all(certs);

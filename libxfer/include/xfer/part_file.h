@@ -149,13 +149,26 @@ class PartFile {
 };
 
 // A group commit, safe off the loop: every file's data and size made durable
-// (writeback started for all, then fdatasync each), then each renamed to its
-// final name (never over an existing one) and its record dropped, then each
-// directory synced once (the renames durable). Nothing is at a final name
-// before its bytes are on disk. One sync of the directory, and inode blocks
-// shared by the batch written once, instead of two fsyncs a file. Closes the
-// plans' descriptors.
+// (writeback started for all, then fdatasync each; or one syncfs, see
+// sync_batch_by_fs), then each renamed to its final name (never over an
+// existing one) and its record dropped, then each directory synced once (the
+// renames durable). Nothing is at a final name before its bytes are on disk.
+// One sync of the directory, and inode blocks shared by the batch written
+// once, instead of two fsyncs a file. Closes the plans' descriptors.
 std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans);
+
+// Whether a batch is made durable by one syncfs of its file system instead
+// of an fdatasync per file: at least kSyncfsMinFiles files, all on one file
+// system, and no more dirty data on the whole machine than twice the batch's
+// size plus kSyncfsSlackBytes (so the sync writes little that is not the
+// batch's). On ext4 an fdatasync per file writes each file back from the
+// caller and waits for a journal commit per call; syncfs writes them back
+// together and commits once. Measured on wan-tls html (1000 files of ~100 KB,
+// a journaled ext4): fdatasync, fsync and rename were 97 of the engine's 617
+// CPU samples.
+constexpr size_t kSyncfsMinFiles = 4;
+constexpr uint64_t kSyncfsSlackBytes = 64ull << 20;
+bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans);
 
 // This boot's id (/proc/sys/kernel/random/boot_id).
 const std::string& boot_id();
