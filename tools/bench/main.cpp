@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
   std::string scenario_path, out, data_root, only_dataset, hla_dir;
   std::string dest_fs_kind = bench::DestFs::kImage;
   std::vector<std::string> only_clients;
-  bool quick = false;
+  bool quick = false, profile = false;
   int repeat = 0, index = 0;
   app.add_option("scenario", scenario_path, "scenario file (TOML), e.g. tests/bench/wan.toml")->required();
   app.add_option("--out", out, "output directory")->required();
@@ -191,8 +192,15 @@ int main(int argc, char** argv) {
   app.add_option("--dest-fs", dest_fs_kind,
                  "where clients write: ext4-image (default: a journaled ext4 the bench makes and mounts) or out-dir")
       ->check(CLI::IsMember({bench::DestFs::kImage, bench::DestFs::kOutDir}));
+  app.add_flag("--profile", profile,
+               "run every client under perf record (cpu-clock, DWARF call graphs) into OUT/logs/*.perf.data; "
+               "its CPU figures then include perf's own");
   app.add_option("--hla-dir", hla_dir, "where the [hla] phase keeps its history and table (default OUT/hla)");
   CLI11_PARSE(app, argc, argv);
+  if (profile && std::system("command -v perf >/dev/null 2>&1") != 0) {
+    fmt::print(stderr, "xfer-bench: --profile needs perf (Debian package linux-perf), which is not installed\n");
+    return 2;
+  }
   if (repeat == 0) repeat = quick ? 1 : 3;
   if (index == 0) {
     // 100-229 from the pid (the tests name theirs, 231-249), skipping one
@@ -318,11 +326,14 @@ int main(int argc, char** argv) {
         std::string base = c.port == "https" ? fmt::format("https://{}:{}/", link->server_ip, NginxInNs::kHttpsPort)
                            : "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
         auto argv_c = client_argv(c, d, base, work, dest, sc.link.rate_mbps, tls.ca_file);
+        std::string log = fmt::format("{}/logs/{}-{}-r{}", out, d.id, ci, rep);
         std::vector<std::string> full = {"ip", "netns", "exec", link->client_ns};
+        if (profile)  // software clock: this machine has no hardware counters
+          full.insert(full.end(), {"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384",
+                                   "-o", log + ".perf.data", "--"});
         full.insert(full.end(), argv_c.begin(), argv_c.end());
         double srv0 = bench::process_tree_cpu_s(nginx);
         traffic.start();
-        std::string log = fmt::format("{}/logs/{}-{}-r{}", out, d.id, ci, rep);
         bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
         traffic.stop();
         double srv1 = bench::process_tree_cpu_s(nginx);
@@ -362,7 +373,9 @@ int main(int argc, char** argv) {
 
   auto summary = bench::summarize(rows);
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary,
-                                   std::string(bench::kEnergySource) + "; idle " + model.idle_basis(), dest_fs->describe);
+                                   std::string(bench::kEnergySource) + "; idle " + model.idle_basis(),
+                                   dest_fs->describe + (profile ? "; every client ran under perf record (--profile): "
+                                                                  "its CPU figures include perf's own" : ""));
   bool any_goal = false;
   for (const auto& c : clients) any_goal |= !c.goal.empty();
   bool hla_goal = false;
