@@ -186,6 +186,8 @@ void Job::Impl::begin_transfer() {
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;
+  info.multiplexed = !origins.empty();
+  for (const auto& [name, o] : origins) info.multiplexed = info.multiplexed && o.h2;
 
   // Sizes for partitioning; a file of unknown size counts as one BDP (Medium).
   std::vector<size_t> idx;

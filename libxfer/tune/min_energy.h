@@ -20,6 +20,10 @@ class MinEnergyTuner : public Tuner {
 
   // Line 10: cc = min(ceil(BDP / avg), ceil((avail + 1) / 2)), at least 1.
   static int concurrency(uint64_t bdp, double avg, int avail);
+  // Channels a chunk of files of size avg needs when each carries pp HTTP/2
+  // streams at once over p connections:
+  // max(ceil(ceil(BDP / avg) / pp), ceil(ceil(BDP / buf) / p), 1).
+  static int multiplexed_channels(const JobInfo& info, double avg, int pp, int p);
 
  private:
   bool kernel_enabled_;

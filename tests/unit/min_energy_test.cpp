@@ -43,6 +43,36 @@ TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
   EXPECT_FALSE(t.decide(xfer::Observation{}).has_value());
 }
 
+// Over HTTP/2 a channel's pp streams are in flight at once: the same chunks
+// get only the channels pp leaves short of ceil(BDP / avg) files in flight,
+// and at least ceil(BDP / buf) so that the TCP buffers hold the BDP.
+TEST(MinEnergy, OverHttp2StreamsStandInForChannels) {
+  xfer::JobInfo info;
+  info.bdp_bytes = 2'500'000;
+  info.tcp_buf_bytes = 1'000'000;
+  info.max_channels = 32;
+  info.multiplexed = true;
+  xfer::ChunkPlan s{xfer::ChunkKind::Small, {0, 1}, 200'000};      // avg 100 KB
+  xfer::ChunkPlan m{xfer::ChunkKind::Medium, {2, 3}, 4'800'000};   // avg 2.4 MB
+  xfer::ChunkPlan l{xfer::ChunkKind::Large, {4}, 220'000'000};
+  info.chunks = {s, m, l};
+  MinEnergyTuner t;
+  xfer::Params p = t.init(info);
+  ASSERT_EQ(p.chunks.size(), 3u);
+  // Small: 25 files in flight on pp 25 streams: 1 channel, but the 1 MB
+  // buffer needs ceil(2.5) = 3 connections' worth: cc 3 (paper: 17).
+  EXPECT_EQ(p.chunks[0], (xfer::ChunkParams{3, 1, 25}));
+  // Medium: pp 2 covers ceil(2.5 / 2.4) = 2 files, and the channel's p = 3
+  // connections the 3 buffers: cc 1 (paper: 2).
+  EXPECT_EQ(p.chunks[1], (xfer::ChunkParams{1, 3, 2}));
+  EXPECT_EQ(p.chunks[2], (xfer::ChunkParams{1, 3, 1}));  // pp 1: nothing multiplexed
+  // A buffer that holds the BDP: one channel carries the small files.
+  info.tcp_buf_bytes = 32 << 20;
+  EXPECT_EQ(MinEnergyTuner().init(info).chunks[0], (xfer::ChunkParams{1, 1, 25}));
+  EXPECT_EQ(MinEnergyTuner::multiplexed_channels(info, 100'000, 5, 1), 5);  // 25 files on 5 streams each
+  EXPECT_NE(t.init(info).reason.find("HTTP/2"), std::string::npos);
+}
+
 TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
   EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
   auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});

@@ -10,15 +10,22 @@
 
 namespace {
 
-std::string temp_db() {
-  char t[] = "/tmp/xferd-store-XXXXXX";
-  return std::string(mkdtemp(t)) + "/xferd.db";
-}
+// A store in a directory of its own, removed with it.
+struct TempDb {
+  TempDb() {
+    char t[] = "/tmp/xferd-store-XXXXXX";
+    dir = mkdtemp(t);
+    path = dir + "/xferd.db";
+  }
+  ~TempDb() { std::filesystem::remove_all(dir); }
+  std::string dir, path;
+};
 
 }  // namespace
 
 TEST(Store, JobsSurviveReopening) {
-  std::string db = temp_db();
+  TempDb tmp;
+  std::string db = tmp.path;
   uint64_t id;
   {
     xferd::Store s(db);
@@ -56,7 +63,8 @@ TEST(Store, JobsSurviveReopening) {
 // move into the history with their figures, NULL staying NULL, and leave
 // the store only after.
 TEST(Store, AVersion2StoresIntervalsMoveIntoTheHistory) {
-  std::string db = temp_db();
+  TempDb tmp;
+  std::string db = tmp.path;
   {
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);

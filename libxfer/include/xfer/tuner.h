@@ -32,6 +32,9 @@ struct JobInfo {
   double loss_pct = -1;      // the path's packet loss as configured (--loss-pct); -1: not known
   uint64_t tcp_buf_bytes = 0;  // largest TCP receive buffer (net.ipv4.tcp_rmem max)
   int max_channels = 32;       // cap on channels (sum of cc over chunks); each opens p connections
+  // Every origin speaks HTTP/2: a connection with pp > 1 carries pp requests
+  // at once (streams), where HTTP/1.1 answers them one after another.
+  bool multiplexed = false;
   KernelCaps kernel;
 };
 
