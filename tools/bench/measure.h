@@ -34,6 +34,11 @@ struct RunRow {
   // End-system: the idle draw of the online cores over the run (core_s
   // core-seconds) plus the dynamic part. NaN in results from before it was kept.
   double core_s = NAN, end_j = NAN, end_j_per_gb = NAN;
+  // The wall time until the files were on disk: the run's, plus a sync(2)
+  // the bench makes as soon as the client exits (xferctl syncs each file
+  // before it names it; curl, wget and aria2c leave theirs in the page
+  // cache). NaN in results from before it was kept.
+  double disk_s = NAN;
   std::string energy_source;
   std::string goal;   // from the scenario (SLA report)
   // What xferctl's --json said of its tuning: chosen level (energy-efficient),

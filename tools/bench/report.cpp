@@ -47,17 +47,17 @@ std::vector<std::string> split_csv(const std::string& line) {
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"
          "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps,"
-         "steady_mbps,core_s,end_j,end_j_per_gb";
+         "steady_mbps,core_s,end_j,end_j_per_gb,disk_s";
 }
 
 std::string csv_line(const RunRow& r) {
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.2f}", x); };
-  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{},{},{},{}",
+  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{},{},{},{},{}",
                      quote(r.scenario), quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code,
                      r.wall_s, r.bytes, r.files, r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s,
                      r.server_cpu_s, r.client_j, r.server_j, r.j_per_gb, quote(r.energy_source), r.goal, num(r.chosen),
                      num(r.target_mbps), num(r.controlled_mbps), num(r.steady_mbps), num(r.core_s), num(r.end_j),
-                     num(r.end_j_per_gb));
+                     num(r.end_j_per_gb), std::isnan(r.disk_s) ? std::string() : fmt::format("{:.3f}", r.disk_s));
 }
 
 std::vector<RunRow> read_csv(const std::string& path) {
@@ -81,7 +81,7 @@ std::vector<RunRow> read_csv(const std::string& path) {
       r.goal = v[18], r.chosen = num(v[19]), r.target_mbps = num(v[20]), r.controlled_mbps = num(v[21]);
     }
     auto opt = [&](size_t i) { return v.size() > i && !v[i].empty() ? std::stod(v[i]) : NAN; };
-    r.steady_mbps = opt(22), r.core_s = opt(23), r.end_j = opt(24), r.end_j_per_gb = opt(25);
+    r.steady_mbps = opt(22), r.core_s = opt(23), r.end_j = opt(24), r.end_j_per_gb = opt(25), r.disk_s = opt(26);
     rows.push_back(r);
   }
   return rows;
@@ -100,7 +100,7 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
     groups[key].push_back(&r);
   }
   for (auto& s : out) {
-    std::vector<double> thr, wall, ccpu, scpu, cj, jpg, ejpg, cpg;
+    std::vector<double> thr, wall, ccpu, scpu, cj, jpg, ejpg, cpg, disk;
     for (const RunRow* r : groups[{s.dataset, s.client}]) {
       ++s.runs;
       if (!r->verified) continue;  // a run that did not deliver every byte has no speed
@@ -108,9 +108,11 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
       thr.push_back(r->throughput_mbps), wall.push_back(r->wall_s), ccpu.push_back(r->client_cpu_s);
       scpu.push_back(r->server_cpu_s), cj.push_back(r->client_j), jpg.push_back(r->j_per_gb);
       if (!std::isnan(r->end_j_per_gb)) ejpg.push_back(r->end_j_per_gb);
+      if (!std::isnan(r->disk_s)) disk.push_back(r->disk_s);
       if (r->bytes) cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
     }
     s.cpu_per_gb = median(cpg);
+    s.disk_s = median(disk);
     s.throughput_mbps = median(thr), s.wall_s = median(wall), s.client_cpu_s = median(ccpu);
     s.server_cpu_s = median(scpu), s.client_j = median(cj), s.j_per_gb = median(jpg), s.end_j_per_gb = median(ejpg);
   }
@@ -140,20 +142,21 @@ std::string markdown(const std::string& scenario, const std::vector<Summary>& ss
      << ". Dynamic: the model applied to every client's CPU time (client side). End-system: the idle draw of the "
         "online cores over the run's wall time plus the dynamic part. Ratios are against the best peer (curl, wget, "
         "aria2c) of the same dataset: throughput / best peer throughput, J/GB / the least J/GB among the peers "
-        "(below 1 is better).\n";
+        "(below 1 is better). s to disk: the wall time plus a sync made as soon as the client exits (xferctl syncs "
+        "each file before naming it; the peers leave theirs to the kernel's writeback); the goals judge s.\n";
   if (!setup.empty()) md << "\nSetup: " << setup << ".\n";
   std::string current;
   for (const auto& s : ss) {
     if (s.dataset != current) {
       current = s.dataset;
       md << "\n## " << current << "\n\n"
-         << "| client | runs ok | Mbit/s | s | client CPU s | CPU s/GB | server CPU s | J dynamic | J/GB dynamic | J/GB "
-            "end-system | thr / best peer | dynamic / least peer | end-system / least peer |\n"
-         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         << "| client | runs ok | Mbit/s | s | s to disk | client CPU s | CPU s/GB | server CPU s | J dynamic | J/GB "
+            "dynamic | J/GB end-system | thr / best peer | dynamic / least peer | end-system / least peer |\n"
+         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     }
     auto opt = [](double x, const char* f) { return x > 0 ? fmt::format(fmt::runtime(f), x) : std::string("-"); };
-    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {:.2f} | {} | {:.2f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {} |\n",
-                      s.client, s.verified_runs, s.runs, s.throughput_mbps, s.wall_s, s.client_cpu_s,
+    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {} | {:.2f} | {} | {:.2f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {} |\n",
+                      s.client, s.verified_runs, s.runs, s.throughput_mbps, s.wall_s, opt(s.disk_s, "{:.2f}"), s.client_cpu_s,
                       opt(s.cpu_per_gb, "{:.2f}"), s.server_cpu_s, s.client_j, s.j_per_gb,
                       opt(s.end_j_per_gb, "{:.1f}"), s.thr_vs_best_peer, s.jpg_vs_best_peer,
                       opt(s.end_vs_best_peer, "{:.2f}"));

@@ -26,6 +26,7 @@ struct Summary {
   double throughput_mbps = 0, wall_s = 0, client_cpu_s = 0, server_cpu_s = 0, client_j = 0, j_per_gb = 0;
   double end_j_per_gb = 0;  // end-system (0: not in these results)
   double cpu_per_gb = 0;    // client CPU seconds per GB
+  double disk_s = 0;        // wall time until the files were on disk (0: not in these results)
   double thr_vs_best_peer = 0, jpg_vs_best_peer = 0, end_vs_best_peer = 0;  // ratios (0 when there is no peer)
   bool peer = true;
 };
