@@ -175,6 +175,19 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 
 }  // namespace
 
+// CPU seconds every core of the machine has spent busy (user, nice, system,
+// interrupts, steal: /proc/stat's first line less idle and iowait), at the
+// kernel's 10-ms tick.
+static double machine_busy_s() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  f >> cpu;
+  uint64_t v = 0, busy = 0;
+  for (int i = 0; i < 8 && f >> v; ++i)
+    if (i != 3 && i != 4) busy += v;  // 3 idle, 4 iowait
+  return double(busy) / double(sysconf(_SC_CLK_TCK));
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};
   std::string scenario_path, out, data_root, only_dataset, hla_dir;
@@ -337,7 +350,9 @@ int main(int argc, char** argv) {
         traffic.start();
         bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
         auto synced_from = std::chrono::steady_clock::now();
+        double busy0 = machine_busy_s();
         ::sync();
+        double writeback_cpu_s = machine_busy_s() - busy0;
         double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - synced_from).count();
         traffic.stop();
         double srv1 = bench::process_tree_cpu_s(nginx);
@@ -349,6 +364,7 @@ int main(int argc, char** argv) {
         r.scenario = sc.name, r.dataset = d.id, r.client = c.name, r.kind = c.kind, r.repeat = rep;
         r.exit_code = e.exit_code, r.wall_s = e.wall_s, r.files = d.files.size();
         r.disk_s = e.wall_s + sync_s;
+        r.writeback_cpu_s = writeback_cpu_s;
         r.files_ok = bench::verify_files(dest, d.files, &r.bytes);
         r.verified = r.files_ok == r.files;
         r.throughput_mbps = double(r.bytes) * 8 / e.wall_s / 1e6;

@@ -39,6 +39,10 @@ struct RunRow {
   // before it names it; curl, wget and aria2c leave theirs in the page
   // cache). NaN in results from before it was kept.
   double disk_s = NAN;
+  // The machine's CPU time (every core, user + system + interrupts, from
+  // /proc/stat's 10-ms ticks) over that sync: the writeback the client left
+  // to the kernel, which its own CPU time does not hold. NaN: not kept.
+  double writeback_cpu_s = NAN;
   std::string energy_source;
   std::string goal;   // from the scenario (SLA report)
   // What xferctl's --json said of its tuning: chosen level (energy-efficient),

@@ -47,17 +47,18 @@ std::vector<std::string> split_csv(const std::string& line) {
 std::string csv_header() {
   return "scenario,dataset,client,kind,repeat,exit_code,wall_s,bytes,files,files_ok,verified,throughput_mbps,"
          "client_cpu_s,server_cpu_s,client_j,server_j,j_per_gb,energy_source,goal,chosen,target_mbps,controlled_mbps,"
-         "steady_mbps,core_s,end_j,end_j_per_gb,disk_s";
+         "steady_mbps,core_s,end_j,end_j_per_gb,disk_s,writeback_cpu_s";
 }
 
 std::string csv_line(const RunRow& r) {
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.2f}", x); };
-  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{},{},{},{},{}",
+  auto num3 = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{:.3f}", x); };
+  return fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{:.2f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{},{},{},{},{},{},{},{},{},{},{}",
                      quote(r.scenario), quote(r.dataset), quote(r.client), quote(r.kind), r.repeat, r.exit_code,
                      r.wall_s, r.bytes, r.files, r.files_ok, r.verified ? 1 : 0, r.throughput_mbps, r.client_cpu_s,
                      r.server_cpu_s, r.client_j, r.server_j, r.j_per_gb, quote(r.energy_source), r.goal, num(r.chosen),
                      num(r.target_mbps), num(r.controlled_mbps), num(r.steady_mbps), num(r.core_s), num(r.end_j),
-                     num(r.end_j_per_gb), std::isnan(r.disk_s) ? std::string() : fmt::format("{:.3f}", r.disk_s));
+                     num(r.end_j_per_gb), num3(r.disk_s), num3(r.writeback_cpu_s));
 }
 
 std::vector<RunRow> read_csv(const std::string& path) {
@@ -81,7 +82,8 @@ std::vector<RunRow> read_csv(const std::string& path) {
       r.goal = v[18], r.chosen = num(v[19]), r.target_mbps = num(v[20]), r.controlled_mbps = num(v[21]);
     }
     auto opt = [&](size_t i) { return v.size() > i && !v[i].empty() ? std::stod(v[i]) : NAN; };
-    r.steady_mbps = opt(22), r.core_s = opt(23), r.end_j = opt(24), r.end_j_per_gb = opt(25), r.disk_s = opt(26);
+    r.steady_mbps = opt(22), r.core_s = opt(23), r.end_j = opt(24), r.end_j_per_gb = opt(25), r.disk_s = opt(26),
+    r.writeback_cpu_s = opt(27);
     rows.push_back(r);
   }
   return rows;
@@ -100,7 +102,7 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
     groups[key].push_back(&r);
   }
   for (auto& s : out) {
-    std::vector<double> thr, wall, ccpu, scpu, cj, jpg, ejpg, cpg, disk;
+    std::vector<double> thr, wall, ccpu, scpu, cj, jpg, ejpg, cpg, disk, dcpg;
     for (const RunRow* r : groups[{s.dataset, s.client}]) {
       ++s.runs;
       if (!r->verified) continue;  // a run that did not deliver every byte has no speed
@@ -110,9 +112,12 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
       if (!std::isnan(r->end_j_per_gb)) ejpg.push_back(r->end_j_per_gb);
       if (!std::isnan(r->disk_s)) disk.push_back(r->disk_s);
       if (r->bytes) cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
+      if (r->bytes && !std::isnan(r->writeback_cpu_s))
+        dcpg.push_back((r->client_cpu_s + r->writeback_cpu_s) / (double(r->bytes) / 1e9));
     }
     s.cpu_per_gb = median(cpg);
     s.disk_s = median(disk);
+    s.cpu_per_gb_to_disk = median(dcpg);
     s.throughput_mbps = median(thr), s.wall_s = median(wall), s.client_cpu_s = median(ccpu);
     s.server_cpu_s = median(scpu), s.client_j = median(cj), s.j_per_gb = median(jpg), s.end_j_per_gb = median(ejpg);
   }
@@ -143,21 +148,24 @@ std::string markdown(const std::string& scenario, const std::vector<Summary>& ss
         "online cores over the run's wall time plus the dynamic part. Ratios are against the best peer (curl, wget, "
         "aria2c) of the same dataset: throughput / best peer throughput, J/GB / the least J/GB among the peers "
         "(below 1 is better). s to disk: the wall time plus a sync made as soon as the client exits (xferctl syncs "
-        "each file before naming it; the peers leave theirs to the kernel's writeback); the goals judge s.\n";
+        "each file before naming it; the peers leave theirs to the kernel's writeback); CPU s/GB to disk adds the "
+        "machine's CPU time over that sync (10-ms ticks). The goals judge s and the client's own CPU.\n";
   if (!setup.empty()) md << "\nSetup: " << setup << ".\n";
   std::string current;
   for (const auto& s : ss) {
     if (s.dataset != current) {
       current = s.dataset;
       md << "\n## " << current << "\n\n"
-         << "| client | runs ok | Mbit/s | s | s to disk | client CPU s | CPU s/GB | server CPU s | J dynamic | J/GB "
-            "dynamic | J/GB end-system | thr / best peer | dynamic / least peer | end-system / least peer |\n"
-         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         << "| client | runs ok | Mbit/s | s | s to disk | client CPU s | CPU s/GB | CPU s/GB to disk | server CPU s | "
+            "J dynamic | J/GB dynamic | J/GB end-system | thr / best peer | dynamic / least peer | end-system / least "
+            "peer |\n"
+         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     }
     auto opt = [](double x, const char* f) { return x > 0 ? fmt::format(fmt::runtime(f), x) : std::string("-"); };
-    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {} | {:.2f} | {} | {:.2f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {} |\n",
+    md << fmt::format("| {} | {}/{} | {:.1f} | {:.2f} | {} | {:.2f} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {} | {:.2f} | "
+                      "{:.2f} | {} |\n",
                       s.client, s.verified_runs, s.runs, s.throughput_mbps, s.wall_s, opt(s.disk_s, "{:.2f}"), s.client_cpu_s,
-                      opt(s.cpu_per_gb, "{:.2f}"), s.server_cpu_s, s.client_j, s.j_per_gb,
+                      opt(s.cpu_per_gb, "{:.2f}"), opt(s.cpu_per_gb_to_disk, "{:.2f}"), s.server_cpu_s, s.client_j, s.j_per_gb,
                       opt(s.end_j_per_gb, "{:.1f}"), s.thr_vs_best_peer, s.jpg_vs_best_peer,
                       opt(s.end_vs_best_peer, "{:.2f}"));
   }
@@ -254,7 +262,7 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
     // Per client: medians of throughput, J/GB, CPU/GB.
     struct Med {
       std::string kind, goal;
-      std::vector<double> thr, jpg, ejpg, cpg, chosen, target, ctl, steady;
+      std::vector<double> thr, jpg, ejpg, cpg, dcpg, chosen, target, ctl, steady;
       size_t files = 0;
     };
     std::map<std::string, Med> by;
@@ -267,6 +275,8 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
         m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb), m.files = r->files;
         if (!std::isnan(r->end_j_per_gb)) m.ejpg.push_back(r->end_j_per_gb);
         m.cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
+        if (!std::isnan(r->writeback_cpu_s))
+          m.dcpg.push_back((r->client_cpu_s + r->writeback_cpu_s) / (double(r->bytes) / 1e9));
         if (!std::isnan(r->chosen)) m.chosen.push_back(r->chosen);
         if (!std::isnan(r->target_mbps)) m.target.push_back(r->target_mbps);
         if (!std::isnan(r->controlled_mbps)) m.ctl.push_back(r->controlled_mbps);
@@ -338,10 +348,12 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
           continue;
         }
         double rc = median(by[ref].cpg), rt = median(by[ref].thr);
+        double dc = median(m.dcpg), drc = median(by[ref].dcpg);
         bool ok = c <= rc && t >= 0.97 * rt;
-        md << fmt::format("| engine | {} | {:.2f} CPU s/GB ({:.2f}x {}), {:.1f} Mbit/s ({:.2f}x) | <= {:.2f} s/GB at >= "
-                          "{:.1f} Mbit/s | {} |\n",
-                          name, c, c / rc, ref, t, t / rt, rc, 0.97 * rt, yes(ok));
+        std::string to_disk = dc > 0 && drc > 0 ? fmt::format("; to disk {:.2f} ({:.2f}x)", dc, dc / drc) : "";
+        md << fmt::format("| engine | {} | {:.2f} CPU s/GB ({:.2f}x {}), {:.1f} Mbit/s ({:.2f}x){} | <= {:.2f} s/GB at "
+                          ">= {:.1f} Mbit/s | {} |\n",
+                          name, c, c / rc, ref, t, t / rt, to_disk, rc, 0.97 * rt, yes(ok));
       } else if (m.goal == "energy-efficient") {
         std::string runs;
         for (double x : m.chosen) runs += (runs.empty() ? "" : ", ") + fmt::format("{:g}", x);
