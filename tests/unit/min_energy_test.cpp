@@ -120,4 +120,5 @@ TEST(PowerModel, IdleDrawIsPerOnlineCore) {
   xfer::PowerCoefficients back = xfer::PowerCoefficients::load(dir + "/m.toml");
   EXPECT_DOUBLE_EQ(back.idle_core_watts, 3);
   EXPECT_DOUBLE_EQ(back.idle_watts, 5);
+  std::filesystem::remove_all(dir);
 }
