@@ -349,10 +349,6 @@ void PartFile::commit() {
   release();
 }
 
-namespace {
-
-// The machine's dirty page cache, in bytes (/proc/meminfo), or UINT64_MAX
-// when it cannot be read.
 uint64_t dirty_bytes() {
   std::ifstream in("/proc/meminfo");
   for (std::string key; in >> key;) {
@@ -362,8 +358,6 @@ uint64_t dirty_bytes() {
   }
   return UINT64_MAX;
 }
-
-}  // namespace
 
 bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans) {
   if (plans.size() < kSyncfsMinFiles) return false;

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testbed.h"
 #include "xfer/sha256.h"
 #include "xfer/tuner.h"
 
@@ -254,14 +255,7 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
   return res;
 }
 
-std::string capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  if (p) pclose(p);
-  return out;
-}
+std::string capture(const std::string& cmd) { return bench::capture(cmd); }
 
 pid_t start_link(const std::string& args, const std::string& out) {
   pid_t pid = fork();

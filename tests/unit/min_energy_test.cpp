@@ -22,15 +22,26 @@ TEST(MinEnergy, FormulasByHand) {
   EXPECT_EQ(MinEnergyTuner::concurrency(2'500'000, 220e6, 15), 1);     // ceil(0.011) = 1
 }
 
-TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
+namespace {
+
+// BDP 2.5 MB, a 1 MB TCP buffer, and a chunk of each kind: Small (avg
+// 100 KB), Medium (avg 2.4 MB), Large (one 220 MB file).
+xfer::JobInfo three_chunks() {
   xfer::JobInfo info;
   info.bdp_bytes = 2'500'000;
   info.tcp_buf_bytes = 1'000'000;
   info.max_channels = 32;
-  xfer::ChunkPlan s{xfer::ChunkKind::Small, {0, 1}, 200'000};      // avg 100 KB
-  xfer::ChunkPlan m{xfer::ChunkKind::Medium, {2, 3}, 4'800'000};   // avg 2.4 MB
+  xfer::ChunkPlan s{xfer::ChunkKind::Small, {0, 1}, 200'000};
+  xfer::ChunkPlan m{xfer::ChunkKind::Medium, {2, 3}, 4'800'000};
   xfer::ChunkPlan l{xfer::ChunkKind::Large, {4}, 220'000'000};
   info.chunks = {s, m, l};
+  return info;
+}
+
+}  // namespace
+
+TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
+  xfer::JobInfo info = three_chunks();
   MinEnergyTuner t;
   xfer::Params p = t.init(info);
   ASSERT_EQ(p.chunks.size(), 3u);
@@ -47,15 +58,8 @@ TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
 // get only the channels pp leaves short of ceil(BDP / avg) files in flight,
 // and at least ceil(BDP / buf) so that the TCP buffers hold the BDP.
 TEST(MinEnergy, OverHttp2StreamsStandInForChannels) {
-  xfer::JobInfo info;
-  info.bdp_bytes = 2'500'000;
-  info.tcp_buf_bytes = 1'000'000;
-  info.max_channels = 32;
+  xfer::JobInfo info = three_chunks();
   info.multiplexed = true;
-  xfer::ChunkPlan s{xfer::ChunkKind::Small, {0, 1}, 200'000};      // avg 100 KB
-  xfer::ChunkPlan m{xfer::ChunkKind::Medium, {2, 3}, 4'800'000};   // avg 2.4 MB
-  xfer::ChunkPlan l{xfer::ChunkKind::Large, {4}, 220'000'000};
-  info.chunks = {s, m, l};
   MinEnergyTuner t;
   xfer::Params p = t.init(info);
   ASSERT_EQ(p.chunks.size(), 3u);

@@ -175,18 +175,9 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 
 }  // namespace
 
-// CPU seconds every core of the machine has spent busy (user, nice, system,
-// interrupts, steal: /proc/stat's first line less idle and iowait), at the
-// kernel's 10-ms tick.
-static double machine_busy_s() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  f >> cpu;
-  uint64_t v = 0, busy = 0;
-  for (int i = 0; i < 8 && f >> v; ++i)
-    if (i != 3 && i != 4) busy += v;  // 3 idle, 4 iowait
-  return double(busy) / double(sysconf(_SC_CLK_TCK));
-}
+// CPU seconds every core of the machine has spent busy (/proc/stat, less
+// idle and iowait), at the kernel's 10-ms tick.
+static double machine_busy_s() { return double(xfer::read_cpu_times().busy) / double(sysconf(_SC_CLK_TCK)); }
 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};

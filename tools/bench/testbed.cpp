@@ -127,15 +127,20 @@ NginxInNs::NginxInNs(const LinkProcess& link, const std::string& run_dir, const 
   }
 }
 
-namespace {
-
-std::string capture_line(const std::string& cmd) {
+std::string capture(const std::string& cmd) {
   std::string out;
   if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[512];
+    char buf[4096];
     while (fgets(buf, sizeof buf, f)) out += buf;
     pclose(f);
   }
+  return out;
+}
+
+namespace {
+
+std::string capture_line(const std::string& cmd) {
+  std::string out = capture(cmd);
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
 }

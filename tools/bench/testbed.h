@@ -66,6 +66,9 @@ class NginxInNs {
   std::string run_dir_;
 };
 
+// What a shell command printed on stdout ("" if it could not run).
+std::string capture(const std::string& cmd);
+
 // Where the clients write their files. By default a journaled ext4 (what
 // mkfs.ext4 makes on Debian) in an image file under the bench's output,
 // mounted through a loop device with direct I/O: every client then writes

@@ -169,6 +169,9 @@ std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans
 constexpr size_t kSyncfsMinFiles = 4;
 constexpr uint64_t kSyncfsSlackBytes = 64ull << 20;
 bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans);
+// The machine's dirty page cache, in bytes (/proc/meminfo), or UINT64_MAX
+// when it cannot be read.
+uint64_t dirty_bytes();
 
 // This boot's id (/proc/sys/kernel/random/boot_id).
 const std::string& boot_id();
