@@ -200,7 +200,9 @@ struct Job::Impl : RequestOwner {
   void pump();
   void reconcile(Chunk& c);
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
-  uint64_t piece_bytes() const;  // largest range one request asks for
+  uint64_t piece_bytes() const;  // largest range one request asks for (0: no limit)
+  uint64_t split_min_bytes() const;
+  std::optional<Piece> split_inflight(Channel& ch);
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);
   void start_get(Connection& s, const Piece& p);

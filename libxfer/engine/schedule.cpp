@@ -200,29 +200,60 @@ void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
   for (const Range& g : gaps) missing += g.size();
   for (const Range& g : gaps) {
     // Enough pieces for the gap's share of the p connections, none above the piece size.
-    uint64_t share = (uint64_t(p) * g.size() + missing - 1) / missing;
-    uint64_t n = std::max<uint64_t>({1, share, (g.size() + piece - 1) / piece});
+    uint64_t n = std::max<uint64_t>(1, (uint64_t(p) * g.size() + missing - 1) / missing);
+    if (piece) n = std::max(n, (g.size() + piece - 1) / piece);
     for (const Range& r : split_range(g, static_cast<int>(std::min<uint64_t>(n, 1u << 20)), spec.opts.min_piece_bytes))
       ch.queue.push_back(Piece{f, r, f->gen, true, 0});
   }
 }
 
+// A file's missing bytes are cut into one piece per connection of its
+// channel, not into pieces of a fixed size: on HTTP/1.1 each request after
+// the first on a connection restarts the sender from an idle pipe, and the
+// server's BBR, still in startup (its flow had been limited by our receive
+// window), then sends its whole window into the bottleneck queue and loses
+// a window's worth every second from then on. Measured on xfer-linkemu, 500
+// Mbit/s, 40 ms, one 444 MB file on one connection: 64-BDP pieces (3
+// requests) 369 Mbit/s, one request 454 (curl 457); the server's ss showed
+// pacing_gain 2.89 throughout and 270-315 packets lost every 0.8 s after the
+// second request only. A raised p still reaches a file at once: an idle
+// connection takes the back half of a long request in flight
+// (split_inflight). Under a rate cap the flow is paced (no restart bursts)
+// and each request takes its share of the cap when it starts, so pieces of
+// about two seconds of the cap let a changed cap reach every file within that.
 uint64_t Job::Impl::piece_bytes() const {
-  // Each request costs more than an idle round trip on HTTP/1.1: the sender
-  // restarts with its full window as one burst into the bottleneck queue, and
-  // the losses that follow halve it. Measured on xfer-linkemu at 500 Mbit/s,
-  // 40 ms, one 216 MB file on one connection: 16-BDP pieces 319 Mbit/s, one
-  // piece 438 (curl 437). 64 BDPs keep it to a few restarts per large file
-  // while a changed p still reaches a file within seconds; 8 MiB keeps fast
-  // LANs at few requests.
-  uint64_t piece = std::max<uint64_t>(spec.opts.max_piece_bytes,
-                                      static_cast<uint64_t>(spec.opts.piece_bdp_multiple * double(info.bdp_bytes)));
-  // Under a rate cap the flow is paced (no restart bursts) and each request
-  // takes its share of the cap when it starts: pieces of about two seconds
-  // let a changed cap reach every file within that.
-  if (current.rate_cap_bps > 0)
-    piece = std::min(piece, std::max<uint64_t>(spec.opts.max_piece_bytes, uint64_t(current.rate_cap_bps / 8 * 2)));
-  return piece;
+  if (current.rate_cap_bps <= 0) return 0;
+  return std::max<uint64_t>(spec.opts.split_min_bytes, uint64_t(current.rate_cap_bps / 8 * 2));
+}
+
+uint64_t Job::Impl::split_min_bytes() const {
+  return std::max<uint64_t>(spec.opts.split_min_bytes,
+                            static_cast<uint64_t>(spec.opts.split_bdp_multiple * double(info.bdp_bytes)));
+}
+
+// An idle connection of the channel (p raised, or a sibling that finished
+// first) with nothing queued for it: the request of the channel with the
+// longest remainder ends half-way, and the back half is this connection's.
+// The shortened request stops at its new end (write_cb), which on HTTP/1.1
+// closes its connection (the server would send the rest); on HTTP/2 it
+// resets the stream. Worth it only for a remainder of several BDPs: the
+// bytes already in flight past the cut are discarded, and the new
+// connection starts cold.
+std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
+  Request* best = nullptr;
+  for (auto& s : ch.connections)
+    for (Request* r : s->inflight)
+      if (r->kind == RequestKind::Get && r->end_known && r->file->ranges_ok && r->file->size &&
+          r->file->state == FileTask::State::Active && r->end > r->pos &&
+          (!best || r->end - r->pos > best->end - best->pos))
+        best = r;
+  if (!best || best->end - best->pos < 2 * split_min_bytes()) return std::nullopt;
+  uint64_t mid = best->pos + (best->end - best->pos) / 2;
+  Piece back{best->file, {mid, best->end}, best->file->gen, true, 0};
+  log::debug("{}: bytes {}-{} go to an idle connection (split from a request at {})", best->file->entry->name, mid,
+             best->end, best->pos);
+  best->end = mid;
+  return back;
 }
 
 std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
@@ -238,9 +269,10 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
     } else if (it->not_before_us <= now) {
       Piece p = *it;
       c.requeued.erase(it);
-      if (p.end_known && p.file->ranges_ok && p.r.size() > piece_bytes()) {  // a long remainder: one piece now, the rest later
+      uint64_t piece = piece_bytes();
+      if (piece && p.end_known && p.file->ranges_ok && p.r.size() > piece) {  // a long remainder: one piece now, the rest later
         Piece rest = p;
-        rest.r.begin = p.r.end = p.r.begin + piece_bytes();
+        rest.r.begin = p.r.end = p.r.begin + piece;
         c.requeued.push_front(rest);
       }
       return p;
@@ -308,6 +340,7 @@ void Job::Impl::pump() {
         for (auto& s : ch->connections) {
           if (!connection_has_room(*s, pp)) continue;
           std::optional<Piece> p = take_piece(*ch, now);
+          if (!p && s->inflight.empty() && state == JobState::Running) p = split_inflight(*ch);
           if (!p) break;
           if (!s->inflight.empty() && p->file->origin != s->inflight.front()->file->origin) {
             ch->queue.push_front(*p);  // a connection serves one origin

@@ -115,6 +115,52 @@ TEST_F(EngineTest, ParallelismFourOpensFourConnectionsForOneFile) {
   EXPECT_LE(max_overlap(g), 4);
 }
 
+// p = 1: a file is one request, however small the split threshold, so an
+// HTTP/1.1 connection never restarts its sender mid-file (piece_bytes).
+// Raised to 3 mid-file: the idle connections take the back halves of the
+// request in flight at once, and no byte is fetched twice.
+TEST_F(EngineTest, OneRequestPerFileAtP1AndARaisedPSplitsTheRequestInFlight) {
+  set_link_rate(20);  // ~2.4 MB: about a second
+  Dataset one = subset("image-001");
+  xfer::EngineOptions o = opts(100);
+  o.split_min_bytes = 128 * 1024;
+  o.split_bdp_multiple = 0;
+  auto r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, o);
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  expect_identical(one, dest);
+  auto g = gets("image-001");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].range, "-") << "the whole file in one request";
+
+  fs::remove_all(dest);
+  fs::create_directories(dest);
+  nginx->clear_log();
+  bool raised = false;
+  double raised_at = 0;
+  r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, o,
+              [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
+                if (raised) return;
+                xfer::Params p = e.obs.params;
+                for (auto& c : p.chunks) c.p = 3;
+                p.reason = "test: raise p";
+                raised = true;
+                raised_at = e.obs.t_s;
+                control.apply(p);
+              });
+  ASSERT_EQ(r.state, xfer::JobState::Done);
+  ASSERT_TRUE(raised);
+  expect_identical(one, dest);
+  EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
+  g = gets("image-001");
+  std::sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.start_s() < b.start_s(); });
+  ASSERT_GE(g.size(), 3u) << "the first request and at least two back halves";
+  EXPECT_EQ(g[0].range, "-");
+  std::set<long> conns;
+  for (const auto& l : g) conns.insert(l.conn);
+  EXPECT_GE(conns.size(), 3u);
+  EXPECT_GE(max_overlap(g), 2) << "the halves ran at once (raised at " << raised_at << " s)";
+}
+
 // pp = 4 over h2c: four requests outstanding on one connection.
 TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
   set_link_rate(100);

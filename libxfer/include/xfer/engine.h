@@ -113,9 +113,13 @@ class Engine {
 
 struct EngineOptions {
   std::string http = "auto";  // auto | 1.1 | h2c : how http:// origins are spoken to
-  uint64_t min_piece_bytes = 256 * 1024;      // no range is cut smaller than this
-  uint64_t max_piece_bytes = 8 * 1024 * 1024;  // one request asks for at most this much,
-  double piece_bdp_multiple = 64;              // or this many BDPs when that is more
+  uint64_t min_piece_bytes = 256 * 1024;  // no range is cut smaller than this
+  // A request in flight gives the back half of what it still has to fetch to
+  // an idle connection of its channel (p raised, or a sibling done first)
+  // only when that half is at least this much, or this many BDPs when that
+  // is more; under a rate cap, no request asks for less either.
+  uint64_t split_min_bytes = 8 * 1024 * 1024;
+  double split_bdp_multiple = 8;
   int max_retries = 6;                    // consecutive failures without progress, per file
   long connect_timeout_ms = 15000;
   long stall_timeout_s = 30;      // a request that moves no byte this long is retried
