@@ -93,6 +93,20 @@ TEST(Bench, GoalTableJudgesBothEnergiesAndTheEngine) {
   EXPECT_NE(line("eng-good").find("(0.95x curl)"), std::string::npos) << md;
   EXPECT_NE(line("eng-good").find("**met**"), std::string::npos) << md;
   EXPECT_NE(line("eng-slow").find("**missed**"), std::string::npos) << md;
+
+  // Two files: the reference is curl --parallel (both in flight at once, as
+  // the engine's cc=16), not curl one after the other; and with kernel
+  // threads' CPU kept, the line gives the engine's and the reference's sums.
+  std::vector<bench::RunRow> two;
+  for (auto r : {row("curl", "curl-seq", "", 400, 1.0, 10, 50), row("curl -Z", "curl-parallel", "", 450, 1.1, 11, 48),
+                 row("eng-two", "xferctl", "engine", 450, 1.05, 10.5, 47)}) {
+    r.dataset = "video2", r.files = 2, r.kthread_cpu_s = r.kind == "xferctl" ? 0.05 : 0.15;
+    two.push_back(r);
+  }
+  md = bench::goals_markdown(two, 500);
+  EXPECT_NE(line("eng-two").find("(0.95x curl -Z)"), std::string::npos) << md;
+  EXPECT_NE(line("eng-two").find("+ kernel threads 1.10 (0.88x)"), std::string::npos) << md;
+  EXPECT_NE(line("eng-two").find("**met**"), std::string::npos) << md;
 }
 
 // The history benchmark's judgements on runs whose numbers are known: the

@@ -338,12 +338,14 @@ int main(int argc, char** argv) {
                                    "-o", log + ".perf.data", "--"});
         full.insert(full.end(), argv_c.begin(), argv_c.end());
         double srv0 = bench::process_tree_cpu_s(nginx);
+        auto kthreads0 = bench::kernel_threads_cpu();
         traffic.start();
         bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
         auto synced_from = std::chrono::steady_clock::now();
         double busy0 = machine_busy_s();
         ::sync();
         double writeback_cpu_s = machine_busy_s() - busy0;
+        double kthread_cpu_s = bench::kernel_threads_cpu_since(kthreads0);
         double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - synced_from).count();
         traffic.stop();
         double srv1 = bench::process_tree_cpu_s(nginx);
@@ -356,6 +358,7 @@ int main(int argc, char** argv) {
         r.exit_code = e.exit_code, r.wall_s = e.wall_s, r.files = d.files.size();
         r.disk_s = e.wall_s + sync_s;
         r.writeback_cpu_s = writeback_cpu_s;
+        r.kthread_cpu_s = kthread_cpu_s;
         r.files_ok = bench::verify_files(dest, d.files, &r.bytes);
         r.verified = r.files_ok == r.files;
         r.throughput_mbps = double(r.bytes) * 8 / e.wall_s / 1e6;

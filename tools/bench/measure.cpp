@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -23,7 +24,7 @@ namespace {
 double tv_s(const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; }
 
 // utime + stime (clock ticks) and parent of a process, from /proc/PID/stat.
-bool stat_of(pid_t pid, double* cpu_s, pid_t* ppid) {
+bool stat_of(pid_t pid, double* cpu_s, pid_t* ppid, unsigned long* flags = nullptr) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string s;
   if (!std::getline(f, s)) return false;
@@ -32,12 +33,40 @@ bool stat_of(pid_t pid, double* cpu_s, pid_t* ppid) {
   std::istringstream in(s.substr(close + 2));
   std::string state;
   long long pp = 0, skip = 0, ut = 0, st = 0;
+  unsigned long fl = 0;
   in >> state >> pp;
-  for (int i = 0; i < 9; ++i) in >> skip;  // pgrp .. cmajflt
+  for (int i = 0; i < 4; ++i) in >> skip;  // pgrp .. tpgid
+  in >> fl;
+  for (int i = 0; i < 4; ++i) in >> skip;  // minflt .. cmajflt
   in >> ut >> st;
+  if (!in) return false;
   *cpu_s = double(ut + st) / double(sysconf(_SC_CLK_TCK));
   *ppid = pid_t(pp);
+  if (flags) *flags = fl;
   return true;
+}
+
+// CPU seconds of every process in /proc that pick(pid, ppid, flags) accepts.
+template <class Pick>
+std::map<pid_t, double> cpu_by_pid(Pick pick) {
+  std::map<pid_t, double> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = pid_t(atoi(e->d_name));
+    if (pid <= 0) continue;
+    double cpu = 0;
+    pid_t ppid = 0;
+    unsigned long flags = 0;
+    if (stat_of(pid, &cpu, &ppid, &flags) && pick(pid, ppid, flags)) out[pid] = cpu;
+  }
+  closedir(d);
+  return out;
+}
+
+bool is_kernel_thread(pid_t, pid_t, unsigned long flags) {
+  constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
+  return (flags & kPfKthread) != 0;
 }
 
 }  // namespace
@@ -120,16 +149,21 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
 
 double process_tree_cpu_s(pid_t root) {
   double total = 0;
-  DIR* d = opendir("/proc");
-  if (!d) return 0;
-  while (dirent* e = readdir(d)) {
-    pid_t pid = pid_t(atoi(e->d_name));
-    if (pid <= 0) continue;
-    double cpu = 0;
-    pid_t ppid = 0;
-    if (stat_of(pid, &cpu, &ppid) && (pid == root || ppid == root)) total += cpu;
+  for (const auto& [pid, cpu] :
+       cpu_by_pid([root](pid_t pid, pid_t ppid, unsigned long) { return pid == root || ppid == root; }))
+    total += cpu;
+  return total;
+}
+
+std::map<pid_t, double> kernel_threads_cpu() { return cpu_by_pid(is_kernel_thread); }
+
+double kernel_threads_cpu_since(const std::map<pid_t, double>& before) {
+  double total = 0;
+  for (const auto& [pid, cpu] : kernel_threads_cpu()) {
+    auto it = before.find(pid);
+    // A thread started since (or a pid reused) counts whole.
+    total += it != before.end() && it->second <= cpu ? cpu - it->second : cpu;
   }
-  closedir(d);
   return total;
 }
 

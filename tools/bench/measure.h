@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct RunRow {
   // /proc/stat's 10-ms ticks) over that sync: the writeback the client left
   // to the kernel, which its own CPU time does not hold. NaN: not kept.
   double writeback_cpu_s = NAN;
+  // Kernel threads' CPU time from the client's start to the end of that sync:
+  // above all the writeback of what a client leaves dirty, which the kernel's
+  // flusher does while the client runs (xferctl starts its own writeback,
+  // in its own CPU time, to keep its periodic fdatasync short). NaN: not kept.
+  double kthread_cpu_s = NAN;
   std::string energy_source;
   std::string goal;   // from the scenario (SLA report)
   // What xferctl's --json said of its tuning: chosen level (energy-efficient),
@@ -87,6 +93,12 @@ Exec run_measured(const std::vector<std::string>& argv, const std::string& log_p
 // user+sys CPU seconds of a process and its children (/proc/PID/stat): nginx
 // master and workers.
 double process_tree_cpu_s(pid_t root);
+// CPU seconds of each kernel thread (kworkers: the page cache's writeback,
+// the loop device's I/O; ksoftirqd), and what they spent since such a
+// reading. A thread that exits in between takes its time with it (a run of
+// seconds rarely sees one), so the figure is never above the truth.
+std::map<pid_t, double> kernel_threads_cpu();
+double kernel_threads_cpu_since(const std::map<pid_t, double>& before);
 
 struct ExpectedFile {
   std::string name, sha256;

@@ -28,6 +28,7 @@ struct Summary {
   double cpu_per_gb = 0;    // client CPU seconds per GB
   double disk_s = 0;        // wall time until the files were on disk (0: not in these results)
   double cpu_per_gb_to_disk = 0;  // client CPU and the writeback after it, per GB (0: not kept)
+  double cpu_per_gb_kthreads = 0;  // client CPU and every kernel thread's over the run and the sync, per GB
   double thr_vs_best_peer = 0, jpg_vs_best_peer = 0, end_vs_best_peer = 0;  // ratios (0 when there is no peer)
   bool peer = true;
 };
