@@ -25,6 +25,20 @@
 // cc=17 x pp=25 used 0.68 s of CPU at 283 Mbit/s, one connection with 16
 // streams 0.45 s at 263 Mbit/s.
 //
+// Large files on a lossy path: a second departure, for the end-system energy
+// this policy minimises. The paper keeps one stream per large file and the
+// plan fixed. Where that stream is loss-bound, the job draws the machine's
+// idle power for as long as the stream is slow: on lossy-wan (500 Mbit/s,
+// 80 ms, 0.02% loss) one stream carried 2 x 222 MB at 210 Mbit/s with 200-290
+// retransmits per MB, and end-system energy was 0.92x the least peer's. So
+// once, when the Large chunk moves less than kLossBoundShare of what the link
+// (less other traffic and the job's other chunks) leaves it, with losses
+// seen, its p grows to as many streams as would fill that room at the
+// stream's rate (2x to 8x; lossy-wan: 203 of 500 Mbit/s, p 1 -> 3); the next interval that measures the new p (not the
+// settling one) keeps it only if the chunk's throughput rose by kKeepGain,
+// else p goes back. A link rate that is only assumed (too high) can start
+// the probe; the measurement undoes it.
+//
 // Kernel layer (KernelPlan::Least): cores start at the floor, since an
 // online core draws its idle power whether the transfer needs it or not;
 // from the second interval, one core more is tried while the online cores
@@ -35,6 +49,8 @@
 #include "min_energy.h"
 
 #include <algorithm>
+
+#include <fmt/format.h>
 
 #include "common.h"
 #include "xfer/log.h"
@@ -64,6 +80,7 @@ Params MinEnergyTuner::init(const JobInfo& info) {
     if (info.multiplexed && p.pp > 1) p.cc = std::min(p.cc, multiplexed_channels(info, avg, p.pp, p.p));
     avail = std::max(1, avail - p.cc);
   }
+  bandwidth_bps_ = info.bandwidth_bps;
   out.reason = "min-energy: MinE formulas from BDP " + std::to_string(info.bdp_bytes) + " B, buffer " +
                std::to_string(info.tcp_buf_bytes) + " B" +
                (info.multiplexed ? "; HTTP/2: channels only where pp streams fall short of BDP/avg" : "");
@@ -73,11 +90,56 @@ Params MinEnergyTuner::init(const JobInfo& info) {
   return out;
 }
 
+std::optional<Params> MinEnergyTuner::try_more_streams(const Observation& obs) {
+  if (probe_ == Probe::Done || bandwidth_bps_ <= 0) return std::nullopt;
+  if (probe_ == Probe::Trying) {
+    if (obs.settling) return std::nullopt;  // the interval of the change itself
+    probe_ = Probe::Done;
+    if (probe_chunk_ >= obs.chunks.size() || probe_chunk_ >= current_.chunks.size()) return std::nullopt;
+    const ChunkObservation& c = obs.chunks[probe_chunk_];
+    if (c.finished || c.throughput_bps >= kKeepGain * probe_from_bps_) {
+      log::info("min-energy: large files at p={}: {:.0f} Mbit/s (from {:.0f}); kept", current_.chunks[probe_chunk_].p,
+                c.throughput_bps / 1e6, probe_from_bps_ / 1e6);
+      return std::nullopt;
+    }
+    current_.chunks[probe_chunk_].p = probe_from_p_;
+    current_.reason = fmt::format("min-energy: more streams for large files did not pay ({:.0f} Mbit/s, from {:.0f}); "
+                                  "back to p={}",
+                                  c.throughput_bps / 1e6, probe_from_bps_ / 1e6, probe_from_p_);
+    return current_;
+  }
+  if (obs.near_end) return std::nullopt;
+  double others = 0;
+  for (const ChunkObservation& c : obs.chunks)
+    if (c.kind != ChunkKind::Large && !c.finished) others += c.throughput_bps;
+  double room = bandwidth_bps_ * (1 - std::clamp(obs.ext_load.value_or(0.0), 0.0, 1.0)) - others;
+  for (size_t i = 0; i < obs.chunks.size() && i < current_.chunks.size(); ++i) {
+    const ChunkObservation& c = obs.chunks[i];
+    if (c.kind != ChunkKind::Large || c.finished || !c.flow || c.flow->retrans_per_mb <= 0 || c.throughput_bps <= 0 ||
+        c.throughput_bps >= kLossBoundShare * room)
+      continue;
+    probe_ = Probe::Trying;
+    probe_chunk_ = i;
+    probe_from_p_ = std::max(1, current_.chunks[i].p);
+    probe_from_bps_ = c.throughput_bps;
+    // As many streams as would fill the room at the rate each has now.
+    int times = std::clamp(tune::ceil_div(kFillShare * room, c.throughput_bps), 2, kMaxStreamsFactor);
+    current_.chunks[i].p = times * probe_from_p_;
+    current_.reason = fmt::format("min-energy: large files at {:.0f} of the {:.0f} Mbit/s left to them, {:.0f} "
+                                  "retransmits/MB: p {} -> {} (a loss-bound stream keeps the machine on longer)",
+                                  c.throughput_bps / 1e6, room / 1e6, c.flow->retrans_per_mb, probe_from_p_,
+                                  current_.chunks[i].p);
+    return current_;
+  }
+  return std::nullopt;
+}
+
 std::optional<Params> MinEnergyTuner::decide(const Observation& obs) {
   ++intervals_;
   std::optional<double> energy = obs.energy(kEnergy);
   joules_ += energy.value_or(0);
   bytes_ += obs.bytes_interval;
+  if (auto more = try_more_streams(obs)) return more;
   // The first interval holds connection set-up and slow start; the tail
   // (every file taken, channels draining) says little about the knobs.
   if (intervals_ < 2 || obs.near_end || obs.bytes_interval == 0) return std::nullopt;

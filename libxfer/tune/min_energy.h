@@ -25,7 +25,25 @@ class MinEnergyTuner : public Tuner {
   // max(ceil(ceil(BDP / avg) / pp), ceil(ceil(BDP / buf) / p), 1).
   static int multiplexed_channels(const JobInfo& info, double avg, int pp, int p);
 
+  // Large files on a path where one stream is loss-bound: below this share
+  // of the link the rest of the job leaves it, with losses seen, p grows once
+  // to fill kFillShare of that at the measured rate per stream (2x to
+  // kMaxStreamsFactor x); kept only if the chunk's throughput then rises by
+  // kKeepGain.
+  static constexpr double kLossBoundShare = 0.6;
+  static constexpr double kFillShare = 0.9;
+  static constexpr int kMaxStreamsFactor = 8;
+  static constexpr double kKeepGain = 1.2;
+
  private:
+  std::optional<Params> try_more_streams(const Observation& obs);
+
+  enum class Probe { Untried, Trying, Done };
+  Probe probe_ = Probe::Untried;
+  size_t probe_chunk_ = 0;
+  int probe_from_p_ = 1;
+  double probe_from_bps_ = 0;
+  double bandwidth_bps_ = 0;
   bool kernel_enabled_;
   tune::KernelPlan kernel_;
   Params current_;

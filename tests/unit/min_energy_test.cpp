@@ -77,6 +77,74 @@ TEST(MinEnergy, OverHttp2StreamsStandInForChannels) {
   EXPECT_NE(t.init(info).reason.find("HTTP/2"), std::string::npos);
 }
 
+namespace {
+
+// One interval of a job whose only chunk is Large: its throughput and the
+// retransmits its flows saw.
+xfer::Observation large_interval(double mbps, double retrans_per_mb, bool settling = false) {
+  xfer::Observation o;
+  o.settling = settling;
+  o.bytes_interval = uint64_t(mbps * 1e6 / 8 * 5);
+  xfer::ChunkObservation c;
+  c.kind = xfer::ChunkKind::Large;
+  c.throughput_bps = mbps * 1e6;
+  c.flow = xfer::FlowInterval{};
+  c.flow->retrans_per_mb = retrans_per_mb;
+  c.flow->flows = 1;
+  o.chunks = {c};
+  return o;
+}
+
+xfer::JobInfo one_large_chunk() {
+  xfer::JobInfo info;
+  info.bdp_bytes = 5'000'000;
+  info.tcp_buf_bytes = 32 << 20;  // p = 1 by the formula
+  info.bandwidth_bps = 500e6;
+  info.chunks = {xfer::ChunkPlan{xfer::ChunkKind::Large, {0, 1}, 444'000'000}};
+  return info;
+}
+
+}  // namespace
+
+// A loss-bound stream of large files (lossy-wan: 210 of 500 Mbit/s with
+// hundreds of retransmits per MB): p grows once, and stays only if the
+// chunk then moves kKeepGain more; a clean or a fast stream is left alone.
+TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
+  MinEnergyTuner kept({.kernel = false});
+  ASSERT_EQ(kept.init(one_large_chunk()).chunks[0].p, 1);
+  auto more = kept.decide(large_interval(203, 263, true));  // the first interval settles, but is measured
+  ASSERT_TRUE(more.has_value());
+  EXPECT_EQ(more->chunks[0].p, 3);  // ceil(0.9 x 500 / 203) streams fill the link at 203 each
+  EXPECT_NE(more->reason.find("p 1 -> 3"), std::string::npos) << more->reason;
+  EXPECT_FALSE(kept.decide(large_interval(300, 200, true)).has_value());  // the change's own interval
+  EXPECT_FALSE(kept.decide(large_interval(380, 150)).has_value());        // 1.87x: kept
+  EXPECT_FALSE(kept.decide(large_interval(150, 300)).has_value());        // tried once only
+
+  MinEnergyTuner undone({.kernel = false});
+  undone.init(one_large_chunk());
+  ASSERT_TRUE(undone.decide(large_interval(203, 263, true)).has_value());
+  auto back = undone.decide(large_interval(220, 250));  // 1.08x: not worth a second stream
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->chunks[0].p, 1);
+  EXPECT_NE(back->reason.find("did not pay"), std::string::npos) << back->reason;
+
+  MinEnergyTuner clean({.kernel = false}), fast({.kernel = false}), shared({.kernel = false});
+  clean.init(one_large_chunk());
+  fast.init(one_large_chunk());
+  EXPECT_FALSE(clean.decide(large_interval(203, 0, true)).has_value());  // slow but no loss: not the path's loss
+  EXPECT_FALSE(fast.decide(large_interval(455, 3, true)).has_value());   // most of the link already
+  // Other chunks of the job use most of the link: what is left is not idle.
+  xfer::JobInfo two = one_large_chunk();
+  two.chunks.insert(two.chunks.begin(), xfer::ChunkPlan{xfer::ChunkKind::Small, {2}, 100'000});
+  shared.init(two);
+  xfer::Observation o = large_interval(150, 200, true);
+  xfer::ChunkObservation small;
+  small.kind = xfer::ChunkKind::Small;
+  small.throughput_bps = 300e6;
+  o.chunks.insert(o.chunks.begin(), small);
+  EXPECT_FALSE(shared.decide(o).has_value());  // 150 of the 200 left
+}
+
 TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
   EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
   auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});
