@@ -240,7 +240,14 @@ int main(int argc, char** argv) {
   std::vector<PreparedDataset> datasets;
   try {
     for (const auto& d : sc.datasets)
-      if (only_dataset.empty() || d.shape == only_dataset) datasets.push_back(prepare(d, quick, data_root));
+      if (only_dataset.empty() || d.shape == only_dataset) {
+        datasets.push_back(prepare(d, quick, data_root));
+        for (size_t i = 0; i + 1 < datasets.size(); ++i)
+          if (datasets[i].id == datasets.back().id)  // their results would be one dataset's
+            throw std::runtime_error("two datasets are both " + datasets.back().id +
+                                     (quick ? " (with --quick: give them different quick_scale or quick_size_scale)"
+                                            : ""));
+      }
   } catch (const std::exception& e) {
     fmt::print(stderr, "xfer-bench: dataset: {}\n", e.what());
     return 1;
