@@ -41,6 +41,16 @@ std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
+// The client's CPU seconds per GB with extra CPU seconds on top (the
+// writeback after it, kernel threads); NaN when the run has no bytes or the
+// extra was not kept.
+double cpu_per_gb(const RunRow& r, double extra = 0) {
+  return r.bytes && !std::isnan(extra) ? (r.client_cpu_s + extra) / (double(r.bytes) / 1e9) : NAN;
+}
+
+void push_kept(std::vector<double>& v, double x) {
+  if (!std::isnan(x)) v.push_back(x);
+}
 
 }  // namespace
 
@@ -111,11 +121,9 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
       scpu.push_back(r->server_cpu_s), cj.push_back(r->client_j), jpg.push_back(r->j_per_gb);
       if (!std::isnan(r->end_j_per_gb)) ejpg.push_back(r->end_j_per_gb);
       if (!std::isnan(r->disk_s)) disk.push_back(r->disk_s);
-      if (r->bytes) cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
-      if (r->bytes && !std::isnan(r->writeback_cpu_s))
-        dcpg.push_back((r->client_cpu_s + r->writeback_cpu_s) / (double(r->bytes) / 1e9));
-      if (r->bytes && !std::isnan(r->kthread_cpu_s))
-        kcpg.push_back((r->client_cpu_s + r->kthread_cpu_s) / (double(r->bytes) / 1e9));
+      push_kept(cpg, cpu_per_gb(*r));
+      push_kept(dcpg, cpu_per_gb(*r, r->writeback_cpu_s));
+      push_kept(kcpg, cpu_per_gb(*r, r->kthread_cpu_s));
     }
     s.cpu_per_gb = median(cpg);
     s.disk_s = median(disk);
@@ -281,11 +289,9 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
         m.kind = r->kind, m.goal = r->goal;
         m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb), m.files = r->files;
         if (!std::isnan(r->end_j_per_gb)) m.ejpg.push_back(r->end_j_per_gb);
-        m.cpg.push_back(r->client_cpu_s / (double(r->bytes) / 1e9));
-        if (!std::isnan(r->writeback_cpu_s))
-          m.dcpg.push_back((r->client_cpu_s + r->writeback_cpu_s) / (double(r->bytes) / 1e9));
-        if (!std::isnan(r->kthread_cpu_s))
-          m.kcpg.push_back((r->client_cpu_s + r->kthread_cpu_s) / (double(r->bytes) / 1e9));
+        push_kept(m.cpg, cpu_per_gb(*r));
+        push_kept(m.dcpg, cpu_per_gb(*r, r->writeback_cpu_s));
+        push_kept(m.kcpg, cpu_per_gb(*r, r->kthread_cpu_s));
         if (!std::isnan(r->chosen)) m.chosen.push_back(r->chosen);
         if (!std::isnan(r->target_mbps)) m.target.push_back(r->target_mbps);
         if (!std::isnan(r->controlled_mbps)) m.ctl.push_back(r->controlled_mbps);
