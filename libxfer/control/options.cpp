@@ -65,6 +65,10 @@ std::vector<OptionSpec> make_table() {
                  "HTTP/1.1 sockets wake the engine when about this many ms of their data are waiting (SO_RCVLOWAT; "
                  "0: at every segment)"),
          "network.wake_batch_ms"),
+      in(choice("direct_io", {"on", "off"}, "on", kGlobal | kRun,
+                "files of 1 MiB or more are written with O_DIRECT from aligned buffers, not through the page cache "
+                "(off: every file through the page cache)"),
+         "daemon.direct_io"),
       in(choice("flows", {"ebpf", "tcp_info", "off"}, "ebpf", kGlobal | kRun,
                 "per-flow metrics: ebpf (falls back to tcp_info, and says so), tcp_info, off"),
          "network.flows"),
@@ -386,6 +390,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.interval_ms = long(i("interval_ms"));
   e.sync_ms = long(i("sync_ms"));
   e.wake_batch_ms = long(i("wake_batch_ms"));
+  e.direct_io = m["direct_io"].get<std::string>() == "on";
   e.bandwidth_mbps = d("bandwidth_mbps");
   e.rtt_ms = d("rtt_ms");
   e.loss_pct = d("loss_pct", -1);

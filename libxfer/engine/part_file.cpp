@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <sys/file.h>
@@ -45,6 +48,33 @@ RangeSet parse_ranges(std::string_view text) {
   if (std::count(text.begin(), text.end(), ',') >= std::ptrdiff_t(kMaxRecordRanges))
     throw std::invalid_argument("more than " + std::to_string(kMaxRecordRanges) + " ranges");
   return RangeSet::parse(std::string(text));
+}
+
+// Staging buffers, kept for the next file rather than freed (a file of a
+// few MB would otherwise map and unmap one per stream).
+constexpr size_t kMemAlign = 4096;  // at least any file system's dio_mem_align here
+constexpr size_t kKeptBuffers = 16;
+std::mutex pool_mu;
+std::vector<char*> pool;
+
+char* take_buffer() {
+  {
+    std::lock_guard lock(pool_mu);
+    if (!pool.empty()) {
+      char* b = pool.back();
+      pool.pop_back();
+      return b;
+    }
+  }
+  void* b = std::aligned_alloc(kMemAlign, PartFile::kStageBytes);
+  if (!b) throw std::bad_alloc();
+  return static_cast<char*>(b);
+}
+
+void give_buffer(char* b) {
+  std::lock_guard lock(pool_mu);
+  if (pool.size() < kKeptBuffers) pool.push_back(b);
+  else std::free(b);
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -110,7 +140,7 @@ ProgressRecord parse_progress_record(std::string_view text) {
 }
 
 PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
-                   std::string sha256, FileOwner owner)
+                   std::string sha256, FileOwner owner, bool direct)
     : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
   std::string part = name_ + kPartSuffix;
   fd_ = create(part, O_RDWR);
@@ -145,6 +175,38 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
       throw IoError(rc, "reserve " + std::to_string(*size_) + " bytes for " + part);
     }
   }
+  if (direct && size_ && *size_ >= kDirectFrom) open_direct();
+}
+
+// A second descriptor of the same open file, with O_DIRECT: reopened through
+// /proc/self/fd (our own descriptor, not a name in the destination, so the
+// link it follows is not one a user planted), and checked to be the same
+// inode. The file system's alignment comes from statx (STATX_DIOALIGN).
+void PartFile::open_direct() {
+  static std::once_flag said;
+  auto fallback = [&](const std::string& why) {
+    std::call_once(said, [&] {
+      log::warn("{}: not written with O_DIRECT ({}); files are written through the page cache where this happens",
+                name_ + kPartSuffix, why);
+    });
+  };
+  struct statx sx {};
+  if (statx(fd_, "", AT_EMPTY_PATH, STATX_DIOALIGN | STATX_INO, &sx) != 0) return fallback(std::strerror(errno));
+  if (!(sx.stx_mask & STATX_DIOALIGN) || sx.stx_dio_offset_align == 0)
+    return fallback("the file system does not take direct I/O");
+  const uint64_t align = sx.stx_dio_offset_align;
+  if ((align & (align - 1)) != 0 || align > kStageBytes || sx.stx_dio_mem_align > kMemAlign)
+    return fallback("the file system asks for an alignment of " + std::to_string(align) + " bytes");
+  std::string self = "/proc/self/fd/" + std::to_string(fd_);
+  int fd = open(self.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return fallback("reopen: " + std::string(std::strerror(errno)));
+  struct stat a, b;
+  if (fstat(fd, &a) != 0 || fstat(fd_, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+    ::close(fd);
+    return fallback("reopen gave another file");
+  }
+  dfd_ = fd;
+  align_ = align;
 }
 
 int PartFile::create(const std::string& n, int flags) {
@@ -185,6 +247,8 @@ bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::
 }
 
 PartFile::~PartFile() {
+  drop_runs();  // staged bytes are in no record: a later run fetches them
+  if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -206,6 +270,7 @@ void PartFile::load_record() {
         for (const Range& r : trusted.ranges())
           if (r.begin < static_cast<uint64_t>(st.st_size))
             received_.add({r.begin, std::min<uint64_t>(r.end, static_cast<uint64_t>(st.st_size))});
+        written_ = received_;
         usable = true;
       } else {
         log::warn("{}: progress record is for another URL, size or sha256; fetching the file again", name_);
@@ -217,6 +282,7 @@ void PartFile::load_record() {
   if (!usable) {
     durable_.clear();
     received_.clear();
+    written_.clear();
     if (st.st_size > 0 && ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
     drop_record();
   }
@@ -227,17 +293,99 @@ void PartFile::load_record() {
 void PartFile::set_size(uint64_t size) { size_ = size; }
 
 void PartFile::write(uint64_t offset, const char* data, size_t len) {
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = pwrite(fd_, data + done, len - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(errno, "write " + name_ + kPartSuffix);
+  if (dfd_ >= 0) {
+    try {
+      stage(offset, data, len);
+    } catch (const IoError&) {
+      drop_runs();
+      received_ = written_;
+      throw;
     }
-    done += static_cast<size_t>(n);
+  } else {
+    put(false, offset, data, len);
   }
   received_.add({offset, offset + len});
-  unrecorded_ = unsynced_ = unflushed_ = true;
+  unrecorded_ = unsynced_ = true;
+}
+
+void PartFile::put(bool direct, uint64_t offset, const char* data, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    int fd = direct && dfd_ >= 0 ? dfd_ : fd_;
+    ssize_t n = pwrite(fd, data + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && fd == dfd_) {
+      // The file system refused the direct write after all: the rest of this
+      // file goes through the page cache, and the log says so.
+      log::warn("{}: O_DIRECT write refused ({}); writing through the page cache", name_ + kPartSuffix,
+                std::strerror(errno));
+      ::close(dfd_);
+      dfd_ = -1;
+      continue;
+    }
+    if (n < 0) throw IoError(errno, "write " + name_ + kPartSuffix);
+    if (fd == dfd_ && n % static_cast<ssize_t>(align_) != 0) direct = false;  // a short odd write: the rest buffered
+    if (fd == fd_) unflushed_ = true;
+    done += static_cast<size_t>(n);
+  }
+  written_.add({offset, offset + len});
+}
+
+// The bytes before the next aligned offset go through the page cache; from
+// there they gather in the stream's run, and each full buffer is written
+// with O_DIRECT at its (aligned) offset.
+void PartFile::stage(uint64_t offset, const char* data, size_t len) {
+  auto it = std::find_if(runs_.begin(), runs_.end(), [&](const Run& r) { return r.begin + r.fill == offset; });
+  if (it == runs_.end()) {
+    uint64_t head = std::min<uint64_t>(len, (align_ - offset % align_) % align_);
+    if (head) {
+      put(false, offset, data, size_t(head));
+      offset += head, data += head, len -= size_t(head);
+    }
+    if (len == 0) return;
+    if (runs_.size() >= kMaxRuns) flush_run(0);  // the stream staged longest ago
+    runs_.push_back(Run{offset, 0, take_buffer()});
+    it = runs_.end() - 1;
+  }
+  while (len > 0) {
+    size_t n = std::min(len, kStageBytes - it->fill);
+    std::memcpy(it->buf + it->fill, data, n);
+    it->fill += n, data += n, len -= n;
+    if (it->fill == kStageBytes) {
+      put(true, it->begin, it->buf, kStageBytes);
+      it->begin += kStageBytes;
+      it->fill = 0;
+    }
+  }
+}
+
+void PartFile::flush_run(size_t i) {
+  Run r = runs_[i];
+  runs_.erase(runs_.begin() + std::ptrdiff_t(i));
+  try {
+    size_t aligned = size_t(r.fill / align_ * align_);
+    if (aligned) put(true, r.begin, r.buf, aligned);
+    if (r.fill > aligned) put(false, r.begin + aligned, r.buf + aligned, r.fill - aligned);
+  } catch (...) {
+    give_buffer(r.buf);
+    throw;
+  }
+  give_buffer(r.buf);
+}
+
+void PartFile::flush_staged() {
+  try {
+    while (!runs_.empty()) flush_run(runs_.size() - 1);
+  } catch (const IoError&) {
+    drop_runs();
+    received_ = written_;
+    throw;
+  }
+}
+
+void PartFile::drop_runs() {
+  for (Run& r : runs_) give_buffer(r.buf);
+  runs_.clear();
 }
 
 bool PartFile::complete() const {
@@ -262,8 +410,9 @@ void PartFile::record_written() {
 
 void PartFile::checkpoint() {
   if (!size_ || (!unsynced_ && !unrecorded_)) return;
+  flush_staged();
   if (unsynced_ && fdatasync(fd_) != 0) throw IoError(errno, "sync " + name_ + kPartSuffix);
-  durable_ = received_;
+  durable_ = written_;
   unsynced_ = false;
   write_record(true);
   unrecorded_ = false;
@@ -273,7 +422,7 @@ void PartFile::write_record(bool sync) {
   std::ostringstream out;
   out << kRecordMagic << "\nurl " << url_ << "\nsize " << *size_ << "\nsha256 "
       << (sha256_.empty() ? "-" : sha256_) << "\nboot " << boot_id() << "\nsynced " << durable_.to_string()
-      << "\nwritten " << received_.to_string() << "\n";
+      << "\nwritten " << written_.to_string() << "\n";
   std::string text = out.str();
   std::string tmp = name_ + kProgressSuffix + ".tmp";
   unlinkat(dir_fd_, tmp.c_str(), 0);  // a leftover (or a planted link) is replaced, never written through
@@ -285,7 +434,7 @@ void PartFile::write_record(bool sync) {
   if (!err && sync && fdatasync(fd) != 0) err = errno;
   ::close(fd);
   if (!err && renameat(dir_fd_, tmp.c_str(), dir_fd_, (name_ + kProgressSuffix).c_str()) != 0) err = errno;
-  if (!err) has_record_ = true, recorded_bytes_ = received_.bytes();
+  if (!err) has_record_ = true, recorded_bytes_ = written_.bytes();
   if (err) {
     unlink_quiet(tmp);
     if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)
@@ -295,8 +444,10 @@ void PartFile::write_record(bool sync) {
 }
 
 void PartFile::reset() {
+  drop_runs();
   if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   received_.clear();
+  written_.clear();
   durable_.clear();
   recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;
@@ -310,6 +461,7 @@ void PartFile::finish() {
 }
 
 void PartFile::check_size() {
+  flush_staged();
   std::string part = name_ + kPartSuffix;
   struct stat st;
   if (fstat(fd_, &st) != 0) throw IoError(errno, "stat " + part);
@@ -337,8 +489,10 @@ PartFile::CommitPlan PartFile::commit_plan() const {
 }
 
 void PartFile::release() {
+  drop_runs();  // none: check_size wrote them before the commit was planned
+  if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  fd_ = dfd_ = -1;
 }
 
 void PartFile::commit() {
@@ -425,14 +579,15 @@ void PartFile::close_for_resume() {
     unlink_quiet(name_ + kPartSuffix);
     drop_record();
   }
-  ::close(fd_);
-  fd_ = -1;
+  release();
 }
 
 void PartFile::discard() {
+  drop_runs();
   unlink_quiet(name_ + kPartSuffix);
   drop_record();
   received_.clear();
+  written_.clear();
   durable_.clear();
   recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;

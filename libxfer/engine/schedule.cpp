@@ -160,7 +160,7 @@ void Job::Impl::reconcile(Chunk& c) {
 bool Job::Impl::activate(FileTask* f) {
   try {
     f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256,
-                                         spec.owner);
+                                         spec.owner, spec.opts.direct_io);
   } catch (const IoError& e) {
     // Not opened: a name that is not ours fails the file; otherwise the file
     // waits at the head of its chunk for the job to go on (a full disk pauses).

@@ -130,6 +130,9 @@ struct EngineOptions {
   // connection's data are waiting (SO_RCVLOWAT, never above what is still
   // due), not at every segment; 0: at every segment.
   long wake_batch_ms = 20;
+  // Files of PartFile::kDirectFrom bytes or more are written with O_DIRECT
+  // (part_file.h); false: every file through the page cache.
+  bool direct_io = true;
   long interval_ms = 5000;        // control interval: observe, tune, apply
   double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery

@@ -8,6 +8,15 @@
 // its writes in the page cache, so a resume in the same boot (same
 // /proc/sys/kernel/random/boot_id) trusts `written`; after a reboot, where
 // unsynced pages may be lost, only `synced` is trusted.
+// A file of kDirectFrom bytes or more (its size known) is written with
+// O_DIRECT where its file system allows it: the bytes are copied into
+// aligned staging buffers, one per stream of the file, and each full buffer
+// goes to disk from there. No page cache is filled (a bulk download does not
+// evict other programs' cached files), and there is no writeback left for a
+// sync to do: the page-cache write path and the writeback were half of the
+// engine's CPU on one large file (energy-floor/stop33/profile.md). What a
+// stream has staged but not written is not in the record (a kill -9 costs
+// at most one buffer per stream); checkpoint() and the commit write it.
 // The final name appears only after size (and sha256, when given) verify,
 // via fsync + renameat2(RENAME_NOREPLACE): never a half-written final file,
 // never an existing file overwritten.
@@ -20,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xfer/ranges.h"
 #include "xfer/safe_open.h"
@@ -59,6 +69,11 @@ class PartFile {
   // Below it a full disk fails at the first write, as soon: a fallocate per
   // file was 5% of the engine's CPU on a thousand 100 KB files.
   static constexpr uint64_t kReserveFrom = 1 << 20;
+  // Files of this size or more are written with O_DIRECT (see above), in
+  // blocks of kStageBytes, with at most kMaxRuns streams staged at once.
+  static constexpr uint64_t kDirectFrom = 1 << 20;
+  static constexpr size_t kStageBytes = 1 << 20;
+  static constexpr size_t kMaxRuns = 8;
   // True for names the engine writes itself (a manifest may not ask for them).
   static bool is_engine_name(const std::string& name);
 
@@ -69,8 +84,11 @@ class PartFile {
   // does not is discarded with the .part contents, and resumed_bytes() says 0.
   // Throws NameRefused when the name is not this job's to use (the file
   // fails), IoError when the destination fails (full, read-only, ...).
+  // direct: write with O_DIRECT when the size is kDirectFrom or more and the
+  // file system takes it (a file system that does not is logged, once, and
+  // the file is written through the page cache).
   PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
-           std::string sha256, FileOwner owner = {});
+           std::string sha256, FileOwner owner = {}, bool direct = false);
   ~PartFile();
   PartFile(const PartFile&) = delete;
   PartFile& operator=(const PartFile&) = delete;
@@ -80,9 +98,13 @@ class PartFile {
   // Size learned from the server for a file the manifest gave none for.
   void set_size(uint64_t size);
 
-  // Writes len bytes at offset; throws IoError (ENOSPC, EIO, ...).
+  // Writes len bytes at offset (or stages them, with O_DIRECT); throws
+  // IoError (ENOSPC, EIO, ...). After a failure, received() holds only
+  // what is on the file, and the staged bytes that were lost are missing.
   void write(uint64_t offset, const char* data, size_t len);
-  // Everything written so far (durable or not).
+  // Whether this file is written with O_DIRECT.
+  bool direct() const { return dfd_ >= 0; }
+  // Everything received so far (written or staged, durable or not).
   const RangeSet& received() const { return received_; }
   uint64_t resumed_bytes() const { return resumed_bytes_; }
   bool complete() const;
@@ -132,20 +154,38 @@ class PartFile {
   void drop_record();  // remove the record if there is one (no failing unlink a file)
 
   int create(const std::string& n, int flags);  // a new file, owned by owner_
+  void open_direct();
+  // pwrite all of it, with O_DIRECT or through the page cache; adds to written_.
+  void put(bool direct, uint64_t offset, const char* data, size_t len);
+  void stage(uint64_t offset, const char* data, size_t len);
+  void flush_run(size_t i);  // writes runs_[i] (its aligned part with O_DIRECT) and drops it
+  void flush_staged();       // every run; on a failure, forgets what was staged and throws
+  void drop_runs();
+
+  // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
+  struct Run {
+    uint64_t begin = 0;
+    size_t fill = 0;
+    char* buf = nullptr;
+  };
 
   int dir_fd_;
   FileOwner owner_;
   int fd_ = -1;
   std::string name_, url_, sha256_;
   std::optional<uint64_t> size_;
-  RangeSet received_;  // written (in the page cache at least)
+  int dfd_ = -1;        // the same file opened with O_DIRECT, or -1
+  uint64_t align_ = 0;  // its offset alignment
+  std::vector<Run> runs_;
+  RangeSet received_;  // written or staged
+  RangeSet written_;   // written (in the page cache at least, or on disk)
   RangeSet durable_;   // synced to disk
   bool unrecorded_ = false;  // received_ grew since the record was written
   bool unsynced_ = false;    // received_ grew since the last fdatasync
   bool unflushed_ = false;   // written since writeback was last started
   uint64_t resumed_bytes_ = 0;
   bool has_record_ = false;  // NAME.part.progress was found or written
-  uint64_t recorded_bytes_ = 0;  // received_.bytes() in the record
+  uint64_t recorded_bytes_ = 0;  // written_.bytes() in the record
 };
 
 // A group commit, safe off the loop: every file's data and size made durable
