@@ -1,6 +1,8 @@
 #include "xfer/part_file.h"
 
 #include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include <sys/file.h>
 
@@ -246,7 +249,16 @@ bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::
   }
 }
 
+struct PartFile::InFlight {
+  iocb cb{};
+  char* buf = nullptr;
+  uint64_t offset = 0;
+  size_t len = 0;
+};
+
 PartFile::~PartFile() {
+  wait_all();
+  if (aio_) syscall(SYS_io_destroy, aio_);
   drop_runs();  // staged bytes are in no record: a later run fetches them
   if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
@@ -352,7 +364,8 @@ void PartFile::stage(uint64_t offset, const char* data, size_t len) {
     std::memcpy(it->buf + it->fill, data, n);
     it->fill += n, data += n, len -= n;
     if (it->fill == kStageBytes) {
-      put(true, it->begin, it->buf, kStageBytes);
+      char* next = take_buffer();
+      submit(it->begin, std::exchange(it->buf, next), kStageBytes);
       it->begin += kStageBytes;
       it->fill = 0;
     }
@@ -362,24 +375,137 @@ void PartFile::stage(uint64_t offset, const char* data, size_t len) {
 void PartFile::flush_run(size_t i) {
   Run r = runs_[i];
   runs_.erase(runs_.begin() + std::ptrdiff_t(i));
+  size_t aligned = size_t(r.fill / align_ * align_);
   try {
-    size_t aligned = size_t(r.fill / align_ * align_);
-    if (aligned) put(true, r.begin, r.buf, aligned);
     if (r.fill > aligned) put(false, r.begin + aligned, r.buf + aligned, r.fill - aligned);
   } catch (...) {
     give_buffer(r.buf);
     throw;
   }
-  give_buffer(r.buf);
+  if (aligned) submit(r.begin, r.buf, aligned);
+  else give_buffer(r.buf);
 }
 
 void PartFile::flush_staged() {
   try {
     while (!runs_.empty()) flush_run(runs_.size() - 1);
+    if (!inflight_.empty()) reap(inflight_.size());
   } catch (const IoError&) {
     drop_runs();
+    wait_all();
     received_ = written_;
     throw;
+  }
+}
+
+void PartFile::submit(uint64_t offset, char* buf, size_t len) {
+  if (!aio_ && !aio_failed_ && dfd_ >= 0) {
+    aio_context_t ctx = 0;
+    if (syscall(SYS_io_setup, unsigned(kMaxInFlight), &ctx) == 0) {
+      aio_ = ctx;
+    } else {
+      aio_failed_ = true;
+      log::warn("{}: no Linux AIO context ({}); direct writes wait for the disk", name_ + kPartSuffix,
+                std::strerror(errno));
+    }
+  }
+  if (!aio_ || dfd_ < 0) {
+    try {
+      put(true, offset, buf, len);
+    } catch (...) {
+      give_buffer(buf);
+      throw;
+    }
+    give_buffer(buf);
+    return;
+  }
+  if (!inflight_.empty()) reap(inflight_.size() >= kMaxInFlight ? 1 : 0);
+  auto w = std::make_unique<InFlight>();
+  w->buf = buf, w->offset = offset, w->len = len;
+  w->cb.aio_data = reinterpret_cast<uintptr_t>(w.get());
+  w->cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+  w->cb.aio_fildes = uint32_t(dfd_);
+  w->cb.aio_buf = reinterpret_cast<uintptr_t>(buf);
+  w->cb.aio_nbytes = len;
+  w->cb.aio_offset = int64_t(offset);
+  iocb* cbs[1] = {&w->cb};
+  long rc;
+  do rc = syscall(SYS_io_submit, aio_, 1L, cbs);
+  while (rc < 0 && errno == EINTR);
+  if (rc == 1) {
+    inflight_.push_back(std::move(w));
+    return;
+  }
+  try {  // not queued (EAGAIN, EINVAL, ...): this one from here, as pwrite does it
+    put(true, offset, buf, len);
+  } catch (...) {
+    give_buffer(buf);
+    throw;
+  }
+  give_buffer(buf);
+}
+
+void PartFile::reap(size_t min) {
+  int err = 0;
+  // One look at what has finished (min 0), or waits until min have; after
+  // a failure, until none is left in flight.
+  for (bool first = true; !inflight_.empty() && (first || min > 0 || err); first = false) {
+    io_event ev[kMaxInFlight];
+    long want = err ? long(inflight_.size()) : long(std::min(min, inflight_.size()));
+    long n = syscall(SYS_io_getevents, aio_, want, long(kMaxInFlight), ev, nullptr);
+    if (n < 0 && errno == EINTR) continue;  // a look again when min is still due
+    if (n < 0) {  // cannot be reaped: leave them to wait_all
+      if (!err) err = errno;
+      break;
+    }
+    for (long k = 0; k < n; ++k) {
+      auto* w = reinterpret_cast<InFlight*>(uintptr_t(ev[k].data));
+      auto at = std::find_if(inflight_.begin(), inflight_.end(), [&](const auto& p) { return p.get() == w; });
+      if (at == inflight_.end()) continue;
+      std::unique_ptr<InFlight> done = std::move(*at);
+      inflight_.erase(at);
+      long long res = ev[k].res;
+      if (res == static_cast<long long>(done->len)) {
+        written_.add({done->offset, done->offset + done->len});
+      } else if (!err && (res >= 0 || res == -EINVAL)) {
+        // Short, or refused by the file system after all: the rest through
+        // the page cache, as put() does.
+        size_t did = res > 0 ? size_t(res) : 0;
+        if (did) written_.add({done->offset, done->offset + did});
+        if (res == -EINVAL) {
+          log::warn("{}: O_DIRECT write refused ({}); writing through the page cache", name_ + kPartSuffix,
+                    std::strerror(EINVAL));
+          if (dfd_ >= 0) ::close(dfd_);
+          dfd_ = -1;
+        }
+        try {
+          put(false, done->offset + did, done->buf + did, done->len - did);
+        } catch (const IoError& e) {
+          err = e.code().value() ? e.code().value() : EIO;
+        }
+      } else if (!err) {
+        err = res < 0 ? int(-res) : EIO;
+      }
+      give_buffer(done->buf);
+    }
+    min = n >= long(min) ? 0 : min - size_t(n);
+  }
+  if (err) throw IoError(err, "write " + name_ + kPartSuffix);
+}
+
+void PartFile::wait_all() noexcept {
+  while (!inflight_.empty()) {
+    try {
+      reap(inflight_.size());
+    } catch (const IoError& e) {
+      log::warn("{}: {}", name_ + kPartSuffix, e.what());
+    }
+    if (!inflight_.empty()) {  // io_getevents itself failed: the buffers are the kernel's until it is destroyed
+      syscall(SYS_io_destroy, aio_);
+      aio_ = 0;
+      for (auto& w : inflight_) give_buffer(w->buf);
+      inflight_.clear();
+    }
   }
 }
 
@@ -393,6 +519,15 @@ bool PartFile::complete() const {
 }
 
 void PartFile::record_written() {
+  if (!inflight_.empty()) {
+    try {
+      reap(0);  // the writes that have finished go in the record
+    } catch (const IoError&) {
+      drop_runs();
+      received_ = written_;
+      throw;
+    }
+  }
   // Start writeback of what arrived since the last call, without waiting for
   // it: the dirty pages go to disk in the background, so the periodic
   // fdatasync (and the fsync at the end) find little left to do and do not
@@ -444,6 +579,7 @@ void PartFile::write_record(bool sync) {
 }
 
 void PartFile::reset() {
+  wait_all();
   drop_runs();
   if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   received_.clear();
@@ -489,7 +625,8 @@ PartFile::CommitPlan PartFile::commit_plan() const {
 }
 
 void PartFile::release() {
-  drop_runs();  // none: check_size wrote them before the commit was planned
+  wait_all();   // none: check_size waited for them before the commit was planned
+  drop_runs();
   if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = dfd_ = -1;
@@ -583,6 +720,7 @@ void PartFile::close_for_resume() {
 }
 
 void PartFile::discard() {
+  wait_all();
   drop_runs();
   unlink_quiet(name_ + kPartSuffix);
   drop_record();

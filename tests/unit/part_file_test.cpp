@@ -317,7 +317,9 @@ TEST_F(PartFileTest, LargeFilesAreWrittenDirectFromStagingAndRecordOnlyWhatIsOnT
         ASSERT_LE(r.end, on_file.size());
         EXPECT_EQ(on_file.compare(r.begin, r.size(), body, r.begin, r.size()), 0) << r.begin << "-" << r.end;
       }
-      if (direct && fs_direct) EXPECT_LT(p.received().bytes(), size / 2);  // each stream lost what it had staged
+      if (direct && fs_direct) {
+        EXPECT_LT(p.received().bytes(), size / 2);  // each stream lost what it had staged
+      }
       // The rest, in pieces that cross the other streams' staging; a
       // checkpoint midway writes what is staged and records all of it.
       auto gaps = p.received().missing(size);
@@ -337,8 +339,11 @@ TEST_F(PartFileTest, LargeFilesAreWrittenDirectFromStagingAndRecordOnlyWhatIsOnT
       p.finish();
     }
     size_t pages = (size + 4095) / 4096, cached = cached_pages(dir / name);
-    if (direct && fs_direct) EXPECT_LT(cached, pages / 4) << "of " << pages;  // the unaligned heads and tails only
-    else EXPECT_GT(cached, pages / 2) << "of " << pages;
+    if (direct && fs_direct) {
+      EXPECT_LT(cached, pages / 4) << "of " << pages;  // the unaligned heads and tails only
+    } else {
+      EXPECT_GT(cached, pages / 2) << "of " << pages;
+    }
     EXPECT_EQ(slurp(name), body);
     EXPECT_FALSE(fs::exists(dir / (name + ".part.progress")));
   }

@@ -181,7 +181,8 @@ static double machine_busy_s() { return double(xfer::read_cpu_times().busy) / do
 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-bench: xferctl against curl, wget and aria2c on an emulated link"};
-  std::string scenario_path, out, data_root, only_dataset, hla_dir;
+  std::string scenario_path, out, data_root, hla_dir;
+  std::vector<std::string> only_datasets;
   std::string dest_fs_kind = bench::DestFs::kImage;
   std::vector<std::string> only_clients;
   bool quick = false, profile = false;
@@ -191,7 +192,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "shrink the datasets (quick_scale) and default to one repeat");
   app.add_option("--repeat", repeat, "runs per client and dataset (default 3, 1 with --quick)")->check(CLI::Range(1, 50));
   app.add_option("--data", data_root, "where datasets are generated and kept (default OUT/data)");
-  app.add_option("--dataset", only_dataset, "only the dataset of this shape");
+  app.add_option("--dataset", only_datasets, "only the datasets of this shape (repeat for several)");
   app.add_option("--client", only_clients, "only clients whose name contains this (repeat for several)");
   app.add_option("--index", index, "link subnet index (default: a free one in 100-229, from the pid)")->check(CLI::Range(1, 250));
   app.add_option("--dest-fs", dest_fs_kind,
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
   std::vector<PreparedDataset> datasets;
   try {
     for (const auto& d : sc.datasets)
-      if (only_dataset.empty() || d.shape == only_dataset) {
+      if (only_datasets.empty() || std::find(only_datasets.begin(), only_datasets.end(), d.shape) != only_datasets.end()) {
         datasets.push_back(prepare(d, quick, data_root));
         for (size_t i = 0; i + 1 < datasets.size(); ++i)
           if (datasets[i].id == datasets.back().id)  // their results would be one dataset's

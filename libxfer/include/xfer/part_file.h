@@ -11,7 +11,8 @@
 // A file of kDirectFrom bytes or more (its size known) is written with
 // O_DIRECT where its file system allows it: the bytes are copied into
 // aligned staging buffers, one per stream of the file, and each full buffer
-// goes to disk from there. No page cache is filled (a bulk download does not
+// goes to disk from there, asynchronously (Linux AIO: the loop goes on
+// receiving while the disk writes; at most kMaxInFlight buffers a file). No page cache is filled (a bulk download does not
 // evict other programs' cached files), and there is no writeback left for a
 // sync to do: the page-cache write path and the writeback were half of the
 // engine's CPU on one large file (energy-floor/stop33/profile.md). What a
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <sys/types.h>
 
 #include <optional>
@@ -74,6 +76,7 @@ class PartFile {
   static constexpr uint64_t kDirectFrom = 1 << 20;
   static constexpr size_t kStageBytes = 1 << 20;
   static constexpr size_t kMaxRuns = 8;
+  static constexpr size_t kMaxInFlight = 4;
   // True for names the engine writes itself (a manifest may not ask for them).
   static bool is_engine_name(const std::string& name);
 
@@ -161,6 +164,18 @@ class PartFile {
   void flush_run(size_t i);  // writes runs_[i] (its aligned part with O_DIRECT) and drops it
   void flush_staged();       // every run; on a failure, forgets what was staged and throws
   void drop_runs();
+  // Hands a full (aligned) buffer to the disk: an AIO write, or a pwrite
+  // where AIO is not to be had. Takes buf.
+  void submit(uint64_t offset, char* buf, size_t len);
+  // Takes the finished AIO writes (at least min of them) into written_.
+  // A failed one: waits for the rest, then throws IoError.
+  void reap(size_t min);
+  void wait_all() noexcept;  // every write in flight done (errors: the bytes stay unwritten)
+
+  struct InFlight;
+  std::vector<std::unique_ptr<InFlight>> inflight_;
+  uint64_t aio_ = 0;         // the file's AIO context (aio_context_t), 0: none yet
+  bool aio_failed_ = false;  // io_setup refused: pwrite from the loop
 
   // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
   struct Run {
