@@ -12,7 +12,8 @@
 // O_DIRECT where its file system allows it: the bytes are copied into
 // aligned staging buffers, one per stream of the file, and each full buffer
 // goes to disk from there, asynchronously (Linux AIO: the loop goes on
-// receiving while the disk writes; at most kMaxInFlight buffers a file). No page cache is filled (a bulk download does not
+// receiving while the disk writes; at most kMaxInFlight buffers a file, one
+// AIO context for all files of a thread). No page cache is filled (a bulk download does not
 // evict other programs' cached files), and there is no writeback left for a
 // sync to do: the page-cache write path and the writeback were half of the
 // engine's CPU on one large file (energy-floor/stop33/profile.md). What a
@@ -77,6 +78,9 @@ class PartFile {
   static constexpr size_t kStageBytes = 1 << 20;
   static constexpr size_t kMaxRuns = 8;
   static constexpr size_t kMaxInFlight = 4;
+  // Direct writes land inside the reserved size: an AIO write that extends
+  // a file is done synchronously by ext4, one within it is not.
+  static_assert(kDirectFrom >= kReserveFrom);
   // True for names the engine writes itself (a manifest may not ask for them).
   static bool is_engine_name(const std::string& name);
 
@@ -167,15 +171,19 @@ class PartFile {
   // Hands a full (aligned) buffer to the disk: an AIO write, or a pwrite
   // where AIO is not to be had. Takes buf.
   void submit(uint64_t offset, char* buf, size_t len);
-  // Takes the finished AIO writes (at least min of them) into written_.
-  // A failed one: waits for the rest, then throws IoError.
-  void reap(size_t min);
-  void wait_all() noexcept;  // every write in flight done (errors: the bytes stay unwritten)
-
+  // Takes this file's finished AIO writes into written_; wait: until none is
+  // in flight. Throws IoError for a write that failed (once none is in flight).
+  void settle(bool wait);
+  void settle_one();  // one of the thread's writes finished (throws IoError when it cannot wait)
+  void wait_all() noexcept;  // none in flight (a failure: its bytes stay unwritten)
   struct InFlight;
+  struct Aio;
+  // A finished AIO write of this file (from whichever file's settle reaped it).
+  void on_written(InFlight* w, long long res);
+
   std::vector<std::unique_ptr<InFlight>> inflight_;
-  uint64_t aio_ = 0;         // the file's AIO context (aio_context_t), 0: none yet
-  bool aio_failed_ = false;  // io_setup refused: pwrite from the loop
+  Aio* aio_ = nullptr;  // the thread's AIO context this file's writes went to
+  int write_err_ = 0;   // a failed AIO write, thrown by the next settle
 
   // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
   struct Run {
