@@ -391,6 +391,7 @@ void PartFile::put(bool direct, uint64_t offset, const char* data, size_t len) {
     if (n < 0) throw IoError(errno, "write " + name_ + kPartSuffix);
     if (fd == dfd_ && n % static_cast<ssize_t>(align_) != 0) direct = false;  // a short odd write: the rest buffered
     if (fd == fd_) unflushed_ = true;
+    else direct_bytes_ += uint64_t(n);
     done += static_cast<size_t>(n);
   }
   written_.add({offset, offset + len});
@@ -523,6 +524,7 @@ void PartFile::on_written(InFlight* w, long long res) {
   inflight_.erase(at);
   if (res == static_cast<long long>(done->len)) {
     written_.add({done->offset, done->offset + done->len});
+    direct_bytes_ += done->len;
   } else if (!write_err_ && (res >= 0 || res == -EINVAL)) {
     // Short, or refused by the file system after all: the rest through the
     // page cache, as put() does.
@@ -635,6 +637,7 @@ void PartFile::reset() {
   if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   received_.clear();
   written_.clear();
+  direct_bytes_ = 0;
   durable_.clear();
   recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;
@@ -672,7 +675,8 @@ void PartFile::verify_sha256(const std::string& got) {
 }
 
 PartFile::CommitPlan PartFile::commit_plan() const {
-  return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, has_record_ ? name_ + kProgressSuffix : std::string()};
+  return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, has_record_ ? name_ + kProgressSuffix : std::string(),
+          direct_bytes_};
 }
 
 void PartFile::release() {
@@ -710,7 +714,7 @@ bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans) {
     if (fstat(p.fd, &st) != 0) return false;
     if (&p != &plans.front() && st.st_dev != dev) return false;
     dev = st.st_dev;
-    bytes += uint64_t(st.st_size);
+    bytes += uint64_t(st.st_size) - std::min<uint64_t>(uint64_t(st.st_size), p.direct_bytes);
   }
   return dirty_bytes() <= 2 * bytes + kSyncfsSlackBytes;
 }
@@ -777,6 +781,7 @@ void PartFile::discard() {
   drop_record();
   received_.clear();
   written_.clear();
+  direct_bytes_ = 0;
   durable_.clear();
   recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;

@@ -141,6 +141,7 @@ class PartFile {
     int fd = -1;  // a descriptor of its own (commit_files closes it)
     int dir_fd = -1;
     std::string part, final_name, record;
+    uint64_t direct_bytes = 0;  // of its bytes, written with O_DIRECT (none of them dirty in the page cache)
   };
   CommitPlan commit_plan() const;
   void release();  // close the descriptor only: the file is committed, or a commit in flight owns it
@@ -184,6 +185,7 @@ class PartFile {
   std::vector<std::unique_ptr<InFlight>> inflight_;
   Aio* aio_ = nullptr;  // the thread's AIO context this file's writes went to
   int write_err_ = 0;   // a failed AIO write, thrown by the next settle
+  uint64_t direct_bytes_ = 0;  // written with O_DIRECT
 
   // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
   struct Run {
@@ -222,8 +224,9 @@ std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans
 
 // Whether a batch is made durable by one syncfs of its file system instead
 // of an fdatasync per file: at least kSyncfsMinFiles files, all on one file
-// system, and no more dirty data on the whole machine than twice the batch's
-// size plus kSyncfsSlackBytes (so the sync writes little that is not the
+// system, and no more dirty data on the whole machine than twice what the
+// batch may have in the page cache (its size less what went with O_DIRECT)
+// plus kSyncfsSlackBytes (so the sync writes little that is not the
 // batch's). On ext4 an fdatasync per file writes each file back from the
 // caller and waits for a journal commit per call; syncfs writes them back
 // together and commits once. Measured on wan-tls html (1000 files of ~100 KB,
