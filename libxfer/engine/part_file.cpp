@@ -57,15 +57,27 @@ RangeSet parse_ranges(std::string_view text) {
 // few MB would otherwise map and unmap one per stream).
 constexpr size_t kMemAlign = 4096;  // at least any file system's dio_mem_align here
 constexpr size_t kKeptBuffers = 16;
-std::mutex pool_mu;
-std::vector<char*> pool;
+
+struct BufferPool {
+  std::mutex mu;
+  std::vector<char*> kept;
+  ~BufferPool() {
+    for (char* b : kept) std::free(b);
+  }
+};
+
+BufferPool& buffer_pool() {
+  static BufferPool pool;
+  return pool;
+}
 
 char* take_buffer() {
+  BufferPool& pool = buffer_pool();
   {
-    std::lock_guard lock(pool_mu);
-    if (!pool.empty()) {
-      char* b = pool.back();
-      pool.pop_back();
+    std::lock_guard lock(pool.mu);
+    if (!pool.kept.empty()) {
+      char* b = pool.kept.back();
+      pool.kept.pop_back();
       return b;
     }
   }
@@ -75,8 +87,9 @@ char* take_buffer() {
 }
 
 void give_buffer(char* b) {
-  std::lock_guard lock(pool_mu);
-  if (pool.size() < kKeptBuffers) pool.push_back(b);
+  BufferPool& pool = buffer_pool();
+  std::lock_guard lock(pool.mu);
+  if (pool.kept.size() < kKeptBuffers) pool.kept.push_back(b);
   else std::free(b);
 }
 
