@@ -13,12 +13,14 @@
 // aligned staging buffers, one per stream of the file, and each full buffer
 // goes to disk from there, asynchronously (Linux AIO: the loop goes on
 // receiving while the disk writes; at most kMaxInFlight buffers a file, one
-// AIO context for all files of a thread). No page cache is filled (a bulk download does not
-// evict other programs' cached files), and there is no writeback left for a
-// sync to do: the page-cache write path and the writeback were half of the
-// engine's CPU on one large file (energy-floor/stop33/profile.md). What a
-// stream has staged but not written is not in the record (a kill -9 costs
-// at most one buffer per stream); checkpoint() and the commit write it.
+// AIO context for all files of a thread). No page cache is filled (a bulk
+// download does not evict other programs' cached files), and there is no
+// writeback left for a sync to do: the page-cache write path and the
+// writeback were half of the engine's CPU on one large file
+// (energy-floor/stop33/profile.md). `written` holds only what a finished
+// write put on the file: a kill -9 costs what was staged (at most one
+// buffer a stream) and what was in flight (at most kMaxInFlight buffers a
+// file). checkpoint() and the commit write and wait for all of it.
 // The final name appears only after size (and sha256, when given) verify,
 // via fsync + renameat2(RENAME_NOREPLACE): never a half-written final file,
 // never an existing file overwritten.
