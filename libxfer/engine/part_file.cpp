@@ -264,7 +264,7 @@ bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::
 
 struct PartFile::InFlight {
   iocb cb{};
-  PartFile* owner = nullptr;  // nullptr: its file gave up waiting (never freed then)
+  PartFile* owner = nullptr;  // nullptr: its file gave up waiting (Aio::orphans frees it once reaped, or at exit)
   char* buf = nullptr;
   uint64_t offset = 0;
   size_t len = 0;
@@ -375,8 +375,7 @@ void PartFile::write(uint64_t offset, const char* data, size_t len) {
     try {
       stage(offset, data, len);
     } catch (const IoError&) {
-      drop_runs();
-      received_ = written_;
+      forget_unwritten();
       throw;
     }
   } else {
@@ -393,12 +392,7 @@ void PartFile::put(bool direct, uint64_t offset, const char* data, size_t len) {
     ssize_t n = pwrite(fd, data + done, len - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EINVAL && fd == dfd_) {
-      // The file system refused the direct write after all: the rest of this
-      // file goes through the page cache, and the log says so.
-      log::warn("{}: O_DIRECT write refused ({}); writing through the page cache", name_ + kPartSuffix,
-                std::strerror(errno));
-      ::close(dfd_);
-      dfd_ = -1;
+      stop_direct();
       continue;
     }
     if (n < 0) throw IoError(errno, "write " + name_ + kPartSuffix);
@@ -408,6 +402,25 @@ void PartFile::put(bool direct, uint64_t offset, const char* data, size_t len) {
     done += static_cast<size_t>(n);
   }
   written_.add({offset, offset + len});
+}
+
+// The file system refused a direct write after all: the rest of this file
+// goes through the page cache, and the log says so. (Writes in flight hold
+// their own reference to the file.)
+void PartFile::stop_direct() {
+  log::warn("{}: O_DIRECT write refused ({}); writing through the page cache", name_ + kPartSuffix,
+            std::strerror(EINVAL));
+  ::close(dfd_);
+  dfd_ = -1;
+}
+
+// After a failed write: what is on the file is all this file has received
+// (the staged bytes are dropped, the writes in flight waited for), so the
+// lost bytes count as missing and are fetched again.
+void PartFile::forget_unwritten() {
+  drop_runs();
+  wait_all();
+  received_ = written_;
 }
 
 // The bytes before the next aligned offset go through the page cache; from
@@ -458,9 +471,7 @@ void PartFile::flush_staged() {
     while (!runs_.empty()) flush_run(runs_.size() - 1);
     settle(true);
   } catch (const IoError&) {
-    drop_runs();
-    wait_all();
-    received_ = written_;
+    forget_unwritten();
     throw;
   }
 }
@@ -516,18 +527,10 @@ void PartFile::settle_one() {
 }
 
 void PartFile::settle(bool wait) {
-  if (!inflight_.empty()) {
-    if (wait || write_err_) {
-      while (!inflight_.empty()) settle_one();
-    } else if (!aio_->reap(0)) {
-      settle_one();
-    }
-  }
-  if (write_err_) {
-    int err = std::exchange(write_err_, 0);
+  if (!inflight_.empty() && !wait && !write_err_ && !aio_->reap(0)) settle_one();
+  if (wait || write_err_)  // a failure: no write of this file left in flight before it is reported
     while (!inflight_.empty()) settle_one();
-    throw IoError(err, "write " + name_ + kPartSuffix);
-  }
+  if (write_err_) throw IoError(std::exchange(write_err_, 0), "write " + name_ + kPartSuffix);
 }
 
 void PartFile::on_written(InFlight* w, long long res) {
@@ -543,12 +546,7 @@ void PartFile::on_written(InFlight* w, long long res) {
     // page cache, as put() does.
     size_t did = res > 0 ? size_t(res) : 0;
     if (did) written_.add({done->offset, done->offset + did});
-    if (res == -EINVAL && dfd_ >= 0) {
-      log::warn("{}: O_DIRECT write refused ({}); writing through the page cache", name_ + kPartSuffix,
-                std::strerror(EINVAL));
-      ::close(dfd_);
-      dfd_ = -1;
-    }
+    if (res == -EINVAL && dfd_ >= 0) stop_direct();
     try {
       put(false, done->offset + did, done->buf + did, done->len - did);
     } catch (const IoError& e) {
@@ -589,8 +587,7 @@ void PartFile::record_written() {
     try {
       settle(false);  // the writes that have finished go in the record
     } catch (const IoError&) {
-      drop_runs();
-      received_ = written_;
+      forget_unwritten();
       throw;
     }
   }

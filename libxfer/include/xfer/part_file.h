@@ -171,6 +171,8 @@ class PartFile {
   void flush_run(size_t i);  // writes runs_[i] (its aligned part with O_DIRECT) and drops it
   void flush_staged();       // every run; on a failure, forgets what was staged and throws
   void drop_runs();
+  void forget_unwritten();  // after a failed write: received() is what is on the file
+  void stop_direct();       // a direct write refused: the page cache from here
   // Hands a full (aligned) buffer to the disk: an AIO write, or a pwrite
   // where AIO is not to be had. Takes buf.
   void submit(uint64_t offset, char* buf, size_t len);
