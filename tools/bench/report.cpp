@@ -119,8 +119,8 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
       ++s.verified_runs;
       thr.push_back(r->throughput_mbps), wall.push_back(r->wall_s), ccpu.push_back(r->client_cpu_s);
       scpu.push_back(r->server_cpu_s), cj.push_back(r->client_j), jpg.push_back(r->j_per_gb);
-      if (!std::isnan(r->end_j_per_gb)) ejpg.push_back(r->end_j_per_gb);
-      if (!std::isnan(r->disk_s)) disk.push_back(r->disk_s);
+      push_kept(ejpg, r->end_j_per_gb);
+      push_kept(disk, r->disk_s);
       push_kept(cpg, cpu_per_gb(*r));
       push_kept(dcpg, cpu_per_gb(*r, r->writeback_cpu_s));
       push_kept(kcpg, cpu_per_gb(*r, r->kthread_cpu_s));
@@ -288,14 +288,14 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
       for (const RunRow* r : c.runs) {
         m.kind = r->kind, m.goal = r->goal;
         m.thr.push_back(r->throughput_mbps), m.jpg.push_back(r->j_per_gb), m.files = r->files;
-        if (!std::isnan(r->end_j_per_gb)) m.ejpg.push_back(r->end_j_per_gb);
+        push_kept(m.ejpg, r->end_j_per_gb);
         push_kept(m.cpg, cpu_per_gb(*r));
         push_kept(m.dcpg, cpu_per_gb(*r, r->writeback_cpu_s));
         push_kept(m.kcpg, cpu_per_gb(*r, r->kthread_cpu_s));
-        if (!std::isnan(r->chosen)) m.chosen.push_back(r->chosen);
-        if (!std::isnan(r->target_mbps)) m.target.push_back(r->target_mbps);
-        if (!std::isnan(r->controlled_mbps)) m.ctl.push_back(r->controlled_mbps);
-        if (!std::isnan(r->steady_mbps)) m.steady.push_back(r->steady_mbps);
+        push_kept(m.chosen, r->chosen);
+        push_kept(m.target, r->target_mbps);
+        push_kept(m.ctl, r->controlled_mbps);
+        push_kept(m.steady, r->steady_mbps);
       }
     }
     double best_thr = 0, min_jpg = 0, min_cpg = 0, min_end = 0;
