@@ -50,8 +50,8 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
   }
   running_ = true;
   settling_ = true;  // the first interval is the set-up
-  arm();
   Params first = tuner_->init(i);
+  arm();
   apply_kernel(first);
   current_ = first;
   return first;  // the Job applies the application layer
@@ -74,8 +74,15 @@ void ControlLoop::leave_machine() {
   left_ = true;
 }
 
+uint64_t ControlLoop::next_tick_usec() const {
+  uint64_t interval = uint64_t(job_.options().interval_ms) * 1000;
+  std::optional<double> look = tuner_->next_look_s();
+  if (!look) return interval;
+  return std::clamp<uint64_t>(uint64_t(std::max(0.0, *look) * 1e6), std::min<uint64_t>(100000, interval), interval);
+}
+
 void ControlLoop::arm() {
-  uint64_t usec = uint64_t(job_.options().interval_ms) * 1000;
+  uint64_t usec = next_tick_usec();
   if (!tick_) {
     sd_event_add_time_relative(
         eng_.loop(), &tick_, CLOCK_MONOTONIC, usec, 1000,
@@ -83,7 +90,7 @@ void ControlLoop::arm() {
           auto* self = static_cast<ControlLoop*>(ud);
           self->tick();
           if (self->running_) {
-            sd_event_source_set_time_relative(s, uint64_t(self->job_.options().interval_ms) * 1000);
+            sd_event_source_set_time_relative(s, self->next_tick_usec());
             sd_event_source_set_enabled(s, SD_EVENT_ON);
           }
           return 0;

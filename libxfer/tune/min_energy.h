@@ -16,6 +16,7 @@ class MinEnergyTuner : public Tuner {
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
+  std::optional<double> next_look_s() const override;
   nlohmann::json summary() const override;
 
   // Line 10: cc = min(ceil(BDP / avg), ceil((avail + 1) / 2)), at least 1.
@@ -34,12 +35,25 @@ class MinEnergyTuner : public Tuner {
   static constexpr double kFillShare = 0.9;
   static constexpr int kMaxStreamsFactor = 8;
   static constexpr double kKeepGain = 1.2;
+  // Quick looks while the probe is open, from the path's RTT: a settle look
+  // once slow start is over (kSettleRtts RTTs plus kSettleFloorS, for the
+  // handshakes and the first request), then kMeasureRtts RTTs (at least
+  // kMeasureFloorS) of the new state, each at most kLookCapS.
+  static constexpr double kSettleRtts = 12, kSettleFloorS = 0.3;
+  static constexpr double kMeasureRtts = 10, kMeasureFloorS = 1.0;
+  static constexpr double kLookCapS = 3.0;
 
  private:
   std::optional<Params> try_more_streams(const Observation& obs);
 
   enum class Probe { Untried, Trying, Done };
   Probe probe_ = Probe::Untried;
+  // The look asked for next: one interval, or a quick settle / measure look
+  // (quick looks only when the path's RTT is known and a Large chunk may be probed).
+  enum class Look { Interval, Settle, Measure };
+  Look look_ = Look::Interval;
+  bool quick_ = false;
+  double settle_s_ = 0, measure_s_ = 0;
   size_t probe_chunk_ = 0;
   int probe_from_p_ = 1;
   double probe_from_bps_ = 0;

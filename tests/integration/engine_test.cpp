@@ -94,6 +94,26 @@ TEST_F(EngineTest, DefaultPolicyMinEnergyCompletes) {
   expect_identical(*data, dest);
 }
 
+// A tuner that asks for its next observation sooner gets it: min-energy's
+// loss probe on a Large file looks once slow start is over and again after a
+// short measuring span, not at the 5-s interval (Tuner::next_look_s).
+TEST_F(EngineTest, ControlLoopLooksSoonerWhenTheTunerAsks) {
+  set_link_rate(300);  // the ~111 MB video: about 3 s
+  Dataset one = subset("video");
+  ASSERT_EQ(one.files.size(), 1u);
+  xfer::EngineOptions o = opts(5000);
+  o.bandwidth_mbps = 300;
+  std::vector<double> spans;
+  auto r = run_job(one.manifest(nginx->url(false, "/")), dest, "min-energy", {}, o,
+                   [&](xfer::ControlLoop&, const xfer::IntervalRecord& e) { spans.push_back(e.obs.interval_s); });
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  expect_identical(one, dest);
+  ASSERT_GE(spans.size(), 2u) << "the job ended before its second look";
+  EXPECT_LT(spans[0], 2.0) << "the settling look (0.3 s on loopback) came at the interval";
+  EXPECT_GT(spans[1], 0.5);
+  EXPECT_LT(spans[1], 3.0) << "the measuring look (1 s) came at the interval";
+}
+
 // p = 4: one file, four byte ranges, four TCP connections at once.
 TEST_F(EngineTest, ParallelismFourOpensFourConnectionsForOneFile) {
   set_link_rate(100);

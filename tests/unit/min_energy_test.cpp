@@ -145,6 +145,54 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
   EXPECT_FALSE(shared.decide(o).has_value());  // 150 of the 200 left
 }
 
+// Where the RTT is known, the probe does not wait for whole intervals: a
+// settling look after slow start (it decides nothing), a measuring look that
+// decides, and the same two looks to judge the change; then one interval at
+// a time. The kernel layer waits while the probe is being judged.
+TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
+  xfer::JobInfo info = one_large_chunk();
+  info.rtt_s = 0.08;
+  MinEnergyTuner t({.kernel = false});
+  ASSERT_EQ(t.init(info).chunks[0].p, 1);
+  ASSERT_TRUE(t.next_look_s().has_value());
+  EXPECT_NEAR(*t.next_look_s(), 12 * 0.08 + 0.3, 1e-9);              // the settling look
+  EXPECT_FALSE(t.decide(large_interval(150, 300, true)).has_value());  // slow start: nothing decided
+  ASSERT_TRUE(t.next_look_s().has_value());
+  EXPECT_NEAR(*t.next_look_s(), 1.0, 1e-9);  // 10 RTTs = 0.8 s, at least 1 s
+  auto more = t.decide(large_interval(203, 263));
+  ASSERT_TRUE(more.has_value());
+  EXPECT_EQ(more->chunks[0].p, 3);
+  EXPECT_NEAR(t.next_look_s().value_or(0), 12 * 0.08 + 0.3, 1e-9);  // the change settles
+  EXPECT_FALSE(t.decide(large_interval(300, 200, true)).has_value());
+  EXPECT_NEAR(t.next_look_s().value_or(0), 1.0, 1e-9);
+  EXPECT_FALSE(t.decide(large_interval(400, 150)).has_value());  // kept
+  EXPECT_FALSE(t.next_look_s().has_value());                     // whole intervals from now on
+
+  // A clean, fast stream: two quick looks, then whole intervals.
+  MinEnergyTuner fast({.kernel = false});
+  fast.init(info);
+  EXPECT_FALSE(fast.decide(large_interval(300, 0, true)).has_value());
+  EXPECT_FALSE(fast.decide(large_interval(455, 0)).has_value());
+  EXPECT_FALSE(fast.next_look_s().has_value());
+
+  // No RTT, no Large chunk, or no link rate: no quick looks.
+  EXPECT_FALSE([] {
+    MinEnergyTuner u;
+    u.init(one_large_chunk());
+    return u.next_look_s();
+  }().has_value());
+  xfer::JobInfo small = info;
+  small.chunks = {xfer::ChunkPlan{xfer::ChunkKind::Small, {0}, 100'000}};
+  MinEnergyTuner s;
+  s.init(small);
+  EXPECT_FALSE(s.next_look_s().has_value());
+  xfer::JobInfo no_rate = info;
+  no_rate.bandwidth_bps = 0;
+  MinEnergyTuner n;
+  n.init(no_rate);
+  EXPECT_FALSE(n.next_look_s().has_value());
+}
+
 TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
   EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
   auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});

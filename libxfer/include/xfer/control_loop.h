@@ -44,7 +44,9 @@ struct LoopParts {
   uint32_t id = 1;                // the job's id in the flow monitor and the machine
 };
 // The interval and the link capacity (for the external load) are the job's
-// own options (EngineOptions::interval_ms, bandwidth_mbps).
+// own options (EngineOptions::interval_ms, bandwidth_mbps). A tuner may ask
+// for its next observation sooner (Tuner::next_look_s); every figure of an
+// observation is per its own interval_s.
 
 class ControlLoop : public JobController {
  public:
@@ -81,6 +83,7 @@ class ControlLoop : public JobController {
   void apply_kernel(const Params& p);
   void leave_machine();
   void arm();
+  uint64_t next_tick_usec() const;  // one interval, or sooner when the tuner asks (Tuner::next_look_s)
 
   Engine& eng_;
   Job& job_;

@@ -113,6 +113,10 @@ class Tuner {
   virtual Params init(const JobInfo& info) = 0;
   // Called every interval; nullopt keeps the current params.
   virtual std::optional<Params> decide(const Observation& obs) = 0;
+  // When the tuner wants its next observation sooner than one interval
+  // (seconds; nullopt: at the interval). Asked after init and after every
+  // decide; the loop keeps it between 0.1 s and the interval.
+  virtual std::optional<double> next_look_s() const { return std::nullopt; }
   virtual nlohmann::json summary() const { return nlohmann::json::object(); }
 };
 
