@@ -130,7 +130,11 @@ IntervalRecord ControlLoop::observe() {
   o.throughput_bps = double(o.bytes_interval) * 8 / dt;
   o.bytes_done = p.bytes_done;
   o.bytes_total = p.bytes_total;
-  o.near_end = p.bytes_total > p.bytes_done && p.bytes_total - p.bytes_done < 2 * o.bytes_interval;
+  // Two control intervals, whatever this observation's own span (a tuner's
+  // quick look is shorter).
+  const double interval_s = double(job_.options().interval_ms) / 1e3;
+  o.near_end = p.bytes_total > p.bytes_done &&
+               double(p.bytes_total - p.bytes_done) < 2 * interval_s * double(o.bytes_interval) / dt;
   o.params = current_;
   o.settling = settling_;
   settling_ = false;

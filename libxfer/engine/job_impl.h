@@ -202,6 +202,7 @@ struct Job::Impl : RequestOwner {
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
   uint64_t piece_bytes() const;  // largest range one request asks for (0: no limit)
   uint64_t split_min_bytes() const;
+  uint64_t split_min_bytes(const Request& r, uint64_t now) const;  // for this request (its rate)
   std::optional<Piece> split_inflight(Channel& ch);
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);

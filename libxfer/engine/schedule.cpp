@@ -231,14 +231,31 @@ uint64_t Job::Impl::split_min_bytes() const {
                             static_cast<uint64_t>(spec.opts.split_bdp_multiple * double(info.bdp_bytes)));
 }
 
+// A slow request's threshold is lower: a stream that would need more than
+// split_seconds for the half is one the link is not waiting for (a loss-bound
+// stream, a server's per-connection cap), and a second connection there adds
+// its own rate rather than sharing one. A stream that fills the link fetches
+// more than 8 BDP a second, so the byte rule stands for it. Measured on
+// xfer-linkemu's lossy-wan (500 Mbit/s, 80 ms, 0.02% loss), 2 x 222 MB at
+// p=3: each stream moved ~17 MB/s, and the byte rule (halves of 42 MB) left
+// the last 80 MB of a file to one stream for up to 4.5 s. Not under a rate
+// cap: there each request's share of the cap is fixed when it starts.
+uint64_t Job::Impl::split_min_bytes(const Request& r, uint64_t now) const {
+  uint64_t least = split_min_bytes();
+  const double ran_s = r.started_us && now > r.started_us ? double(now - r.started_us) / 1e6 : 0;
+  if (current.rate_cap_bps > 0 || spec.opts.split_seconds <= 0 || ran_s < 1.0) return least;
+  const double rate = double(r.pos - r.req_begin) / ran_s;
+  return std::min(least, std::max<uint64_t>(spec.opts.split_min_bytes, uint64_t(rate * spec.opts.split_seconds)));
+}
+
 // An idle connection of the channel (p raised, or a sibling that finished
 // first) with nothing queued for it: the request of the channel with the
 // longest remainder ends half-way, and the back half is this connection's.
 // The shortened request stops at its new end (write_cb), which on HTTP/1.1
 // closes its connection (the server would send the rest); on HTTP/2 it
-// resets the stream. Worth it only for a remainder of several BDPs: the
-// bytes already in flight past the cut are discarded, and the new
-// connection starts cold.
+// resets the stream. Worth it only for a remainder of several BDPs, or of
+// more than two seconds of a slow stream (above): the bytes already in
+// flight past the cut are discarded, and the new connection starts cold.
 std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
   Request* best = nullptr;
   for (auto& s : ch.connections)
@@ -247,7 +264,7 @@ std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
           r->file->state == FileTask::State::Active && r->end > r->pos &&
           (!best || r->end - r->pos > best->end - best->pos))
         best = r;
-  if (!best || best->end - best->pos < 2 * split_min_bytes()) return std::nullopt;
+  if (!best || best->end - best->pos < 2 * split_min_bytes(*best, eng.now_us())) return std::nullopt;
   uint64_t mid = best->pos + (best->end - best->pos) / 2;
   Piece back{best->file, {mid, best->end}, best->file->gen, true, 0};
   log::debug("{}: bytes {}-{} go to an idle connection (split from a request at {})", best->file->entry->name, mid,
@@ -309,6 +326,7 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   Request* r = new_request(RequestKind::Get, f, s.multi, s.http1);
   r->conn = &s;
   r->req_begin = r->pos = p.r.begin;
+  r->started_us = eng.now_us();
   r->end = p.r.end;
   r->end_known = p.end_known;
   r->ranged = p.end_known && f->ranges_ok && !(p.r.begin == 0 && f->size && p.r.end == *f->size);

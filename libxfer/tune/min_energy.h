@@ -30,9 +30,10 @@ class MinEnergyTuner : public Tuner {
   // of the link the rest of the job leaves it, with losses seen, p grows once
   // to fill kFillShare of that at the measured rate per stream (2x to
   // kMaxStreamsFactor x); kept only if the chunk's throughput then rises by
-  // kKeepGain.
+  // kKeepGain. All of the room: the job's end-system energy is mostly the
+  // idle draw over its wall time, and a loss-bound stream adds its own rate.
   static constexpr double kLossBoundShare = 0.6;
-  static constexpr double kFillShare = 0.9;
+  static constexpr double kFillShare = 1.0;
   static constexpr int kMaxStreamsFactor = 8;
   static constexpr double kKeepGain = 1.2;
   // Quick looks while the probe is open, from the path's RTT: a settle look

@@ -182,6 +182,36 @@ TEST_F(EngineTest, OneRequestPerFileAtP1AndARaisedPSplitsTheRequestInFlight) {
   EXPECT_GE(conns.size(), 3u) << "raised at " << raised_at << " s";
 }
 
+// A slow stream (here nginx's /slow/, 4 MB/s per connection) gives the back
+// half of its request to an idle connection once the half is a second of its
+// own rate, where the byte rule alone (8 BDP of a configured 100 ms at 1
+// Gbit/s: halves of 100 MB) would leave the ~111 MB video to one stream.
+TEST_F(EngineTest, ASlowStreamSplitsSoonerThanTheByteRule) {
+  Dataset one = subset("video");
+  ASSERT_EQ(one.files.size(), 1u);
+  xfer::EngineOptions o = opts(1500);
+  o.rtt_ms = 100;
+  o.split_min_bytes = 1 << 20;
+  ASSERT_GT(2 * o.split_bdp_multiple * 1e9 / 8 * 0.1, double(one.bytes)) << "the byte rule would split";
+  bool raised = false;
+  auto r = run_job(one.manifest(nginx->url(false, "/slow/")), dest, "static", {1, 1, 1}, o,
+                   [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
+                     if (raised) return;
+                     xfer::Params p = e.obs.params;
+                     for (auto& c : p.chunks) c.p = 4;
+                     p.reason = "test: raise p";
+                     raised = true;
+                     control.apply(p);
+                   });
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  ASSERT_TRUE(raised);
+  expect_identical(one, dest);
+  EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
+  std::set<long> conns;
+  for (const auto& l : gets("video")) conns.insert(l.conn);
+  EXPECT_GE(conns.size(), 4u) << "the raised p found no request to split";
+}
+
 // pp = 4 over h2c: four requests outstanding on one connection.
 TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
   set_link_rate(100);

@@ -114,7 +114,7 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
   ASSERT_EQ(kept.init(one_large_chunk()).chunks[0].p, 1);
   auto more = kept.decide(large_interval(203, 263, true));  // the first interval settles, but is measured
   ASSERT_TRUE(more.has_value());
-  EXPECT_EQ(more->chunks[0].p, 3);  // ceil(0.9 x 500 / 203) streams fill the link at 203 each
+  EXPECT_EQ(more->chunks[0].p, 3);  // ceil(500 / 203) streams fill the link at 203 each
   EXPECT_NE(more->reason.find("p 1 -> 3"), std::string::npos) << more->reason;
   EXPECT_FALSE(kept.decide(large_interval(300, 200, true)).has_value());  // the change's own interval
   EXPECT_FALSE(kept.decide(large_interval(380, 150)).has_value());        // 1.87x: kept

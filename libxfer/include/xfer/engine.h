@@ -120,6 +120,11 @@ struct EngineOptions {
   // is more; under a rate cap, no request asks for less either.
   uint64_t split_min_bytes = 8 * 1024 * 1024;
   double split_bdp_multiple = 8;
+  // ...or, for a request that has run a second or more, what it fetches in
+  // this many seconds at its own rate, when that is less (but never under
+  // split_min_bytes): a slow stream (loss-bound, or capped by its server)
+  // gives its back half away sooner. 0: the byte rule alone.
+  double split_seconds = 1.0;
   int max_retries = 6;                    // consecutive failures without progress, per file
   long connect_timeout_ms = 15000;
   long stall_timeout_s = 30;      // a request that moves no byte this long is retried

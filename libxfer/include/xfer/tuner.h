@@ -75,7 +75,7 @@ struct Observation {
   std::optional<double> energy(EnergyKind k) const { return k == EnergyKind::Dynamic ? dynamic_joules : joules; }
   std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
   std::optional<long> freq_khz;    // the frequency set, when the job controls it
-  bool near_end = false;  // what is left would take under two intervals at this rate
+  bool near_end = false;  // what is left would take under two control intervals at this rate
   // The interval began with new cc / p / pp (or is the job's first): it holds
   // the change itself, connections opening or draining and slow start, so it
   // measures the change, not the params. (A rate cap or the kernel layer
