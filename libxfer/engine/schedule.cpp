@@ -257,14 +257,18 @@ uint64_t Job::Impl::split_min_bytes(const Request& r, uint64_t now) const {
 // more than two seconds of a slow stream (above): the bytes already in
 // flight past the cut are discarded, and the new connection starts cold.
 std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
+  // The longest remainder among the requests worth splitting (each by its own
+  // threshold: a back half just handed out has no rate yet, while the front
+  // half it came from may still qualify).
+  const uint64_t now = eng.now_us();
   Request* best = nullptr;
   for (auto& s : ch.connections)
     for (Request* r : s->inflight)
       if (r->kind == RequestKind::Get && r->end_known && r->file->ranges_ok && r->file->size &&
           r->file->state == FileTask::State::Active && r->end > r->pos &&
-          (!best || r->end - r->pos > best->end - best->pos))
+          r->end - r->pos >= 2 * split_min_bytes(*r, now) && (!best || r->end - r->pos > best->end - best->pos))
         best = r;
-  if (!best || best->end - best->pos < 2 * split_min_bytes(*best, eng.now_us())) return std::nullopt;
+  if (!best) return std::nullopt;
   uint64_t mid = best->pos + (best->end - best->pos) / 2;
   Piece back{best->file, {mid, best->end}, best->file->gen, true, 0};
   log::debug("{}: bytes {}-{} go to an idle connection (split from a request at {})", best->file->entry->name, mid,
