@@ -49,6 +49,19 @@ class EngineTest : public ::testing::Test {
       }
     return d;
   }
+  // A hook that raises every chunk's p to `to` at the first interval, once;
+  // *at gets the job's time then.
+  static IntervalHook raise_p_once(int to, double* at) {
+    return [to, at, raised = false](xfer::ControlLoop& control, const xfer::IntervalRecord& e) mutable {
+      if (raised) return;
+      xfer::Params p = e.obs.params;
+      for (auto& c : p.chunks) c.p = to;
+      p.reason = "test: raise p";
+      raised = true;
+      *at = e.obs.t_s;
+      control.apply(p);
+    };
+  }
   static std::vector<LogLine> gets(const std::string& path_part = "") {
     std::vector<LogLine> out;
     for (const auto& l : nginx->log())
@@ -155,20 +168,10 @@ TEST_F(EngineTest, OneRequestPerFileAtP1AndARaisedPSplitsTheRequestInFlight) {
   fs::remove_all(dest);
   fs::create_directories(dest);
   nginx->clear_log();
-  bool raised = false;
-  double raised_at = 0;
-  r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, o,
-              [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
-                if (raised) return;
-                xfer::Params p = e.obs.params;
-                for (auto& c : p.chunks) c.p = 3;
-                p.reason = "test: raise p";
-                raised = true;
-                raised_at = e.obs.t_s;
-                control.apply(p);
-              });
+  double raised_at = -1;
+  r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, o, raise_p_once(3, &raised_at));
   ASSERT_EQ(r.state, xfer::JobState::Done);
-  ASSERT_TRUE(raised);
+  ASSERT_GE(raised_at, 0) << "p was never raised";
   expect_identical(one, dest);
   EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
   g = gets("image-001");
@@ -193,18 +196,11 @@ TEST_F(EngineTest, ASlowStreamSplitsSoonerThanTheByteRule) {
   o.rtt_ms = 100;
   o.split_min_bytes = 1 << 20;
   ASSERT_GT(2 * o.split_bdp_multiple * 1e9 / 8 * 0.1, double(one.bytes)) << "the byte rule would split";
-  bool raised = false;
+  double raised_at = -1;
   auto r = run_job(one.manifest(nginx->url(false, "/slow/")), dest, "static", {1, 1, 1}, o,
-                   [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
-                     if (raised) return;
-                     xfer::Params p = e.obs.params;
-                     for (auto& c : p.chunks) c.p = 4;
-                     p.reason = "test: raise p";
-                     raised = true;
-                     control.apply(p);
-                   });
+                   raise_p_once(4, &raised_at));
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
-  ASSERT_TRUE(raised);
+  ASSERT_GE(raised_at, 0) << "p was never raised";
   expect_identical(one, dest);
   EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
   std::set<long> conns;
