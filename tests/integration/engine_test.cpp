@@ -49,6 +49,14 @@ class EngineTest : public ::testing::Test {
       }
     return d;
   }
+  // The RTT configured, not measured, so that the images make one chunk (one
+  // channel): a handshake slowed by a loaded machine (2 ms in one CI run)
+  // made a BDP of 250 KB, which put them in two chunks, with two connections.
+  static xfer::EngineOptions one_chunk_opts() {
+    xfer::EngineOptions o = opts();
+    o.rtt_ms = 0.1;
+    return o;
+  }
   // A hook that raises every chunk's p to `to` at the first interval, once;
   // *at gets the job's time then.
   static IntervalHook raise_p_once(int to, double* at) {
@@ -212,7 +220,8 @@ TEST_F(EngineTest, ASlowStreamSplitsSoonerThanTheByteRule) {
 TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
   set_link_rate(100);
   Dataset imgs = subset("image-");
-  auto r = run_job(imgs.manifest(nginx->url(true, "/")), dest, "static", {1, 1, 4}, opts());
+  auto r = run_job(imgs.manifest(nginx->url(true, "/")), dest, "static", {1, 1, 4}, one_chunk_opts());
+  ASSERT_EQ(r.summary["chunks"].size(), 1u) << r.summary["chunks"].dump();
   ASSERT_EQ(r.state, xfer::JobState::Done);
   expect_identical(imgs, dest);
   auto g = gets("/");
@@ -229,8 +238,9 @@ TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
 TEST_F(EngineTest, PipeliningOverHttp1DegradesToBackToBackOnOneConnection) {
   set_link_rate(100);
   Dataset imgs = subset("image-");
-  auto r = run_job(imgs.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 4}, opts());
+  auto r = run_job(imgs.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 4}, one_chunk_opts());
   ASSERT_EQ(r.state, xfer::JobState::Done);
+  ASSERT_EQ(r.summary["chunks"].size(), 1u) << r.summary["chunks"].dump();
   expect_identical(imgs, dest);
   auto g = gets("/");
   EXPECT_EQ(g.size(), imgs.files.size());
