@@ -204,6 +204,7 @@ struct Job::Impl : RequestOwner {
   uint64_t split_min_bytes() const;
   uint64_t split_min_bytes(const Request& r, uint64_t now) const;  // for this request (its rate)
   std::optional<Piece> split_inflight(Channel& ch);
+  static bool channel_busy(const Channel& ch);  // a request in flight on one of its connections
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);
   void start_get(Connection& s, const Piece& p);

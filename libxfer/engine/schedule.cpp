@@ -350,9 +350,24 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   s.multi.add(r);
 }
 
+bool Job::Impl::channel_busy(const Channel& ch) {
+  return std::any_of(ch.connections.begin(), ch.connections.end(), [](const auto& s) { return !s->inflight.empty(); });
+}
+
+// max_channels holds over all chunks, whatever the params ask (a static cc
+// is per chunk: cc=16 on a mixed set's three chunks asked for 33 files in
+// flight). An idle channel starts a file only while fewer channels than that
+// are busy; chunks are served Small to Large, so the smaller files go first
+// and a larger chunk's channels start as they free up, as a client working
+// down its list would (curl --parallel 16 on the mixed manifest: html,
+// images, then the video). A busy channel keeps its place for its next file.
 void Job::Impl::pump() {
   if (state != JobState::Running) return;
   uint64_t now = eng.now_us();
+  const size_t most = size_t(std::max(1, spec.opts.max_channels));
+  size_t busy_channels = 0;
+  for (auto& cp : chunks)
+    for (auto& ch : cp->channels) busy_channels += channel_busy(*ch);
   for (auto& cp : chunks) {
     Chunk& c = *cp;
     if (state != JobState::Running) return;
@@ -360,6 +375,8 @@ void Job::Impl::pump() {
     reconcile(c);
     int pp = std::max(1, c.params.pp);
     for (auto& ch : c.channels) {
+      const bool was_busy = channel_busy(*ch);
+      if (!was_busy && busy_channels >= most) continue;  // no room left in max_channels
       // Deal pieces round-robin over the channel's connections, so p pieces of a
       // file land on p different connections.
       bool dealt = true;
@@ -385,6 +402,7 @@ void Job::Impl::pump() {
         }
       }
       if (state != JobState::Running) return;
+      if (!was_busy && channel_busy(*ch)) ++busy_channels;
     }
     // A chunk is finished when nothing is queued, fresh or in flight. Files
     // still incomplete then (a lost piece) get their gaps queued again.

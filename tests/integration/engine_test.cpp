@@ -115,6 +115,29 @@ TEST_F(EngineTest, DefaultPolicyMinEnergyCompletes) {
   expect_identical(*data, dest);
 }
 
+// max_channels holds over all chunks: static cc=4 on the mixed set's three
+// chunks asks for 12 files in flight, the cap is 4, and the chunks are served
+// Small to Large (the video starts after the last html file has).
+TEST_F(EngineTest, MaxChannelsHoldsOverAllChunks) {
+  set_link_rate(400);
+  xfer::EngineOptions o = opts();
+  o.max_channels = 4;
+  o.rtt_ms = 40, o.bandwidth_mbps = 500;  // BDP 2.5 MB: html Small, images Medium, the video Large
+  auto r = run_job(data->manifest(nginx->url(false, "/")), dest, "static", {4, 1, 1}, o);
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  ASSERT_EQ(r.summary["chunks"].size(), 3u) << r.summary["chunks"].dump();
+  expect_identical(*data, dest);
+  auto g = gets();
+  ASSERT_EQ(g.size(), data->files.size());
+  EXPECT_LE(max_overlap(g), 4);
+  double last_html = 0, video = 0;
+  for (const auto& l : g) {
+    if (l.path.find("html") != std::string::npos) last_html = std::max(last_html, l.start_s());
+    if (l.path.find("video") != std::string::npos) video = l.start_s();
+  }
+  EXPECT_GE(video, last_html) << "the Large chunk started before the Small chunk's files had";
+}
+
 // A tuner that asks for its next observation sooner gets it: min-energy's
 // loss probe on a Large file looks once slow start is over and again after a
 // short measuring span, not at the 5-s interval (Tuner::next_look_s).
