@@ -89,6 +89,7 @@ Job::Impl::~Impl() {
   for (auto& [r, owned] : requests) r->multi->remove(r);
   requests.clear();
   chunks.clear();  // multi handles after the easy handles that used them
+  warm.clear();
   retired_channels.clear();
   retired_connections.clear();
   discovery.reset();

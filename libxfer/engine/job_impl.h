@@ -86,6 +86,8 @@ struct Connection {
   // longer matches. http:// origins keep the protocol their probe found.
   bool http1;
   bool tls = false;  // has served an https origin
+  bool used = false;  // has carried a request
+  std::optional<uint64_t> flow_id;  // its socket in the flow monitor, the last one curl connected
   double rate_Bps = 0;  // body bytes per second of its current or last request (wake-up pacing)
 };
 
@@ -205,6 +207,8 @@ struct Job::Impl : RequestOwner {
   uint64_t split_min_bytes(const Request& r, uint64_t now) const;  // for this request (its rate)
   std::optional<Piece> split_inflight(Channel& ch);
   static bool channel_busy(const Channel& ch);  // a request in flight on one of its connections
+  void keep_warm(Channel& ch);   // its used, idle connections go to `warm`
+  void adopt_warm(Channel& ch);  // its never-used connections are swapped for warm ones
   bool activate(FileTask* f);
   void queue_pieces(Channel& ch, FileTask* f);
   void start_get(Connection& s, const Piece& p);
@@ -275,6 +279,9 @@ struct Job::Impl : RequestOwner {
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Connection>> retired_connections;
+  // Idle connections of retired channels, kept open for the channels that
+  // start after them (keep_warm, adopt_warm).
+  std::vector<std::unique_ptr<Connection>> warm;
   std::vector<std::unique_ptr<CurlMulti>> retired_multis;
   FlowMonitor* flow_monitor = nullptr;
   uint32_t job_id = 0;

@@ -277,8 +277,11 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
       curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
         auto* req = static_cast<Request*>(ud);
         auto* job = static_cast<Job::Impl*>(req->owner);
-        if (purpose == CURLSOCKTYPE_IPCXN)
-          job->flow_chunk[job->flow_monitor->own(fd, job->job_id)] = req->file->chunk->index;
+        if (purpose == CURLSOCKTYPE_IPCXN) {
+          uint64_t id = job->flow_monitor->own(fd, job->job_id);
+          job->flow_chunk[id] = req->file->chunk->index;
+          if (req->conn) req->conn->flow_id = id;  // it goes with the connection (adopt_warm)
+        }
         return int(CURL_SOCKOPT_OK);
       });
       curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
