@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -212,6 +213,10 @@ void Job::Impl::begin_transfer() {
     c->index = chunks.size();
     for (size_t& i : plan.files) i = idx[i];  // back to job file indices
     c->plan = plan;
+    // Largest first (see pump); a file of unknown size counts as one BDP.
+    std::stable_sort(plan.files.begin(), plan.files.end(), [&](size_t a, size_t b) {
+      return files[a].size.value_or(info.bdp_bytes) > files[b].size.value_or(info.bdp_bytes);
+    });
     for (size_t i : plan.files) {
       files[i].chunk = c.get();
       c->fresh.push_back(&files[i]);

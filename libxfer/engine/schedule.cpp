@@ -396,10 +396,12 @@ bool Job::Impl::channel_busy(const Channel& ch) {
 // max_channels holds over all chunks, whatever the params ask (a static cc
 // is per chunk: cc=16 on a mixed set's three chunks asked for 33 files in
 // flight). An idle channel starts a file only while fewer channels than that
-// are busy; chunks are served Small to Large, so the smaller files go first
-// and a larger chunk's channels start as they free up, as a client working
-// down its list would (curl --parallel 16 on the mixed manifest: html,
-// images, then the video). A busy channel keeps its place for its next file.
+// are busy. Chunks are served Large to Small (and each chunk's files largest
+// first, see begin_transfer): the longest files start first and the job
+// ends on short ones, which is what shortens a job whose streams are each
+// capped (by loss, or by the server), where a client working down its list
+// ends on its last long file alone. A busy channel keeps its place for its
+// next file.
 void Job::Impl::pump() {
   if (state != JobState::Running) return;
   uint64_t now = eng.now_us();
@@ -407,8 +409,8 @@ void Job::Impl::pump() {
   size_t busy_channels = 0;
   for (auto& cp : chunks)
     for (auto& ch : cp->channels) busy_channels += channel_busy(*ch);
-  for (auto& cp : chunks) {
-    Chunk& c = *cp;
+  for (auto cit = chunks.rbegin(); cit != chunks.rend(); ++cit) {
+    Chunk& c = **cit;
     if (state != JobState::Running) return;
     if (c.finished) continue;
     reconcile(c);

@@ -117,7 +117,7 @@ TEST_F(EngineTest, DefaultPolicyMinEnergyCompletes) {
 
 // max_channels holds over all chunks: static cc=4 on the mixed set's three
 // chunks asks for 12 files in flight, the cap is 4, and the chunks are served
-// Small to Large (the video starts after the last html file has).
+// Large to Small, each one's files largest first.
 TEST_F(EngineTest, MaxChannelsHoldsOverAllChunks) {
   set_link_rate(400);
   xfer::EngineOptions o = opts();
@@ -130,12 +130,21 @@ TEST_F(EngineTest, MaxChannelsHoldsOverAllChunks) {
   auto g = gets();
   ASSERT_EQ(g.size(), data->files.size());
   EXPECT_LE(max_overlap(g), 4);
-  double last_html = 0, video = 0;
+  // Largest first: the video, then the images (the largest of them first),
+  // then the html files (nginx logs in ms: 5 ms of slack).
+  double video = -1, first_html = 1e300, last_image = 0;
+  std::vector<const LogLine*> images;
   for (const auto& l : g) {
-    if (l.path.find("html") != std::string::npos) last_html = std::max(last_html, l.start_s());
     if (l.path.find("video") != std::string::npos) video = l.start_s();
+    if (l.path.find("html") != std::string::npos) first_html = std::min(first_html, l.start_s());
+    if (l.path.find("image") != std::string::npos) images.push_back(&l), last_image = std::max(last_image, l.start_s());
   }
-  EXPECT_GE(video, last_html) << "the Large chunk started before the Small chunk's files had";
+  ASSERT_EQ(images.size(), 4u);
+  for (const auto& l : g) EXPECT_LE(video, l.start_s() + 0.005) << l.path << " started before the video";
+  EXPECT_GE(first_html + 0.005, last_image) << "an html file started before the last image";
+  std::sort(images.begin(), images.end(), [](auto* a, auto* b) { return a->start_s() < b->start_s(); });
+  EXPECT_GE(std::min({images[0]->bytes, images[1]->bytes, images[2]->bytes}), images[3]->bytes)
+      << "the smallest image started among the first three (max_channels 4, one for the video)";
   // The channels that start later take over the idle connections of those
   // done before them: four connections carry the html files and the images.
   // The video, a long body, starts on a fresh connection of its own.
