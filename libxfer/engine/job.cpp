@@ -214,9 +214,14 @@ void Job::Impl::begin_transfer() {
     for (size_t& i : plan.files) i = idx[i];  // back to job file indices
     c->plan = plan;
     // Largest first (see pump); a file of unknown size counts as one BDP.
-    std::stable_sort(plan.files.begin(), plan.files.end(), [&](size_t a, size_t b) {
-      return files[a].size.value_or(info.bdp_bytes) > files[b].size.value_or(info.bdp_bytes);
-    });
+    // Not in a Small chunk: a file under a BDP takes a few round trips
+    // whatever its size, so its place does not move the job's end, and the
+    // larger ones first would meet new connections in slow start (wan html,
+    // 1000 files of 50-150 KB: 3.70-3.88 s sorted, 3.69-3.73 in order).
+    if (plan.kind != ChunkKind::Small)
+      std::stable_sort(plan.files.begin(), plan.files.end(), [&](size_t a, size_t b) {
+        return files[a].size.value_or(info.bdp_bytes) > files[b].size.value_or(info.bdp_bytes);
+      });
     for (size_t i : plan.files) {
       files[i].chunk = c.get();
       c->fresh.push_back(&files[i]);
