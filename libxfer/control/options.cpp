@@ -397,7 +397,11 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.max_channels = int(i("max_channels"));
   e.max_file_bytes = uint64_t(i("max_file_bytes"));
   TunerOptions& t = s.tuner;
-  if (algorithm == "static") t.fixed = ChunkParams{int(i("cc", 1)), int(i("p", 1)), int(i("pp", 1))};
+  if (algorithm == "static") {
+    t.fixed = ChunkParams{int(i("cc", 1)), int(i("p", 1)), int(i("pp", 1))};
+    // What the first params open at once, over HTTP/1.1 (EngineOptions::preconnect).
+    e.preconnect = std::max(1, std::min(t.fixed->cc, e.max_channels) * std::max(1, t.fixed->p));
+  }
   t.fixed_cores = int(i("cores"));
   t.fixed_freq_khz = long(i("freq_khz"));
   t.target_mbps = d("target_mbps");

@@ -62,6 +62,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["bytes_fetched"] = p.bytes_fetched;
   j["bytes_resumed"] = p.bytes_resumed;
   j["body_reads"] = p.body_reads;
+  j["preconnected"] = {{"opened", p.preconnected}, {"used", p.preconnected_used}};
   j["seconds"] = p.seconds;
   j["throughput_mbps"] = p.seconds > 0 ? double(p.bytes_fetched) * 8 / p.seconds / 1e6 : 0.0;
   j["rtt_ms"] = job.info().rtt_s * 1e3;

@@ -87,6 +87,7 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp
 }
 
 Job::Impl::~Impl() {
+  drop_preconnected();
   for (auto& [r, owned] : requests) r->multi->remove(r);
   requests.clear();
   chunks.clear();  // multi handles after the easy handles that used them
@@ -266,6 +267,21 @@ void Job::Impl::begin_transfer() {
   apply(first);  // applies and pumps
   // No connection of the first shape could take the probe's over.
   if (kept_probe.multi) retire(std::move(kept_probe.multi));
+  // The first connections take theirs when they connect (on the next turns
+  // of the loop); what is left then is closed.
+  if (preconnect_window) {
+    uint64_t wait_us = std::max<uint64_t>(1000000, uint64_t(4 * rtt_s * 1e6));
+    sd_event_add_time_relative(
+        eng.loop(), &preconnect_drop_src.s, CLOCK_MONOTONIC, wait_us, 10000,
+        [](sd_event_source*, uint64_t, void* ud) {
+          auto* self = static_cast<Job::Impl*>(ud);
+          if (!self->preconnected.empty())
+            log::debug("{} connection(s) opened ahead were not needed: closed", self->preconnected.size());
+          self->drop_preconnected();
+          return 0;
+        },
+        this);
+  }
 }
 
 void Job::Impl::apply(const Params& p) {
@@ -560,6 +576,7 @@ void Job::Impl::finish_job(JobState s) {
     if (f.commit == FileTask::Commit::Ready) f.commit = FileTask::Commit::None;
   }
   retire_all_channels();
+  drop_preconnected();
   checkpoint_src.reset();
   retry_src.reset();
   log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
@@ -712,6 +729,8 @@ JobProgress Job::Impl::progress() const {
   p.bytes_fetched = bytes_fetched;
   p.bytes_resumed = bytes_resumed;
   p.body_reads = body_reads;
+  p.preconnected = preconnected_opened;
+  p.preconnected_used = preconnected_used;
   p.files_total = files.size();
   p.files_done = files_done;
   p.files_failed = files_failed;

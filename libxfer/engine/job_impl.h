@@ -4,12 +4,14 @@
 #pragma once
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -266,6 +268,32 @@ struct Job::Impl : RequestOwner {
     bool needs_h2 = false;  // h2 was negotiated by ALPN: only a connection offering h2 reuses it
   } kept_probe;
   void keep_or_retire_discovery();
+
+  // Connections opened ahead (EngineOptions::preconnect): where the probe
+  // only connects, it and preconnect - 1 more connect-only requests open
+  // their connections at once, and their sockets outlive the requests
+  // (close_socket keeps what is in held_fds). The transfer's first
+  // connections take them (open_socket; CURL_SOCKOPT_ALREADY_CONNECTED):
+  // its first requests go out one round trip after the probe's connect,
+  // not two. What is not taken is closed a few round trips later.
+  struct Preconnected {
+    int fd = -1;
+    sockaddr_storage peer{};
+    socklen_t len = 0;
+  };
+  std::vector<Preconnected> preconnected;
+  std::set<int> held_fds;      // sockets of preconnect requests: curl's close leaves them open
+  std::set<int> released_fds;  // ...those curl has closed (let go of)
+  size_t preconnected_opened = 0, preconnected_used = 0;
+  EventSource preconnect_drop_src;
+  int preconnects_inflight = 0;     // beside the probes, still connecting
+  uint64_t preconnect_grace_us = 0;  // discovery waits for them until then
+  bool preconnect_window = false;  // Gets look in `preconnected` for their sockets
+  void make_preconnect(Request* r);
+  void end_preconnect(std::unique_ptr<Request> r, bool connected);
+  int take_preconnected(const sockaddr* a, socklen_t len);
+  void drop_preconnected();
+  static int close_socket(void* ud, curl_socket_t fd);
   std::unique_ptr<Connection> new_connection(Channel& ch, bool h1);
 
   JobInfo info;

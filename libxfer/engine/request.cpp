@@ -268,30 +268,43 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     }
   }
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
-  if (flow_monitor) {
+  if (kind == RequestKind::Get && (flow_monitor || preconnect_window)) {
     // Every data connection this job opens is the monitor's to follow.
     // Discovery's are not part of the transfer, unless the transfer takes
-    // the probe's over (new_connection hands it to the monitor then): their
-    // closing is reported too.
-    if (kind == RequestKind::Get) {
-      curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
-        auto* req = static_cast<Request*>(ud);
-        auto* job = static_cast<Job::Impl*>(req->owner);
-        if (purpose == CURLSOCKTYPE_IPCXN) {
-          uint64_t id = job->flow_monitor->own(fd, job->job_id);
-          job->flow_chunk[id] = req->file->chunk->index;
-          if (req->conn) req->conn->flow_id = id;  // it goes with the connection (adopt_warm)
-        }
-        return int(CURL_SOCKOPT_OK);
-      });
-      curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
-    }
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, +[](void* ud, curl_socket_t fd) {
-      static_cast<Job::Impl*>(ud)->flow_monitor->disown(fd);
-      return close(fd);
+    // the probe's over (new_connection hands it to the monitor then) or a
+    // socket discovery opened ahead (open_socket): their closing is
+    // reported too.
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
+      auto* req = static_cast<Request*>(ud);
+      auto* job = static_cast<Job::Impl*>(req->owner);
+      if (purpose != CURLSOCKTYPE_IPCXN) return int(CURL_SOCKOPT_OK);
+      if (job->flow_monitor) {
+        uint64_t id = job->flow_monitor->own(fd, job->job_id);
+        job->flow_chunk[id] = req->file->chunk->index;
+        if (req->conn) req->conn->flow_id = id;  // it goes with the connection (adopt_warm)
+      }
+      if (fd == req->preconnected_fd) {
+        req->preconnected_fd = -1;
+        return int(CURL_SOCKOPT_ALREADY_CONNECTED);
+      }
+      return int(CURL_SOCKOPT_OK);
     });
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   }
+  if (kind == RequestKind::Get && preconnect_window) {
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, +[](void* ud, curlsocktype purpose, curl_sockaddr* a) {
+      auto* req = static_cast<Request*>(ud);
+      auto* job = static_cast<Job::Impl*>(req->owner);
+      if (purpose == CURLSOCKTYPE_IPCXN) {
+        int fd = job->take_preconnected(&a->addr, a->addrlen);
+        if (fd >= 0) return curl_socket_t(req->preconnected_fd = fd);
+      }
+      return curl_socket_t(socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol));
+    });
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+  }
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Job::Impl::close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
   if (kind == RequestKind::Head) {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace xfer {
 
@@ -36,6 +37,11 @@ struct Request {
   RequestOwner* owner;
   RequestKind kind;
   bool probe = false;  // Head: the per-origin protocol probe
+  // Head: connect-only, its socket kept for the transfer (Job::Impl::preconnected);
+  // the sockets it opened, which curl does not close.
+  bool preconnect = false;
+  std::vector<int> held;
+  int preconnected_fd = -1;  // Get: the kept socket its connection took (until curl asks for its options)
   bool h2c_reuse = false;  // asked for HTTP/2 expecting an open h2c connection
   char errbuf[CURL_ERROR_SIZE] = {0};
 

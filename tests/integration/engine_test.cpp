@@ -388,6 +388,37 @@ TEST_F(EngineTest, FixedHttp11ProbeOnlyConnects) {
   for (const auto& [path, n] : heads) EXPECT_EQ(n, 1) << path;
 }
 
+// The probe that only connects opens, at once, the connections the first
+// params will use (static cc=4: four), and the transfer's first requests go
+// out on them: nginx accepts no connection that carries no request.
+// Its $connection is a serial number: a request before the job gives the
+// one before the job's.
+TEST_F(EngineTest, FixedHttp11ProbeOpensTheFirstConnections) {
+  Dataset html = subset("html-");
+  nginx->clear_log();
+  ASSERT_EQ(sh("curl -sf -o /dev/null " + nginx->url(false, "/" + html.files[0].name)), 0);
+  ASSERT_EQ(nginx->log().size(), 1u);
+  const long before = nginx->log()[0].conn;
+  nginx->clear_log();
+  xfer::EngineOptions o = opts();
+  o.rtt_ms = 100;  // BDP 12.5 MB: the html files make one chunk, four channels in all
+  o.http = "1.1";
+  o.preconnect = 4;
+  auto r = run_job(html.manifest(nginx->url(false, "/")), dest, "static", {4, 1, 1}, o);
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  expect_identical(html, dest);
+  EXPECT_EQ(r.summary["preconnected"]["opened"], 4) << r.summary["preconnected"].dump();
+  EXPECT_EQ(r.summary["preconnected"]["used"], 4) << r.summary["preconnected"].dump();
+  std::set<long> conns;
+  std::string seen;
+  for (const auto& l : gets()) {
+    conns.insert(l.conn);
+    seen += l.path + " conn " + std::to_string(l.conn) + " request " + std::to_string(l.conn_requests) + "\n";
+  }
+  EXPECT_EQ(conns, (std::set<long>{before + 1, before + 2, before + 3, before + 4}))
+      << "a connection was opened that carried no request (the probe's), or more than four:\n" << seen;
+}
+
 TEST_F(EngineTest, SecondRunSkipsFinishedFiles) {
   Dataset html = subset("html-");
   auto m = html.manifest(nginx->url(false, "/"));

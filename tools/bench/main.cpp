@@ -75,7 +75,7 @@ std::vector<std::string> client_argv(const bench::ClientSpec& c, const PreparedD
   std::string proto = tls ? "--http2" : c.port == "h2c" ? "--http2-prior-knowledge" : "--http1.1";
   std::vector<std::string> a;
   if (c.kind == "xferctl") {
-    a = {self_dir() + "/xferctl", "run", "--manifest", manifest, "--dest", dest, "--json", "--no-progress",
+    a = {c.program.empty() ? self_dir() + "/xferctl" : c.program, "run", "--manifest", manifest, "--dest", dest, "--json", "--no-progress",
          "--bandwidth-mbps", fmt::format("{}", rate_mbps)};
     if (tls) a.insert(a.end(), {"--ca-file", ca_file});
   } else if (c.kind == "curl-seq") {

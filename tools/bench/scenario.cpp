@@ -107,6 +107,10 @@ Scenario load_scenario(const std::string& path) {
       if (!c.goal.empty() && !goals.count(c.goal))
         throw std::runtime_error(where(path, n) + ": goal is one of max-throughput, min-energy, energy-efficient, ee-sweep, "
                                  "target, hla-throughput, hla-energy, static, engine");
+      c.program = get<std::string>(*t, "program", "");
+      if (!c.program.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, n) + ": only xferctl clients have a program");
+      if (!c.program.empty() && c.program[0] != '/')
+        c.program = (std::filesystem::path(path).parent_path() / c.program).string();
       if (auto* a = (*t)["args"].as_array())
         for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
       s.clients.push_back(c);

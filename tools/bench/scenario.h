@@ -37,6 +37,9 @@ struct ClientSpec {
   std::string port = "h1";
   int parallel = 16, split = 4;
   std::vector<std::string> args;
+  // xferctl: the binary to run (default: the xferctl beside xfer-bench), so
+  // that two builds of the engine run in the same bench run (A/B).
+  std::string program;
   // What the SLA report checks this client for: max-throughput, min-energy,
   // energy-efficient, ee-sweep (one fixed level of the brute-force sweep),
   // target (throughput-target); the history benchmark's (issue 15):

@@ -143,6 +143,13 @@ struct EngineOptions {
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
   double loss_pct = -1;           // the path's packet loss when known (-1: not), for the tuners
   int max_channels = 32;
+  // Connections opened ahead, at discovery, to each http:// origin that is
+  // asked in HTTP/1.1 (--http 1.1), whose probe only connects: the probe's
+  // own and this many in all, at once (capped by the origin's files). The
+  // transfer's first connections take them, a round trip sooner than new
+  // ones; what is left after a few round trips is closed. 1: the probe's
+  // connection alone. setup_job sets cc x p for a static policy.
+  int preconnect = 1;
   std::string user_agent = "xferd/0.1";
   // A full destination (ENOSPC, EDQUOT) pauses the job with the reason, to
   // carry on after resume() once there is space (the daemon); false: the job
@@ -212,6 +219,7 @@ struct JobProgress {
   uint64_t bytes_fetched = 0;  // from the network in this run
   uint64_t bytes_resumed = 0;  // already on disk when the run began
   uint64_t body_reads = 0;     // deliveries of body bytes from libcurl: about one per read of a socket
+  size_t preconnected = 0, preconnected_used = 0;  // connections opened at discovery; taken by the transfer
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
   double seconds = 0;
 };
