@@ -10,7 +10,7 @@ PACKAGES=(
   libcurl4-openssl-dev libnghttp2-dev libbpf-dev libelf-dev zlib1g-dev
   libcpupower-dev libpowercap-dev libeigen3-dev libalglib-dev libsystemd-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
-  libsqlite3-dev libssl-dev libpq-dev
+  libsqlite3-dev libssl-dev libpq-dev liburing-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev nginx curl wget aria2 iperf3 dbus iproute2 procps
   # the fleet history's tests: a real PostgreSQL server, started from the fixture

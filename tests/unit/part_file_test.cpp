@@ -13,6 +13,7 @@
 #include <iostream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "xfer/sha256.h"
 
@@ -269,6 +270,41 @@ size_t cached_pages(const fs::path& path) {
 // staged is in no record (a crash refetches it); a checkpoint writes it; the
 // finished file holds every byte, and almost none of it passed through the
 // page cache. Through the page cache (direct off) the same bytes end up the same.
+// Direct writes go through io_uring; where the kernel refuses io_uring
+// (kernel.io_uring_disabled = 2 here, as a seccomp filter would) through
+// Linux AIO, and the bytes are the same. Each thread keeps its own context,
+// so each case runs in a thread of its own.
+TEST_F(PartFileTest, DirectWritesFallBackToLinuxAioWhereIoUringIsRefused) {
+  const std::string knob = "/proc/sys/kernel/io_uring_disabled";
+  std::string old;
+  if (!(std::ifstream(knob) >> old) || geteuid() != 0) GTEST_SKIP() << "no " << knob << " to set (or not root)";
+  struct Restore {
+    std::string knob, old;
+    ~Restore() { std::ofstream(knob) << old; }
+  } restore{knob, old};
+  const uint64_t size = 3 * PartFile::kStageBytes + 5;
+  std::string body(size, '\0');
+  for (uint64_t i = 0; i < size; ++i) body[i] = char((i * 40503u) >> 7);
+  for (const char* refused : {"0", "2"}) {
+    SCOPED_TRACE(std::string("io_uring_disabled = ") + refused);
+    ASSERT_TRUE(bool(std::ofstream(knob) << refused));
+    const std::string name = std::string("f") + refused;
+    std::string how;
+    bool direct = false;
+    std::thread([&] {
+      PartFile p(dfd, name, "http://h/" + name, size, "", {}, true);
+      direct = p.direct();
+      for (uint64_t at = 0; at < size; at += 65536) p.write(at, body.data() + at, std::min<uint64_t>(65536, size - at));
+      p.checkpoint();
+      how = PartFile::async_writes();
+    }).join();
+    std::ofstream(knob) << old;
+    if (!direct) GTEST_SKIP() << dir << " does not take O_DIRECT";
+    EXPECT_EQ(how, refused == std::string("0") ? "io_uring" : "linux-aio");
+    EXPECT_EQ(slurp(name + ".part"), body);
+  }
+}
+
 TEST_F(PartFileTest, LargeFilesAreWrittenDirectFromStagingAndRecordOnlyWhatIsOnTheFile) {
   const uint64_t size = 5 * PartFile::kStageBytes + 1234;
   std::string body(size, '\0');

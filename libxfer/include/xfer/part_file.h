@@ -11,9 +11,9 @@
 // A file of kDirectFrom bytes or more (its size known) is written with
 // O_DIRECT where its file system allows it: the bytes are copied into
 // aligned staging buffers, one per stream of the file, and each full buffer
-// goes to disk from there, asynchronously (Linux AIO: the loop goes on
-// receiving while the disk writes; at most kMaxInFlight buffers a file, one
-// AIO context for all files of a thread). No page cache is filled (a bulk
+// goes to disk from there, asynchronously (io_uring, or Linux AIO where
+// io_uring is refused: the loop goes on receiving while the disk writes; at
+// most kMaxInFlight buffers a file, one ring for all files of a thread). No page cache is filled (a bulk
 // download does not evict other programs' cached files), and there is no
 // writeback left for a sync to do: the page-cache write path and the
 // writeback were half of the engine's CPU on one large file
@@ -113,6 +113,10 @@ class PartFile {
   void write(uint64_t offset, const char* data, size_t len);
   // Whether this file is written with O_DIRECT.
   bool direct() const { return dfd_ >= 0; }
+  // How the calling thread's direct writes go to disk: "io_uring",
+  // "linux-aio" (io_uring refused), "none" (both refused: they wait for the
+  // disk), or "" (no direct write yet).
+  static std::string async_writes();
   // Everything received so far (written or staged, durable or not).
   const RangeSet& received() const { return received_; }
   uint64_t resumed_bytes() const { return resumed_bytes_; }
