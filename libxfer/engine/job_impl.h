@@ -273,7 +273,8 @@ struct Job::Impl : RequestOwner {
   // only connects, it and preconnect - 1 more connect-only requests open
   // their connections at once, and their sockets outlive the requests
   // (close_socket keeps what is in held_fds). The transfer's first
-  // connections take them (open_socket; CURL_SOCKOPT_ALREADY_CONNECTED):
+  // connections take them (CURLOPT_OPENSOCKETFUNCTION, take_preconnected;
+  // CURL_SOCKOPT_ALREADY_CONNECTED):
   // its first requests go out one round trip after the probe's connect,
   // not two. What is not taken is closed a few round trips later.
   struct Preconnected {

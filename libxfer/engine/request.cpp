@@ -272,7 +272,7 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     // Every data connection this job opens is the monitor's to follow.
     // Discovery's are not part of the transfer, unless the transfer takes
     // the probe's over (new_connection hands it to the monitor then) or a
-    // socket discovery opened ahead (open_socket): their closing is
+    // socket discovery opened ahead (take_preconnected): their closing is
     // reported too.
     curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
       auto* req = static_cast<Request*>(ud);

@@ -13,7 +13,8 @@
 // aligned staging buffers, one per stream of the file, and each full buffer
 // goes to disk from there, asynchronously (io_uring, or Linux AIO where
 // io_uring is refused: the loop goes on receiving while the disk writes; at
-// most kMaxInFlight buffers a file, one ring for all files of a thread). No page cache is filled (a bulk
+// most kMaxInFlight buffers a file, one ring for all files of a thread).
+// No page cache is filled (a bulk
 // download does not evict other programs' cached files), and there is no
 // writeback left for a sync to do: the page-cache write path and the
 // writeback were half of the engine's CPU on one large file
