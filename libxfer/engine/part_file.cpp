@@ -284,6 +284,7 @@ struct PartFile::Aio {
   enum class Kind { None, Uring, Linux };
   Kind kind = Kind::None;
   bool tried = false;
+  bool broken = false;  // a submit failed: no more (see submit)
   io_uring ring{};
   aio_context_t id = 0;
   size_t inflight = 0;
@@ -302,7 +303,7 @@ struct PartFile::Aio {
     return aio;
   }
   bool ready(const std::string& who) {
-    if (tried) return kind != Kind::None;
+    if (tried) return kind != Kind::None && !broken;
     tried = true;
     int rc = io_uring_queue_init(kEvents, &ring, 0);
     if (rc == 0) {
@@ -329,10 +330,21 @@ struct PartFile::Aio {
       io_uring_prep_write(sqe, fd, w->buf, unsigned(w->len), w->offset);
       io_uring_sqe_set_data(sqe, w);
       int rc;
-      do rc = io_uring_submit(&ring);
-      while (rc == -EINTR);
-      if (rc >= 1) return true;
+      for (int tries = 0;; ++tries) {
+        rc = io_uring_submit(&ring);
+        if (rc >= 1) return true;
+        if (rc == -EINTR) continue;
+        // Short of kernel resources: let writes in flight finish, then again.
+        if ((rc == -EAGAIN || rc == -EBUSY) && tries < 8 && inflight > 0 && reap(1)) continue;
+        break;
+      }
+      // The entry stays in the ring, where only a later submit would start
+      // it (on a buffer its file then reuses): no more submits; the writes
+      // in flight are still reaped, the rest wait for the disk.
       errno = rc < 0 ? -rc : EAGAIN;
+      log::warn("io_uring: a write could not be queued ({}); direct writes wait for the disk from here",
+                std::strerror(errno));
+      broken = true;
       return false;
     }
     w->cb.aio_data = reinterpret_cast<uintptr_t>(w);
