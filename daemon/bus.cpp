@@ -20,18 +20,31 @@ namespace {
 
 Service& svc(void* ud) { return *static_cast<Service*>(ud); }
 
+// What a reply or a log line says of a refusal: bounded, whatever the caller
+// sent that it quotes (kMaxMessage bytes, then how long it was).
+constexpr size_t kMaxMessage = 4096;
+std::string bounded(const char* what) {
+  std::string_view w(what);
+  if (w.size() <= kMaxMessage) return std::string(w);
+  return std::string(w.substr(0, kMaxMessage)) + "... (" + std::to_string(w.size()) + " bytes)";
+}
+
+void log_refusal(sd_bus_message* m, const Refusal& r) {
+  log::info("refused {} from {}: {}: {}", sd_bus_message_get_member(m), sd_bus_message_get_sender(m) ?: "?", r.name,
+            bounded(r.what()));
+}
+
 // A refusal (or anything thrown) becomes the caller's D-Bus error.
 template <class F>
 int guarded(sd_bus_message* m, sd_bus_error* e, F&& f) {
   try {
     return f();
   } catch (const Refusal& r) {
-    log::info("refused {} from {}: {}: {}", sd_bus_message_get_member(m), sd_bus_message_get_sender(m) ?: "?", r.name,
-              r.what());
-    return sd_bus_error_set(e, r.name, r.what());
+    log_refusal(m, r);
+    return sd_bus_error_set(e, r.name, bounded(r.what()).c_str());
   } catch (const std::exception& x) {
-    log::error("{}: {}", sd_bus_message_get_member(m), x.what());
-    return sd_bus_error_set(e, err::kInternal, x.what());
+    log::error("{}: {}", sd_bus_message_get_member(m), bounded(x.what()));
+    return sd_bus_error_set(e, err::kInternal, bounded(x.what()).c_str());
   }
 }
 
@@ -42,15 +55,33 @@ Caller need_caller(sd_bus_message* m) {
   return c;
 }
 
-int reply_job(sd_bus_message* m, Service& s, uint64_t id) {
-  return sd_bus_reply_method_return(m, "o", s.jobs.at(id)->path().c_str());
+// Submit's reply, sent once the caller's destination has been opened as the
+// caller (the handler returns before: sd-bus sends nothing for it).
+Service::SubmitReply deferred_reply(sd_bus_message* m) {
+  std::shared_ptr<sd_bus_message> held(sd_bus_message_ref(m), sd_bus_message_unref);
+  return [held](uint64_t id, const Refusal* r) {
+    int rc;
+    if (r) {
+      log_refusal(held.get(), *r);
+      sd_bus_error e = SD_BUS_ERROR_NULL;
+      std::string text = bounded(r->what());
+      sd_bus_error_set(&e, r->name, text.c_str());
+      rc = sd_bus_reply_method_error(held.get(), &e);
+      sd_bus_error_free(&e);
+    } else {
+      rc = sd_bus_reply_method_return(held.get(), "o", job_path(id).c_str());
+    }
+    if (rc < 0) log::warn("Submit: the reply to {} could not be sent: {}", sd_bus_message_get_sender(held.get()) ?: "?",
+                          strerror(-rc));
+  };
 }
 
 int method_submit(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
     SubmitRequest req = read_submit(m, size_t(svc(ud).cfg.max_entries_per_job));
-    return reply_job(m, svc(ud), svc(ud).submit(c, std::move(req)));
+    svc(ud).submit(c, std::move(req), deferred_reply(m));
+    return 1;
   });
 }
 
@@ -58,7 +89,8 @@ int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
     SubmitRequest req = read_submit_manifest(m, size_t(svc(ud).cfg.max_entries_per_job));
-    return reply_job(m, svc(ud), svc(ud).submit(c, std::move(req)));
+    svc(ud).submit(c, std::move(req), deferred_reply(m));
+    return 1;
   });
 }
 
@@ -329,16 +361,16 @@ int find_job(sd_bus* bus, const char* path, const char*, void* ud, void** found,
   if (id.empty() || id.size() > 19 || id.find_first_not_of("0123456789") != std::string::npos) return 0;
   auto it = s.jobs.find(std::stoull(id));
   if (it != s.jobs.end()) {
-    // A call on this job from another user: refused (its destination, progress
-    // and summary are the owner's business). Signals and the daemon's own
-    // emissions go on as usual.
+    // A call on this job from another user is answered as for a job that
+    // does not exist (its destination, progress and summary are the owner's
+    // business, and so is its existence: ids cannot be enumerated). Signals
+    // and the daemon's own emissions go on as usual.
     sd_bus_message* m = sd_bus_get_current_message(bus);
     Caller c;
     if (m && sd_bus_message_is_method_call(m, nullptr, nullptr) && sd_bus_message_get_path(m) &&
         std::strcmp(sd_bus_message_get_path(m), path) == 0 && caller_of(m, &c) >= 0 && !c.root() &&
         c.uid != it->second->row.uid)
-      return sd_bus_error_setf(e, err::kNotOwner, "job %s belongs to another user; only its owner or root may use it",
-                               id.c_str());
+      it = s.jobs.end();
   }
   if (it == s.jobs.end())
     return sd_bus_error_setf(e, err::kNoSuchJob,

@@ -10,6 +10,8 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/openat2.h>
+#include <climits>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,52 +98,53 @@ Caller caller_for(uid_t uid, gid_t gid) {
 
 namespace {
 
-constexpr int kChildTimeoutMs = 10000;  // a path that stalls (a hung NFS mount) is given up on
 constexpr long kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC
+constexpr long kProcMagic = 0x9fa0;      // PROC_SUPER_MAGIC
 
-}  // namespace
+// One answer of the child: which request, its errno, and (0) a descriptor.
+struct ChildAnswer {
+  uint32_t index;
+  int err;
+};
 
-int open_as(const Caller& c, const std::string& path, OpenAs what, std::string* why) {
-  const char* noun = what == OpenAs::WritableDirectory ? "destination" : "file";
-  if (path.empty() || path[0] != '/') {
-    *why = std::string(noun) + " '" + xfer::printable(path) + "' is not an absolute path";
-    return -1;
-  }
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    *why = std::string("socketpair: ") + strerror(errno);
-    return -1;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    *why = std::string("fork: ") + strerror(errno);
-    close(sv[0]);
-    close(sv[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    // The child: raw system calls only (the parent may have threads), the
-    // caller's identity, then the check. Its verdict: an errno and, on
-    // success, the descriptor.
-    close(sv[0]);
-    int err = 0;
-    if (syscall(SYS_setgroups, c.groups.size(), c.groups.data()) != 0 || syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
-        syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0)
-      err = errno ? errno : EPERM;
-    int fd = -1;
-    if (!err && what == OpenAs::WritableDirectory) {
-      fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// openat2 without magic links (/proc/PID/fd/N, /proc/self/cwd): a path that
+// goes through one names whatever some process holds open, not a place.
+int open_no_magic(const char* path, int flags) {
+  open_how how{};
+  how.flags = uint64_t(flags);
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = open(path, flags);  // before Linux 5.6; /proc paths are refused by fstatfs below
+  return int(fd);
+}
+
+// The child's side: raw system calls only (the parent has threads), nothing
+// of the parent's but the socket, the caller's identity, then each request.
+[[noreturn]] void child(int sock, const Caller& c, const std::vector<OpenRequest>& requests) {
+  if (sock != 3 && dup2(sock, 3) < 0) _exit(2);
+  syscall(SYS_close_range, 0u, 2u, 0u);
+  syscall(SYS_close_range, 4u, ~0u, 0u);
+  int id_err = 0;
+  if (syscall(SYS_setgroups, c.groups.size(), c.groups.data()) != 0 || syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
+      syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0)
+    id_err = errno ? errno : EPERM;
+  for (uint32_t i = 0; i < requests.size(); ++i) {
+    const OpenRequest& r = requests[i];
+    int err = id_err, fd = -1;
+    if (!err && r.what == OpenAs::WritableDirectory) {
+      fd = open_no_magic(r.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) err = errno;
       else if (faccessat(fd, ".", W_OK | X_OK, 0) != 0) err = errno;
     } else if (!err) {
-      fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      fd = open_no_magic(r.path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
       struct stat st;
       if (fd < 0) err = errno;
       else if (fstat(fd, &st) != 0) err = errno;
       else if (!S_ISREG(st.st_mode)) err = EINVAL;
     }
+    ChildAnswer a{i, err};
     char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{&err, sizeof err};
+    iovec iov{&a, sizeof a};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -154,88 +157,239 @@ int open_as(const Caller& c, const std::string& path, OpenAs what, std::string* 
       cm->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     }
-    _exit(sendmsg(sv[1], &msg, 0) < 0 ? 1 : 0);
+    if (sendmsg(3, &msg, MSG_NOSIGNAL) < 0) _exit(1);
+    if (fd >= 0) close(fd);
   }
-  close(sv[1]);
-  int err = EIO, fd = -1;
-  char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&err, sizeof err};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = -1;
-  pollfd pfd{sv[0], POLLIN, 0};
-  int ready;
-  do ready = poll(&pfd, 1, kChildTimeoutMs);
-  while (ready < 0 && errno == EINTR);
-  bool timed_out = ready == 0;
-  if (timed_out) kill(pid, SIGKILL);
-  else {
-    do n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-  }
-  if (n == ssize_t(sizeof err))
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-  close(sv[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (n != ssize_t(sizeof err)) err = EIO;
-  std::string shown = xfer::printable(path);
-  if (timed_out) {
-    *why = std::string(noun) + " " + shown + " did not answer within " + std::to_string(kChildTimeoutMs / 1000) +
-           " s (a stalled file system?)";
-    return -1;
-  }
-  if (err == 0 && fd >= 0 && what == OpenAs::WritableDirectory) {
-    // A FUSE file system is served by a process of its owner, who could stall
-    // every write of the daemon there: not a destination for xferd.
-    struct statfs sf;
-    if (fstatfs(fd, &sf) == 0 && sf.f_type == kFuseMagic) {
-      close(fd);
-      *why = "destination " + shown + " is on a FUSE file system, which a user's process serves; xferd does not write there";
-      return -1;
-    }
-  }
-  if (err == 0 && fd >= 0) return fd;
-  if (fd >= 0) close(fd);
+  _exit(0);
+}
+
+// What a failed request says to its caller.
+std::string failure(const Caller& c, const OpenRequest& r, int err) {
+  const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
+  std::string shown = xfer::shown(r.path);
   switch (err) {
-    case ENOENT: *why = std::string(noun) + " " + shown + " does not exist"; break;
-    case ENOTDIR: *why = std::string(noun) + " " + shown + " is not a directory"; break;
-    case EINVAL: *why = std::string(noun) + " " + shown + " is not a regular file"; break;
+    case ENOENT: return std::string(noun) + " " + shown + " does not exist";
+    case ENOTDIR: return std::string(noun) + " " + shown + " is not a directory";
+    case EINVAL: return std::string(noun) + " " + shown + " is not a regular file";
+    case ELOOP:
+      return std::string(noun) + " " + shown + " goes through a symbolic link loop or a /proc magic link (/proc/PID/fd, "
+             "/proc/self/cwd); name the place itself";
     case EACCES:
     case EPERM:
     case EROFS:
-      *why = std::string(noun) + " " + shown + " is not " + (what == OpenAs::WritableDirectory ? "writable" : "readable") +
-             " by " + c.name + " (" + strerror(err) + ")";
-      break;
-    default: *why = std::string(noun) + " " + shown + ": " + strerror(err);
+      return std::string(noun) + " " + shown + " is not " +
+             (r.what == OpenAs::WritableDirectory ? "writable" : "readable") + " by " + c.name + " (" + strerror(err) + ")";
+    default: return std::string(noun) + " " + shown + ": " + strerror(err);
   }
-  return -1;
 }
 
-int open_dest_as(const Caller& c, const std::string& path, std::string* why) {
-  return open_as(c, path, OpenAs::WritableDirectory, why);
+// "" or why a descriptor the child opened is not for xferd to use.
+std::string refused_fs(int fd, const OpenRequest& r) {
+  struct statfs sf;
+  if (fstatfs(fd, &sf) != 0) return "";
+  const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
+  if (sf.f_type == kProcMagic)
+    return std::string(noun) + " " + xfer::shown(r.path) + " is on /proc, which names what processes hold, not a place; "
+           "xferd does not use it";
+  if (sf.f_type == kFuseMagic)
+    return std::string(noun) + " " + xfer::shown(r.path) +
+           " is on a FUSE file system, which a user's process serves; xferd does not use it";
+  return "";
 }
 
-std::string read_file_as(const Caller& c, const std::string& path, size_t max_bytes, std::string* why) {
-  int fd = open_as(c, path, OpenAs::ReadableFile, why);
-  if (fd < 0) return {};
-  std::string out;
-  try {
-    out = xfer::read_bounded(fd, max_bytes, path);
-    if (out.size() > max_bytes) {
-      *why = "file " + xfer::printable(path) + " is larger than " + std::to_string(max_bytes) + " bytes";
-      out.clear();
+}  // namespace
+
+struct CallerChecks::Check {
+  CallerChecks* owner = nullptr;
+  uint64_t id = 0;
+  Caller caller;
+  std::vector<OpenRequest> requests;
+  Done done;
+  pid_t pid = -1;
+  int pidfd = -1, sock = -1;
+  sd_event_source *sock_src = nullptr, *exit_src = nullptr, *timer = nullptr;
+  std::vector<int> fds;
+  std::vector<int> errs;  // -1: no answer yet
+  std::string why;        // set by the timeout or a refusal
+  bool answered = false, reaped = false;
+  ~Check() {
+    sd_event_source_disable_unref(sock_src);
+    sd_event_source_disable_unref(exit_src);
+    sd_event_source_disable_unref(timer);
+    if (sock >= 0) close(sock);
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+    if (!reaped && pidfd >= 0) {
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+      siginfo_t si;
+      waitid(P_PIDFD, id_t(pidfd), &si, WEXITED | WNOHANG);  // a child that does not exit at once stays a zombie until xferd exits
     }
-  } catch (const xfer::IoError& e) {
-    *why = "file " + xfer::printable(path) + ": " + e.code().message();
+    if (pidfd >= 0) close(pidfd);
   }
-  close(fd);
-  return out;
+};
+
+CallerChecks::CallerChecks(sd_event* loop) : loop_(loop) {}
+CallerChecks::~CallerChecks() = default;
+
+uint64_t CallerChecks::start(const Caller& c, std::vector<OpenRequest> requests, Done done, std::string* why) {
+  for (const OpenRequest& r : requests) {
+    const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
+    if (r.path.empty() || r.path[0] != '/') {
+      *why = std::string(noun) + " '" + xfer::shown(r.path) + "' is not an absolute path";
+      return 0;
+    }
+    if (r.path.size() > PATH_MAX) {
+      *why = std::string(noun) + " " + xfer::shown(r.path) + " is longer than PATH_MAX (" + std::to_string(PATH_MAX) + ")";
+      return 0;
+    }
+    if (r.path.find('\0') != std::string::npos) {
+      *why = std::string(noun) + " " + xfer::shown(r.path) + " holds a NUL byte";
+      return 0;
+    }
+    if (r.path == "/proc" || r.path.rfind("/proc/", 0) == 0) {
+      *why = std::string(noun) + " " + xfer::shown(r.path) + " is on /proc, which names what processes hold, not a "
+             "place; xferd does not use it";
+      return 0;
+    }
+  }
+  auto k = std::make_unique<Check>();
+  k->owner = this;
+  k->id = next_++;
+  k->caller = c;
+  k->requests = std::move(requests);
+  k->done = std::move(done);
+  k->fds.assign(k->requests.size(), -1);
+  k->errs.assign(k->requests.size(), -1);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+    *why = std::string("socketpair: ") + strerror(errno);
+    return 0;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    *why = std::string("fork: ") + strerror(errno);
+    close(sv[0]);
+    close(sv[1]);
+    return 0;
+  }
+  if (pid == 0) child(sv[1], k->caller, k->requests);
+  close(sv[1]);
+  k->pid = pid;
+  k->sock = sv[0];
+  k->pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+  int r = k->pidfd < 0 ? -errno : 0;
+  if (r >= 0) r = sd_event_add_io(loop_, &k->sock_src, k->sock, EPOLLIN, on_socket, k.get());
+  if (r >= 0) r = sd_event_add_io(loop_, &k->exit_src, k->pidfd, EPOLLIN, on_exit, k.get());
+  if (r >= 0)
+    r = sd_event_add_time_relative(loop_, &k->timer, CLOCK_MONOTONIC, uint64_t(kCheckTimeoutMs) * 1000, 0, on_timeout,
+                                   k.get());
+  if (r < 0) {
+    kill(pid, SIGKILL);
+    if (k->pidfd < 0) waitpid(pid, nullptr, 0);  // no pidfd: killed, reaped at once
+    *why = std::string("watching the check's child: ") + strerror(-r);
+    return 0;  // ~Check kills and reaps
+  }
+  uint64_t id = k->id;
+  checks_[id] = std::move(k);
+  return id;
+}
+
+int CallerChecks::on_socket(sd_event_source*, int, uint32_t revents, void* ud) {
+  auto* k = static_cast<Check*>(ud);
+  while (true) {
+    ChildAnswer a{};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{&a, sizeof a};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    ssize_t n = recvmsg(k->sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && !(revents & (EPOLLHUP | EPOLLERR))) return 0;  // more to come
+    if (n <= 0) break;  // the child is gone (or broke off): what has not come is an error
+    int fd = -1;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    if (n != ssize_t(sizeof a) || a.index >= k->errs.size() || k->errs[a.index] != -1) {
+      if (fd >= 0) close(fd);
+      break;
+    }
+    k->errs[a.index] = a.err;
+    k->fds[a.index] = a.err == 0 ? fd : -1;
+    if (a.err != 0 && fd >= 0) close(fd);
+    if (std::find(k->errs.begin(), k->errs.end(), -1) == k->errs.end()) break;  // all answered
+  }
+  k->owner->answer(*k);
+  return 0;
+}
+
+int CallerChecks::on_exit(sd_event_source*, int, uint32_t, void* ud) {
+  auto* k = static_cast<Check*>(ud);
+  siginfo_t si{};
+  if (waitid(P_PIDFD, id_t(k->pidfd), &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0) return 0;  // not yet
+  k->reaped = true;
+  sd_event_source_set_enabled(k->exit_src, SD_EVENT_OFF);
+  // The socket may still hold the child's last answers: read them first
+  // (answering forgets the check, which is reaped now).
+  if (!k->answered) return on_socket(nullptr, k->sock, EPOLLHUP, k);
+  k->owner->forget_if_done(k->id);  // frees k
+  return 0;
+}
+
+int CallerChecks::on_timeout(sd_event_source*, uint64_t, void* ud) {
+  auto* k = static_cast<Check*>(ud);
+  syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, nullptr, 0);
+  k->why = "the check of " + xfer::shown(k->requests.front().path) + " as " + k->caller.name + " did not answer within " +
+           std::to_string(kCheckTimeoutMs / 1000) + " s (a stalled file system, or a stopped check process?)";
+  k->owner->answer(*k);
+  return 0;
+}
+
+void CallerChecks::answer(Check& k) {
+  if (k.answered) return;
+  k.answered = true;
+  sd_event_source_set_enabled(k.sock_src, SD_EVENT_OFF);
+  sd_event_source_set_enabled(k.timer, SD_EVENT_OFF);
+  std::string why = k.why;
+  size_t failed = 0;
+  for (size_t i = 0; why.empty() && i < k.requests.size(); ++i) {
+    failed = i;
+    if (k.errs[i] == -1) why = failure(k.caller, k.requests[i], EIO);
+    else if (k.errs[i] != 0) why = failure(k.caller, k.requests[i], k.errs[i]);
+    else why = refused_fs(k.fds[i], k.requests[i]);
+  }
+  std::vector<int> fds(k.requests.size(), -1);
+  if (why.empty()) std::swap(fds, k.fds);
+  Done done = std::move(k.done);
+  uint64_t id = k.id;
+  forget_if_done(id);  // may free k
+  if (done) done(std::move(fds), why, failed);
+}
+
+void CallerChecks::forget_if_done(uint64_t id) {
+  auto it = checks_.find(id);
+  if (it != checks_.end() && it->second->answered && it->second->reaped) checks_.erase(it);
+}
+
+void CallerChecks::cancel(uint64_t id) {
+  auto it = checks_.find(id);
+  if (it == checks_.end() || it->second->answered) return;
+  Check& k = *it->second;
+  k.answered = true;
+  k.done = nullptr;
+  sd_event_source_set_enabled(k.sock_src, SD_EVENT_OFF);
+  sd_event_source_set_enabled(k.timer, SD_EVENT_OFF);
+  syscall(SYS_pidfd_send_signal, k.pidfd, SIGKILL, nullptr, 0);  // reaped by on_exit
+  forget_if_done(id);
+}
+
+size_t CallerChecks::pending(uid_t uid) const {
+  size_t n = 0;
+  for (const auto& [id, k] : checks_)
+    if (!k->answered && k->caller.uid == uid) ++n;
+  return n;
 }
 
 }  // namespace xferd

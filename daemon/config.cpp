@@ -13,6 +13,7 @@
 #include <functional>
 #include <toml++/toml.h>
 
+#include "xfer/nesting.h"
 #include "xfer/safe_open.h"
 #include "xfer/energy.h"
 #include "xfer/tuner.h"
@@ -197,7 +198,7 @@ void apply_table(const std::string& file, const std::string& where, const std::s
 
 std::string read_config_file(const std::string& file) {
   try {
-    return xfer::read_small_file(file, kMaxConfigBytes, "configuration file");
+    return xfer::read_trusted_file(file, kMaxConfigBytes, "configuration file");
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }
@@ -208,7 +209,10 @@ std::string read_config_file(const std::string& file) {
 void apply_config_text(const std::string& text, const std::string& file, Config& c) {
   toml::table root;
   try {
+    xfer::check_toml_nesting(text, file);
     root = toml::parse(text, file);
+  } catch (const xfer::NestingError& e) {
+    throw ConfigError(e.what());
   } catch (const toml::parse_error& e) {
     throw ConfigError(at(file, e.source()) + ": " + std::string(e.description()));
   }
@@ -253,7 +257,19 @@ void apply_file(const std::string& file, Config& c) { apply_config_text(read_con
 
 // What holds across keys and files, checked once everything is read.
 void check_config(const Config& c) {
+  // A NUL would cut a path where the daemon hands it to the kernel: the
+  // file checked here would not be the one used.
+  auto no_nul = [](const xfer::OptionValues& values, const std::string& where) {
+    for (const auto& [k, v] : values.items())
+      if (v.is_string() && v.get_ref<const std::string&>().find('\0') != std::string::npos)
+        throw ConfigError(where + ": '" + k + "' holds a NUL byte");
+  };
+  no_nul(c.values, c.files.empty() ? "built-in defaults" : c.files.back());
+  for (const std::string* t : {&c.state_dir, &c.default_policy, &c.default_policy_unprivileged, &c.kernel_group})
+    if (t->find('\0') != std::string::npos)
+      throw ConfigError((c.files.empty() ? "built-in defaults" : c.files.back()) + ": a value holds a NUL byte");
   for (const auto& [name, p] : c.policies) {
+    no_nul(p.values, p.origin + ": policy " + name);
     if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
     if (p.algorithm == "static")
       throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");

@@ -13,7 +13,9 @@
 #include "bus.h"
 #include "config.h"
 #include "service.h"
+#include "xfer/hla.h"
 #include "xfer/log.h"
+#include "xfer/text.h"
 
 namespace {
 
@@ -62,6 +64,15 @@ int run(const Args& a) {
     return fail(std::string("configuration: ") + e.what() + "; not started");
   }
   if (a.check_config) {
+    // The parameter table the daemon would load at start, read the same way.
+    if (std::string table = cfg.text("hla_table"); !table.empty()) {
+      try {
+        xfer::hla::ParamTable t = xfer::hla::load_table(table);
+        fmt::print("parameter table {}: {}\n", xfer::printable(table), xfer::printable(xfer::hla::describe(t)));
+      } catch (const std::exception& e) {
+        return fail(std::string("[hla] table: ") + xfer::printable(e.what()));
+      }
+    }
     fmt::print("configuration OK: {} policies from {}\n", cfg.policies.size(),
                cfg.files.empty() ? std::string("built-in defaults") : fmt::format("{}", fmt::join(cfg.files, ", ")));
     return 0;

@@ -14,6 +14,7 @@
 #include "xfer/log.h"
 #include "submit_args.h"
 #include "xfer/manifest.h"
+#include "xfer/safe_open.h"
 #include "xfer/text.h"
 #include "xfer/tuner.h"
 
@@ -33,7 +34,8 @@ std::string policy_names(const Config& c) {
 
 }  // namespace
 
-std::string JobEntry::path() const { return "/org/xferd/Xferd1/job/" + std::to_string(row.id); }
+std::string job_path(uint64_t id) { return "/org/xferd/Xferd1/job/" + std::to_string(id); }
+std::string JobEntry::path() const { return job_path(row.id); }
 
 void JobEntry::take_manifest(xfer::Manifest m) {
   progress.files_total = m.entries.size();
@@ -58,6 +60,7 @@ JobEntry::~JobEntry() {
   loop.reset();  // the loop goes before the job it tunes
   job.reset();
   if (dir_fd >= 0) close(dir_fd);
+  if (ca_fd >= 0) close(ca_fd);
 }
 
 bool may_change_kernel(const Config& cfg, const Caller& c) {
@@ -75,10 +78,19 @@ bool may_use(const Config& cfg, const Policy& p, const Caller& c) {
   return false;
 }
 
-Service::Service(sd_event* l, Options o, Config c) : loop(l), opts(std::move(o)), cfg(std::move(c)), engine(l) {
+Service::Service(sd_event* l, Options o, Config c)
+    : loop(l), opts(std::move(o)), cfg(std::move(c)), checks(l), engine(l) {
   std::string dir = opts.state_dir.empty() ? cfg.state_dir : opts.state_dir;
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw StoreError("state directory " + dir + ": " + strerror(errno));
+  // The store says what runs as whom and where: a state directory or store
+  // another user could write would let that user plant root's jobs.
+  try {
+    xfer::require_trusted(dir, xfer::Trusted::Directory, "state directory");
+    xfer::require_trusted(dir + "/xferd.db", xfer::Trusted::File, "job store");
+  } catch (const xfer::UntrustedPath& e) {
+    throw StoreError(e.what());
+  }
   store = std::make_unique<Store>(dir + "/xferd.db");
   open_history(dir);
   load_hla_table();
@@ -196,7 +208,7 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
   if (n.empty()) n = may_change_kernel(cfg, c) ? cfg.default_policy : cfg.default_policy_unprivileged;
   auto it = cfg.policies.find(n);
   if (it == cfg.policies.end())
-    throw Refusal(err::kUnknownPolicy, "no policy named '" + n + "'; this daemon has: " + policy_names(cfg));
+    throw Refusal(err::kUnknownPolicy, "no policy named '" + xfer::shown(n, 64) + "'; this daemon has: " + policy_names(cfg));
   if (!may_use(cfg, it->second, c)) {
     if (it->second.kernel && !may_change_kernel(cfg, c))
       throw Refusal(err::kPolicyForbidden,
@@ -208,15 +220,7 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
   return it->second;
 }
 
-uint64_t Service::submit(const Caller& c, SubmitRequest req) {
-  const Policy& p = policy_for(c, req.policy);
-  const nlohmann::json& options = req.options;
-  // The options with the policy's and the config's, as the job will start.
-  try {
-    xfer::setup_job(p.algorithm, layers(p, options));
-  } catch (const xfer::OptionError& e) {
-    throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
-  }
+void Service::check_user_limits(const Caller& c, size_t new_entries) const {
   size_t open = 0, entries = 0;
   for (const auto& [id, j] : jobs)
     if (j->row.uid == c.uid && !j->finished()) {
@@ -227,25 +231,84 @@ uint64_t Service::submit(const Caller& c, SubmitRequest req) {
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
                                                  "(limits.max_jobs_per_user); wait for one to finish",
                                                  c.name, open));
-  xfer::Manifest& m = req.manifest;
-  if (entries + m.entries.size() > size_t(cfg.max_entries_per_user))
+  if (entries + new_entries > size_t(cfg.max_entries_per_user))
     throw Refusal(err::kTooManyEntries,
                   fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
                               "(limits.max_entries_per_user); wait for a job to finish",
-                              c.name, entries, m.entries.size(), cfg.max_entries_per_user));
-  if (options.contains("ca_file")) {
+                              c.name, entries, new_entries, cfg.max_entries_per_user));
+}
+
+namespace {
+
+// A descriptor that closes unless it is taken.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  int take() { return std::exchange(fd, -1); }
+};
+
+}  // namespace
+
+void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
+  const Policy& p = policy_for(c, req.policy);
+  // The options with the policy's and the config's, as the job will start.
+  try {
+    xfer::setup_job(p.algorithm, layers(p, req.options));
+  } catch (const xfer::OptionError& e) {
+    throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
+  }
+  check_user_limits(c, req.manifest.entries.size());
+  if (checks.pending(c.uid) >= kMaxChecksPerUser)
+    throw Refusal(err::kTooManyJobs, fmt::format("{} has {} submissions whose destination is still being checked; wait "
+                                                 "for their answers",
+                                                 c.name, checks.pending(c.uid)));
+  // The destination (and a CA file) are opened as the caller by a child
+  // process; the loop goes on meanwhile and the reply waits for the answer.
+  std::vector<OpenRequest> open{{req.dest, OpenAs::WritableDirectory}};
+  if (req.options.contains("ca_file")) open.push_back({req.options["ca_file"].get<std::string>(), OpenAs::ReadableFile});
+  auto held = std::make_shared<SubmitRequest>(std::move(req));
+  std::string why;
+  uint64_t check = checks.start(
+      c, std::move(open),
+      [this, c, held, reply](std::vector<int> fds, const std::string& why, size_t failed) {
+        Fd dir(fds.empty() ? -1 : fds[0]), ca(fds.size() > 1 ? fds[1] : -1);
+        try {
+          if (!why.empty()) {
+            if (failed == 1) throw Refusal(err::kInvalidArguments, "option ca_file: " + why + "; nothing fetched");
+            throw Refusal(err::kDestination, why + "; nothing fetched");
+          }
+          reply(admit(c, std::move(*held), dir.take(), ca.take()), nullptr);
+        } catch (const Refusal& r) {
+          reply(0, &r);
+        } catch (const std::exception& e) {
+          Refusal r(err::kInternal, e.what());
+          reply(0, &r);
+        }
+      },
+      &why);
+  if (!check) throw Refusal(err::kDestination, why + "; nothing fetched");
+}
+
+uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd) {
+  Fd dir(dir_fd), ca(ca_fd);
+  // Other jobs may have come meanwhile, and the configuration may have changed.
+  const Policy& p = policy_for(c, req.policy);
+  check_user_limits(c, req.manifest.entries.size());
+  if (ca.fd >= 0) {
     std::string why;
-    ca_pem_as(c, options["ca_file"].get<std::string>(), &why);
+    read_ca(ca.fd, req.options["ca_file"].get<std::string>(), &why);
     if (!why.empty()) throw Refusal(err::kInvalidArguments, "option ca_file: " + why + "; nothing fetched");
   }
-  std::string why;
-  int fd = open_dest_as(c, req.dest, &why);
-  if (fd < 0) throw Refusal(err::kDestination, why + "; nothing fetched");
-
+  const nlohmann::json& options = req.options;
+  xfer::Manifest& m = req.manifest;
   auto j = std::make_unique<JobEntry>();
   j->service = this;
-  j->dir_fd = fd;
-  j->dest = dest_key(fd);
+  j->dir_fd = dir.take();
+  j->ca_fd = ca.take();
+  j->dest = dest_key(j->dir_fd);
   j->take_manifest(std::move(m));
   // A name is written by one job at a time: two jobs that would both write
   // NAME in one directory would share NAME.part.
@@ -295,17 +358,26 @@ std::string Service::name_clash(const JobEntry& n) const {
   return "";
 }
 
-std::string Service::ca_pem_as(const Caller& c, const std::string& path, std::string* why) const {
-  std::string pem = read_file_as(c, path, kMaxCaBytes, why);
-  if (why->empty() && pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-    *why = "file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
+std::string Service::read_ca(int fd, const std::string& path, std::string* why) const {
+  std::string pem;
+  try {
+    pem = xfer::read_bounded(fd, kMaxCaBytes, path);
+  } catch (const xfer::IoError& e) {
+    *why = "file " + xfer::shown(path) + ": " + e.code().message();
+    return "";
+  }
+  lseek(fd, 0, SEEK_SET);  // read again when the job starts
+  if (pem.size() > kMaxCaBytes)
+    *why = "file " + xfer::shown(path) + " is larger than " + std::to_string(kMaxCaBytes) + " bytes";
+  else if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    *why = "file " + xfer::shown(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
   return why->empty() ? pem : std::string();
 }
 
 size_t Service::running() const {
   size_t n = 0;
   for (const auto& [id, j] : jobs)
-    if (j->job) ++n;
+    if (j->job || j->check) ++n;  // a job whose files are being opened holds its slot
   return n;
 }
 
@@ -332,6 +404,11 @@ void Service::start_queued() {
 
 void Service::set_state(JobEntry& j, xfer::JobState s) {
   if (j.state == s) return;
+  if (!xfer::may_change(j.state, s)) {
+    log::warn("job {}: {} -> {} refused: {} is final", j.row.id, xfer::to_string(j.state), xfer::to_string(s),
+              xfer::to_string(j.state));
+    return;
+  }
   j.state = s;
   // The store keeps what a restart needs: a job that was discovering runs again.
   std::string stored = xfer::to_string(s == xfer::JobState::Discovering ? xfer::JobState::Running : s);
@@ -349,15 +426,42 @@ void Service::set_state(JobEntry& j, xfer::JobState s) {
 
 void Service::start(JobEntry& j) {
   uint64_t id = j.row.id;
-  Caller owner = caller_for(j.row.uid, j.row.gid);
   auto fail = [&](const std::string& why) {
-    log::error("job {}: {}", id, why);
+    log::error("job {}: {}", id, xfer::shown(why, 4096));
     record_finished(j, xfer::JobState::Failed, why, nlohmann::json{{"state", "failed"}, {"job", id}, {"error", why}}.dump());
   };
-  if (j.dir_fd < 0) {  // carried on after a restart: the check is made again
+  if (j.check) return;  // its files are being opened as its owner
+  // Carried on after a restart: the destination and the job's CA file are
+  // opened again as the owner, by a child the loop does not wait for.
+  std::string ca_file = j.options.value("ca_file", std::string());
+  bool need_dir = j.dir_fd < 0, need_ca = !ca_file.empty() && j.ca_fd < 0;
+  if (need_dir || need_ca) {
+    std::vector<OpenRequest> open;
+    if (need_dir) open.push_back({j.row.dest, OpenAs::WritableDirectory});
+    if (need_ca) open.push_back({ca_file, OpenAs::ReadableFile});
+    JobEntry* jp = &j;
     std::string why;
-    j.dir_fd = open_dest_as(owner, j.row.dest, &why);
-    if (j.dir_fd < 0) return fail(why);
+    j.check = checks.start(
+        caller_for(j.row.uid, j.row.gid), std::move(open),
+        [this, jp, need_dir, need_ca](std::vector<int> fds, const std::string& why, size_t failed) {
+          jp->check = 0;
+          size_t i = 0;
+          if (need_dir) jp->dir_fd = fds[i++];
+          if (need_ca) jp->ca_fd = fds[i++];
+          if (!why.empty()) {
+            std::string what = need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + why : why;
+            log::error("job {}: {}", jp->row.id, what);
+            record_finished(*jp, xfer::JobState::Failed, what,
+                            nlohmann::json{{"state", "failed"}, {"job", jp->row.id}, {"error", what}}.dump());
+          } else {
+            if (need_dir) jp->dest = dest_key(jp->dir_fd);
+            start(*jp);
+          }
+          start_queued();
+        },
+        &why);
+    if (!j.check) fail(need_dir ? why : "ca_file: " + why);
+    return;
   }
   if (!j.manifest) {  // carried on after a restart, or the job was paused before it started
     try {
@@ -374,15 +478,23 @@ void Service::start(JobEntry& j) {
   } catch (const xfer::OptionError& e) {
     return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // the config changed since Submit
   }
-  // https: the policy's CA bundle (the admin's, read as root), or the job's
-  // own (read as its owner), instead of the system's store.
+  // https: the job's own CA bundle (opened as its owner at Submit), else the
+  // policy's (the admin's, read as root), instead of the system's store.
   std::string ca_pem;
-  for (const auto& [path, as] : {std::pair{j.policy.values.value("ca_file", std::string()), caller_for(0, 0)},
-                                 std::pair{j.options.value("ca_file", std::string()), owner}}) {
-    if (path.empty()) continue;
+  if (j.ca_fd >= 0) {
     std::string why;
-    ca_pem = ca_pem_as(as, path, &why);
+    ca_pem = read_ca(j.ca_fd, ca_file, &why);
+    close(j.ca_fd);
+    j.ca_fd = -1;
     if (!why.empty()) return fail("ca_file: " + why);
+  } else if (std::string path = j.policy.values.value("ca_file", std::string()); !path.empty()) {
+    try {
+      ca_pem = xfer::read_small_file(path, kMaxCaBytes, "file of PEM certificates");
+    } catch (const std::runtime_error& e) {
+      return fail(std::string("policy ca_file: ") + e.what());
+    }
+    if (ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+      return fail("policy ca_file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
   }
 
   // The kernel layer: one job at a time may turn it; the others tune the
@@ -492,6 +604,14 @@ void Service::finished(JobEntry& j) {
 }
 
 void Service::record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary) {
+  if (j.finished()) {  // an end is final: a second one (a callback after a cancel) changes nothing
+    log::warn("job {}: already {}; a later end ({}) is ignored", j.row.id, xfer::to_string(j.state), xfer::to_string(state));
+    return;
+  }
+  if (j.check) {
+    checks.cancel(j.check);
+    j.check = 0;
+  }
   j.state = state;
   j.error = error;
   j.summary = summary;
@@ -567,6 +687,9 @@ void Service::pause(const Caller& c, JobEntry& j) {
       throw Refusal(err::kBadState,
                     fmt::format("job {} is {}; it can be paused once it runs", j.row.id, xfer::to_string(j.state)));
     j.job->pause();
+  } else if (j.check) {  // its files were being opened: again at Resume
+    checks.cancel(j.check);
+    j.check = 0;
   }
   log::info("job {}: paused by {}", j.row.id, c.name);
   set_state(j, xfer::JobState::Paused);
@@ -578,8 +701,9 @@ void Service::resume(const Caller& c, JobEntry& j) {
     throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: resumed by {}", j.row.id, c.name);
   if (j.job) {
+    // Announces Running through on_state, and may end the job at once (its
+    // last file was checked while it was paused): nothing is set after it.
     j.job->resume();
-    set_state(j, xfer::JobState::Running);
   } else {
     set_state(j, xfer::JobState::Queued);
     start_queued();

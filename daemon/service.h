@@ -41,6 +41,9 @@ struct DirKey {
 };
 DirKey dest_key(int dir_fd);
 
+// A job's object path on the bus.
+std::string job_path(uint64_t id);
+
 // One job, live or finished. A finished job keeps only what ListJobs and its
 // properties show; its manifest and summary stay in the store.
 struct JobEntry {
@@ -54,6 +57,8 @@ struct JobEntry {
   std::optional<xfer::Manifest> manifest;
   // While it runs:
   int dir_fd = -1;
+  int ca_fd = -1;       // the job's own ca_file, opened as its owner; read when it starts
+  uint64_t check = 0;   // a CallerChecks check opening its files, while one runs
   std::unique_ptr<xfer::Job> job;
   std::unique_ptr<xfer::ControlLoop> loop;  // tunes job; goes before it
   bool holds_kernel = false;
@@ -93,6 +98,9 @@ struct Service {
   sd_event* loop;
   Options opts;
   Config cfg;
+  // What is opened as a caller, by children the loop never waits for.
+  CallerChecks checks;
+  static constexpr size_t kMaxChecksPerUser = 4;
   std::unique_ptr<Store> store;
   // The transfer history (xfer/history.h); null when it could not be opened
   // (logged: the jobs run, unrecorded).
@@ -116,7 +124,11 @@ struct Service {
   bool stopping = false;
 
   // Manager1
-  uint64_t submit(const Caller& c, SubmitRequest req);
+  // Checks what it can at once (throws Refusal); the destination and a CA
+  // file are opened as the caller asynchronously, and reply() is called once
+  // with the new job's id, or with the refusal.
+  using SubmitReply = std::function<void(uint64_t id, const Refusal* refused)>;
+  void submit(const Caller& c, SubmitRequest req, SubmitReply reply);
   std::string reload();  // "" or the error; the old config stays on error
   // Job1
   void cancel(const Caller& c, JobEntry& j);
@@ -141,9 +153,13 @@ struct Service {
   xfer::OptionLayers layers(const Policy& p, const nlohmann::json& options) const;
   // "" or why n would write a name an unfinished job in the same directory writes.
   std::string name_clash(const JobEntry& n) const;
-  // A CA bundle the caller names, read as the caller; "" with *why when unusable.
+  // Refusal when the caller has as many unfinished jobs or entries as a user may.
+  void check_user_limits(const Caller& c, size_t new_entries) const;
+  // Submit's second half, once the caller's files are open: the job is stored and queued.
+  uint64_t admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd);
+  // A CA bundle from a descriptor opened as its owner; "" with *why when unusable.
   static constexpr size_t kMaxCaBytes = 1 << 20;
-  std::string ca_pem_as(const Caller& c, const std::string& path, std::string* why) const;
+  std::string read_ca(int fd, const std::string& path, std::string* why) const;
   // At most limits.max_finished_per_user finished jobs per user are kept.
   void forget_oldest_finished(uid_t uid);
   void start_queued();

@@ -84,7 +84,7 @@ nlohmann::json read_options(sd_bus_message* m) {
       std::string known;
       for (const xfer::OptionSpec& o : xfer::option_table())
         if (o.scopes & xfer::kJob) known += (known.empty() ? "" : ", ") + o.name;
-      throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", xfer::printable(key), known));
+      throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", xfer::shown(key, 64), known));
     }
     char type = 0;
     const char* contents = nullptr;

@@ -10,6 +10,9 @@
 
 #include "xfer/kernel.h"
 #include "xfer/log.h"
+#include "xfer/nesting.h"
+#include "xfer/safe_open.h"
+#include "xfer/text.h"
 #include "xfer/part_file.h"
 
 namespace xfer {
@@ -24,7 +27,7 @@ std::optional<std::string> read_file(const std::string& p) {
 }
 
 bool write_file(const std::string& p, const std::string& v, std::string* err) {
-  int fd = open(p.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  int fd = open(p.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     *err = strerror(errno);
     return false;
@@ -35,16 +38,49 @@ bool write_file(const std::string& p, const std::string& v, std::string* err) {
   return ok;
 }
 
-std::vector<std::pair<std::string, std::string>> load(const std::string& file) {
+// A journalled knob: a file below knob_root, named without "." or ".."
+// components, holding a short one-line value.
+bool is_knob(const std::string& root, const std::string& p, const std::string& v) {
+  std::string prefix = root + "/";
+  if (p.compare(0, prefix.size(), prefix) != 0 || p.size() > 512 || v.size() > 256) return false;
+  if (p.find('\0') != std::string::npos || v.find_first_of(std::string("\n\0", 2)) != std::string::npos) return false;
+  std::string rel = "/" + p.substr(prefix.size()) + "/";
+  return rel.find("/../") == std::string::npos && rel.find("/./") == std::string::npos && rel.find("//") == std::string::npos;
+}
+
+// The entries of a journal; none when there is no file. Throws
+// KernelStateError when the file is there but is not a journal.
+std::vector<std::pair<std::string, std::string>> load(const std::string& file, const std::string& root) {
   std::vector<std::pair<std::string, std::string>> out;
-  auto text = read_file(file);
-  if (!text) return out;
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.contains("entries")) {
-    log::error("{}: unreadable kernel state file; nothing restored from it", file);
-    return out;
+  struct stat st;
+  if (lstat(file.c_str(), &st) != 0 && errno == ENOENT) return out;
+  std::string text;
+  try {
+    text = read_trusted_file(file, 1 << 20, "kernel state file");
+  } catch (const std::runtime_error& e) {
+    throw KernelStateError(std::string(e.what()) + "; nothing restored from it, nothing written");
   }
-  for (const auto& e : j["entries"]) out.emplace_back(e.at(0).get<std::string>(), e.at(1).get<std::string>());
+  nlohmann::json j;
+  try {
+    j = parse_json_bounded(text, file);
+  } catch (const NestingError& e) {
+    throw KernelStateError(std::string(e.what()) + "; not a kernel state journal, left as it is");
+  }
+  if (j.is_discarded() || !j.is_object() || !j.contains("entries") || !j["entries"].is_array())
+    throw KernelStateError(file + ": not a kernel state journal (xferd's JSON with \"entries\"); left as it is, nothing "
+                           "restored: move it away or name another [kernel] state_file");
+  for (const auto& e : j["entries"]) {
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string()) {
+      log::error("{}: an entry that is not [path, value]: {}; skipped", file, printable(e.dump().substr(0, 200)));
+      continue;
+    }
+    std::string p = e[0].get<std::string>(), v = e[1].get<std::string>();
+    if (!is_knob(root, p, v)) {
+      log::error("{}: entry {} is not a CPU knob under {}/; not written", file, printable(p.substr(0, 200)), root);
+      continue;
+    }
+    out.emplace_back(p, v);
+  }
   return out;
 }
 
@@ -70,9 +106,15 @@ std::vector<std::string> write_back(const std::vector<std::pair<std::string, std
 // released by the kernel when the owner dies however it dies. -1 with
 // `holder` set when someone else has it.
 int take_lock(const std::string& state_file, std::string* holder) {
-  std::filesystem::create_directories(std::filesystem::path(state_file).parent_path());
+  std::string dir = std::filesystem::path(state_file).parent_path();
+  std::filesystem::create_directories(dir);
+  try {
+    require_trusted(dir, Trusted::Directory, "kernel state directory");
+  } catch (const UntrustedPath& e) {
+    throw KernelStateError(e.what());
+  }
   std::string path = state_file + ".lock";
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) throw IoError(errno, "open " + path);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buf[32] = {0};
@@ -88,12 +130,20 @@ int take_lock(const std::string& state_file, std::string* holder) {
   return fd;
 }
 
-KernelJournal::KernelJournal(std::string state_file) : file_(std::move(state_file)) {
+KernelJournal::KernelJournal(std::string state_file, std::string knob_root)
+    : file_(std::move(state_file)), knob_root_(std::move(knob_root)) {
+  while (knob_root_.size() > 1 && knob_root_.back() == '/') knob_root_.pop_back();
   std::string holder;
   lock_fd_ = take_lock(file_, &holder);
   if (lock_fd_ < 0)
     throw KernelBusy("the kernel layer is in use by process " + holder + " (" + file_ + ".lock)");
-  auto entries = load(file_);
+  std::vector<std::pair<std::string, std::string>> entries;
+  try {
+    entries = load(file_, knob_root_);
+  } catch (...) {
+    close(lock_fd_);
+    throw;
+  }
   if (!entries.empty()) {
     log::warn("{}: a previous run left the kernel changed (crash?); restoring {} values", file_, entries.size());
     // What could not be written back stays journalled: tried again on exit.
@@ -101,7 +151,7 @@ KernelJournal::KernelJournal(std::string state_file) : file_(std::move(state_fil
     for (const auto& e : entries)
       if (std::find(failed.begin(), failed.end(), e.first) != failed.end()) entries_.push_back(e);
   }
-  if (entries_.empty()) unlink(file_.c_str());
+  if (entries_.empty()) unlink(file_.c_str());  // a journal (load() said so), now restored
   else save();
 }
 
@@ -115,6 +165,8 @@ void KernelJournal::record(const std::string& abs_path) {
     if (e.first == abs_path) return;
   auto v = read_file(abs_path);
   if (!v) throw IoError(errno ? errno : ENOENT, "read " + abs_path);
+  if (!is_knob(knob_root_, abs_path, *v))
+    throw KernelStateError(abs_path + " is not a CPU knob under " + knob_root_ + "/; the kernel layer does not change it");
   // Values the kernel reports but never accepts back stay out of the journal.
   if (*v == "<unsupported>") return;
   entries_.emplace_back(abs_path, *v);
@@ -128,7 +180,7 @@ void KernelJournal::save() {
   j["entries"] = nlohmann::json::array();
   for (const auto& [p, v] : entries_) j["entries"].push_back({p, v});
   std::string tmp = file_ + ".tmp", text = j.dump(2) + "\n";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) throw IoError(errno, "open " + tmp);
   bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && fsync(fd) == 0;
   int err = errno;
@@ -146,9 +198,9 @@ std::vector<std::string> KernelJournal::restore() {
   return failed;
 }
 
-bool KernelJournal::restore_leftover(const std::string& state_file) {
-  bool had = !load(state_file).empty();
-  KernelJournal owner(state_file);  // takes the lock (or throws KernelBusy), restores, lets go
+bool KernelJournal::restore_leftover(const std::string& state_file, const std::string& knob_root) {
+  bool had = !load(state_file, knob_root).empty();
+  KernelJournal owner(state_file, knob_root);  // takes the lock (or throws KernelBusy), restores, lets go
   return had;
 }
 

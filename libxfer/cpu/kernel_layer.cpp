@@ -18,7 +18,7 @@ CoreControl::Config core_config(const KernelLayer::Config& c) {
 
 KernelLayer::KernelLayer(Config cfg)
     : cfg_(cfg),
-      journal_(cfg.state_file),
+      journal_(cfg.state_file, cfg.sysfs_root),
       cores_(core_config(cfg), journal_),
       freq_(journal_, cfg.sysfs_root),
       mode_(cfg.mode == CoreControl::Mode::Hotplug ? "hotplug" : "affinity") {

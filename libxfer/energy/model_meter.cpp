@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "xfer/nesting.h"
 #include "xfer/clock.h"
 #include "xfer/energy.h"
 #include "xfer/log.h"
@@ -59,7 +60,9 @@ std::string PowerCoefficients::idle_basis() const {
 PowerCoefficients PowerCoefficients::load(const std::string& path) {
   toml::table t;
   try {
-    t = toml::parse(read_small_file(path, 64 * 1024, "power model file"), path);
+    std::string text = read_trusted_file(path, 64 * 1024, "power model file");
+    check_toml_nesting(text, path);
+    t = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

@@ -1,7 +1,9 @@
 // The history's backends: SQLite, PostgreSQL, and PostgreSQL behind a local
 // SQLite journal with a shipper thread (history.h).
 #include "xfer/history.h"
+#include "xfer/safe_open.h"
 
+#include <filesystem>
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
@@ -459,16 +461,29 @@ std::string run_key(const std::string& tool, int64_t id, double started_unix) {
   return fmt::format("{}/{}/{}", tool, id, int64_t(started_unix * 1000));
 }
 
+// A history file (and its -wal and -shm beside it) steers what the analysis
+// learns and where SQLite writes: root uses only one out of other users' reach.
+static void trusted_history_file(const std::string& path, const char* noun) {
+  try {
+    std::string abs = path[0] == '/' ? path : std::filesystem::absolute(path).string();
+    require_trusted(abs, Trusted::File, noun);
+  } catch (const UntrustedPath& e) {
+    throw HistoryError(e.what());
+  }
+}
+
 std::unique_ptr<History> open_history(const std::string& where, const HistoryOptions& o) {
   if (where.empty()) throw HistoryError("history: no path or URL given");
   if (is_postgres_url(where)) {
     if (o.read_only) return std::make_unique<PgHistory>(where, o.connect_timeout_s);
     if (o.journal.empty())
       throw HistoryError("history " + redact_url(where) + ": a PostgreSQL history needs a local journal file");
+    trusted_history_file(o.journal, "history journal");
     return std::make_unique<JournaledHistory>(where, o);
   }
   if (where.find("://") != std::string::npos)
     throw HistoryError("history " + where + ": not a file path or a postgresql:// URL");
+  trusted_history_file(where, "history");
   return std::make_unique<SqliteHistory>(where, o.read_only);
 }
 

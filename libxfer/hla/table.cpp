@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "xfer/hla.h"
+#include "xfer/nesting.h"
 #include "xfer/safe_open.h"
 
 namespace xfer::hla {
@@ -196,20 +197,29 @@ void save_table(const ParamTable& t, const std::string& path) {
   }
 }
 
-ParamTable load_table(const std::string& path) {
-  std::string text;
+ParamTable table_from_text(std::string_view text, const std::string& what) {
+  json j;
   try {
-    text = read_small_file(path, 64u << 20, "parameter table");
-  } catch (const std::exception& e) {
+    j = parse_json_bounded(text, what);
+  } catch (const NestingError& e) {
     throw TableError(e.what());
   }
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw TableError(path + ": not JSON (a parameter table is the JSON xfer-hla analyze writes)");
+  if (j.is_discarded()) throw TableError(what + ": not JSON (a parameter table is the JSON xfer-hla analyze writes)");
   try {
     return table_from_json(j);
   } catch (const TableError& e) {
-    throw TableError(path + ": " + e.what());
+    throw TableError(what + ": " + e.what());
   }
+}
+
+ParamTable load_table(const std::string& path) {
+  std::string text;
+  try {
+    text = read_trusted_file(path, 64u << 20, "parameter table");
+  } catch (const std::exception& e) {
+    throw TableError(e.what());
+  }
+  return table_from_text(text, path);
 }
 
 std::string describe(const ParamTable& t) {

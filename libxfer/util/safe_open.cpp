@@ -99,3 +99,93 @@ std::string read_small_file(const std::string& path, size_t max_bytes, const std
 }
 
 }  // namespace xfer
+
+namespace xfer {
+namespace {
+
+bool trusted_owner(uid_t uid) { return uid == 0 || uid == geteuid(); }
+
+// "" or why a directory or file with this stat may not be trusted.
+std::string untrusted_why(const struct stat& st, bool above) {
+  if (!trusted_owner(st.st_uid)) return "belongs to uid " + std::to_string(st.st_uid) + ", not to root";
+  bool writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (writable && !(above && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX)))
+    return std::string("is writable by ") + ((st.st_mode & S_IWOTH) ? "every user" : "its group");
+  return "";
+}
+
+[[noreturn]] void refuse(const std::string& noun, const std::string& path, const std::string& where,
+                         const std::string& why) {
+  throw UntrustedPath(noun + " " + path + ": " + (where == path ? "it" : where) + " " + why +
+                      "; xferd uses only what root owns and others cannot change (chown root, chmod go-w)");
+}
+
+}  // namespace
+
+void require_trusted(const std::string& path, Trusted kind, const std::string& noun) {
+  if (path.empty() || path[0] != '/') throw UntrustedPath(noun + " '" + path + "': not an absolute path");
+  // Components still to walk, and the directory walked so far.
+  std::string rest = path.substr(1), at;
+  int links = 0;
+  while (true) {
+    while (!rest.empty() && rest[0] == '/') rest.erase(0, 1);
+    if (rest.empty()) break;
+    size_t cut = rest.find('/');
+    std::string part = rest.substr(0, cut);
+    rest = cut == std::string::npos ? "" : rest.substr(cut);
+    if (part == ".") continue;
+    if (part == "..") {
+      at = at.substr(0, at.rfind('/'));
+      continue;
+    }
+    std::string next = at + "/" + part;
+    bool last = rest.find_first_not_of('/') == std::string::npos;
+    struct stat st;
+    if (lstat(next.c_str(), &st) != 0) {
+      if (errno == ENOENT && last) return;  // to be created, in a directory checked above
+      refuse(noun, path, next, std::string("cannot be examined (") + strerror(errno) + ")");
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (last) refuse(noun, path, next, "is a symbolic link");
+      if (!trusted_owner(st.st_uid) || ++links > 40)
+        refuse(noun, path, next, "is a symbolic link that root does not own");
+      char target[4096];
+      ssize_t n = readlink(next.c_str(), target, sizeof target - 1);
+      if (n < 0) refuse(noun, path, next, std::string("cannot be read (") + strerror(errno) + ")");
+      std::string t(target, size_t(n));
+      rest = t + rest;
+      if (t[0] == '/') at.clear();
+      continue;
+    }
+    std::string why = untrusted_why(st, !last);
+    if (!why.empty()) refuse(noun, path, next, why);
+    if (!last && !S_ISDIR(st.st_mode)) refuse(noun, path, next, "is not a directory");
+    if (last && kind == Trusted::File && !S_ISREG(st.st_mode))
+      refuse(noun, path, next, std::string("is a ") + file_kind(st.st_mode) + ", not a regular file");
+    if (last && kind == Trusted::Directory && !S_ISDIR(st.st_mode))
+      refuse(noun, path, next, std::string("is a ") + file_kind(st.st_mode) + ", not a directory");
+    at = next;
+  }
+}
+
+std::string read_trusted_file(const std::string& path, size_t max_bytes, const std::string& noun) {
+  require_trusted(path, Trusted::File, noun);
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::string(strerror(errno)));
+  struct stat st;
+  std::string why = fstat(fd, &st) != 0 ? std::string(strerror(errno)) : untrusted_why(st, false);
+  if (why.empty() && !S_ISREG(st.st_mode)) why = std::string("is a ") + file_kind(st.st_mode) + ", not a " + noun;
+  std::string text;
+  try {
+    if (why.empty()) text = read_bounded(fd, max_bytes, path);
+  } catch (const IoError& e) {
+    why = "cannot be read: " + e.code().message();
+  }
+  close(fd);
+  if (!why.empty()) refuse(noun, path, path, why);
+  if (text.size() > max_bytes)
+    throw std::runtime_error(path + ": larger than " + std::to_string(max_bytes) + " bytes; not a " + noun);
+  return text;
+}
+
+}  // namespace xfer

@@ -79,4 +79,11 @@ std::string xml_escape(std::string_view s) {
   return o;
 }
 
+std::string shown(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return printable(s);
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return printable(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
 }  // namespace xfer

@@ -161,12 +161,18 @@ TEST(Daemon, PauseResumeCancel) {
   EXPECT_EQ(job_property(path, "State"), "running");
   wait_bytes(path, at_pause + (2 << 20), 20);
   EXPECT_GT(bytes_done(path), at_pause);
-  // nobody may neither cancel nor read root's job
+  // nobody may neither cancel nor read root's job, nor tell it from a job
+  // that does not exist (issue 37: ids could be enumerated)
   Shell other = run(as_nobody(bin("xferctl") + " cancel " + path));
-  EXPECT_NE(other.out.find("org.xferd.Xferd1.Error.NotJobOwner"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("org.xferd.Xferd1.Error.NoSuchJob"), std::string::npos) << other.out;
   Shell peek = run(as_nobody(bin("xferctl") + " status " + path));
   EXPECT_NE(peek.status, 0);
-  EXPECT_NE(peek.out.find("org.xferd.Xferd1.Error.NotJobOwner"), std::string::npos) << peek.out;
+  EXPECT_NE(peek.out.find("org.xferd.Xferd1.Error.NoSuchJob"), std::string::npos) << peek.out;
+  std::string id = path.substr(path.rfind('/') + 1);
+  Shell none = run(as_nobody(bin("xferctl") + " cancel 987654"));
+  std::string told = other.out;
+  told.replace(told.find(id), id.size(), "987654");
+  EXPECT_EQ(told, none.out);
   ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0);
   Shell w = run(bin("xferctl") + " watch " + path + " --json");
   EXPECT_EQ(w.status, 130) << w.out;

@@ -42,7 +42,7 @@ class CoreFakeTree : public ::testing::Test {
 
 TEST_F(CoreFakeTree, OfflinesHighestFirstAndRestores) {
   {
-    xfer::KernelJournal j(state);
+    xfer::KernelJournal j(state, root.string());
     xfer::CoreControl cc(cfg(), j);
     EXPECT_EQ(cc.present(), 4);
     cc.set_online(2);
@@ -57,7 +57,7 @@ TEST_F(CoreFakeTree, OfflinesHighestFirstAndRestores) {
 }
 
 TEST_F(CoreFakeTree, RefusesWhatItMayNotDo) {
-  xfer::KernelJournal j(state);
+  xfer::KernelJournal j(state, root.string());
   auto c = cfg();
   c.min_cores = 2;
   xfer::CoreControl cc(c, j);
@@ -81,7 +81,7 @@ TEST_F(CoreFakeTree, RefusesWhatItMayNotDo) {
 TEST_F(CoreFakeTree, LeftoverStateIsRestoredAtTheNextStart) {
   pid_t pid = fork();
   if (pid == 0) {
-    xfer::KernelJournal* j = new xfer::KernelJournal(state);
+    xfer::KernelJournal* j = new xfer::KernelJournal(state, root.string());
     xfer::CoreControl cc(cfg(), *j);
     cc.set_online(1);
     _exit(0);  // no destructors: like kill -9
@@ -91,7 +91,7 @@ TEST_F(CoreFakeTree, LeftoverStateIsRestoredAtTheNextStart) {
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(read("cpu1/online"), "0");
   EXPECT_TRUE(fs::exists(state));
-  xfer::KernelJournal next(state);
+  xfer::KernelJournal next(state, root.string());
   EXPECT_EQ(read("cpu1/online"), "1");
   EXPECT_EQ(read("cpu3/online"), "1");
   EXPECT_FALSE(fs::exists(state));

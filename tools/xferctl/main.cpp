@@ -2,6 +2,7 @@
 // resume, watch, policies and history talk to the daemon (client.cpp); `run`
 // carries out a job in-process, without the daemon (scripts, benchmarks), on
 // the same Job code the daemon runs.
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -71,11 +72,23 @@ struct RunArgs {
 };
 
 // A postgresql:// history's local journal unless --history-journal says:
-// $XDG_STATE_HOME/xferd/history.db (~/.local/state/xferd/history.db).
+// $XDG_STATE_HOME/xferd/history.db, else the user's home (passwd when HOME
+// is unset) /.local/state/xferd/history.db; never a shared directory such as
+// /tmp, where another user could plant the name first.
 std::string default_journal() {
   const char* xdg = getenv("XDG_STATE_HOME");
-  const char* home = getenv("HOME");
-  std::string base = xdg && *xdg ? xdg : std::string(home && *home ? home : "/tmp") + "/.local/state";
+  std::string base;
+  if (xdg && *xdg) base = xdg;
+  else {
+    const char* home = getenv("HOME");
+    std::string h = home && *home ? home : "";
+    if (h.empty())
+      if (const passwd* pw = getpwuid(geteuid()); pw && pw->pw_dir && *pw->pw_dir) h = pw->pw_dir;
+    if (h.empty() || h == "/")
+      throw std::runtime_error("no home directory for the history journal (HOME and passwd say none): name one with "
+                               "--history-journal");
+    base = h + "/.local/state";
+  }
   std::string dir = base + "/xferd";
   for (size_t i = 1; i <= dir.size(); ++i)
     if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0700);
@@ -162,8 +175,8 @@ int run(const RunArgs& a) {
   if (v.contains("history")) {
     xfer::hla::HistoryOptions ho;
     ho.journal = v.value("history_journal", std::string());
-    if (ho.journal.empty()) ho.journal = default_journal();
     try {
+      if (ho.journal.empty() && xfer::hla::is_postgres_url(v["history"].get<std::string>())) ho.journal = default_journal();
       history = xfer::hla::open_history(v["history"].get<std::string>(), ho);
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: --history: {}; nothing fetched\n", xfer::printable(e.what()));

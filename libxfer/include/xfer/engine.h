@@ -174,6 +174,14 @@ enum class JobState { Queued, Discovering, Running, Paused, Done, Failed, Cancel
 const char* to_string(JobState s);
 std::optional<JobState> job_state_from(std::string_view text);
 inline bool finished(JobState s) { return s == JobState::Done || s == JobState::Failed || s == JobState::Cancelled; }
+// The state changes a job may make: an end (Done, Failed, Cancelled) is
+// final; back to Queued only from Paused (a job paused before it started);
+// any other change of an unfinished job is allowed.
+inline bool may_change(JobState from, JobState to) {
+  if (finished(from)) return false;
+  if (to == JobState::Queued) return from == JobState::Paused || from == JobState::Queued;
+  return true;
+}
 
 struct FailedFile {
   std::string url;

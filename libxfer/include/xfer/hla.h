@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xfer/history.h"
@@ -240,7 +241,11 @@ nlohmann::json to_json(const ParamTable& t);
 ParamTable table_from_json(const nlohmann::json& j);
 // Writes to PATH.tmp, syncs, renames: never half a table at PATH.
 void save_table(const ParamTable& t, const std::string& path);
-// Reads (at most 64 MiB, a regular file) and checks; TableError with the path.
+// Parses (nested at most kMaxNesting deep: xfer/nesting.h) and checks;
+// TableError naming `what`.
+ParamTable table_from_text(std::string_view text, const std::string& what);
+// Reads (at most 64 MiB, a regular file that root owns and others cannot
+// change: require_trusted()) and checks; TableError with the path.
 ParamTable load_table(const std::string& path);
 // A one-line description ("N strata, M entries, from HISTORY, version V").
 std::string describe(const ParamTable& t);

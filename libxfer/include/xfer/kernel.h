@@ -23,7 +23,12 @@ class KernelJournal {
   // Takes the journal's lock (STATE_FILE.lock, flock): one process owns the
   // kernel layer at a time. Throws KernelBusy when a live process holds it;
   // otherwise restores what a dead owner left, then starts empty.
-  explicit KernelJournal(std::string state_file);
+  // Only files under knob_root (the CPU knobs' sysfs directory, a fake tree's
+  // root in tests) are ever journalled or written back: an entry naming any
+  // other path is reported and left alone. A state file that is not a
+  // journal is refused (KernelStateError) and left as it is; so is one that
+  // root does not own or others can change (require_trusted).
+  explicit KernelJournal(std::string state_file, std::string knob_root = "/sys/devices/system/cpu");
   ~KernelJournal();  // restores, releases the lock
   KernelJournal(const KernelJournal&) = delete;
   KernelJournal& operator=(const KernelJournal&) = delete;
@@ -35,14 +40,21 @@ class KernelJournal {
   std::vector<std::string> restore();
   // A state file left by a process that died: restore it. True if there was
   // one. Throws KernelBusy when its owner is alive (it is not a leftover).
-  static bool restore_leftover(const std::string& state_file);
+  static bool restore_leftover(const std::string& state_file, const std::string& knob_root = "/sys/devices/system/cpu");
   const std::string& state_file() const { return file_; }
 
  private:
   void save();
   std::string file_;
+  std::string knob_root_;
   int lock_fd_ = -1;
   std::vector<std::pair<std::string, std::string>> entries_;  // path, original value
+};
+
+// A state file that is not a kernel journal xferd may act on (not one, not
+// root's, or naming files outside the CPU knobs): nothing is written or removed.
+struct KernelStateError : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Another live process owns the kernel layer (its journal's lock).

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -58,5 +59,30 @@ std::string read_bounded(int fd, size_t max_bytes, const std::string& what);
 // reader) of at most max_bytes. Throws std::runtime_error "PATH: reason",
 // calling the file a `noun` ("configuration file") in what it says.
 std::string read_small_file(const std::string& path, size_t max_bytes, const std::string& noun);
+
+}  // namespace xfer
+
+namespace xfer {
+
+// What xferd trusts (its state directory, job store, history, kernel journal,
+// parameter table, power model, configuration) must be out of other users'
+// reach, as sshd's StrictModes asks: the name is not a symbolic link, and it
+// and every directory above it belong to root or to this process's user, and
+// none is writable by group or others. A directory with the sticky bit (/tmp)
+// is allowed above: nobody else can rename or remove what is in it. A
+// symbolic link above the name is followed only when root or this user owns it.
+class UntrustedPath : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Trusted { File, Directory };
+// Throws UntrustedPath "NOUN PATH: reason; what to do". An absent final name
+// passes (what is created there is xferd's own) when its directory does.
+void require_trusted(const std::string& path, Trusted kind, const std::string& noun);
+
+// read_small_file() of a file that require_trusted() accepts; the file opened
+// is checked again by its descriptor (no symlink, same owner and mode rules).
+std::string read_trusted_file(const std::string& path, size_t max_bytes, const std::string& noun);
 
 }  // namespace xfer

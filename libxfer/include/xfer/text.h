@@ -16,6 +16,11 @@ namespace xfer {
 // bytes that are not valid UTF-8 as \xNN. Printable UTF-8 stays as it is.
 std::string printable(std::string_view s);
 
+// printable() of at most the first max_bytes of s, and, when s is longer,
+// "... (N bytes)": what a caller sent (a path, a policy name, an option key)
+// is echoed into replies and logs bounded, however long it was.
+std::string shown(std::string_view s, size_t max_bytes = 256);
+
 // s for XML/SVG text: <, > and & as entities.
 std::string xml_escape(std::string_view s);
 
