@@ -273,12 +273,12 @@ void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   std::string why;
   uint64_t check = checks.start(
       c, std::move(open),
-      [this, c, held, reply](std::vector<int> fds, const std::string& why, size_t failed) {
+      [this, c, held, reply](std::vector<int> fds, const std::string& refused, size_t failed) {
         Fd dir(fds.empty() ? -1 : fds[0]), ca(fds.size() > 1 ? fds[1] : -1);
         try {
-          if (!why.empty()) {
-            if (failed == 1) throw Refusal(err::kInvalidArguments, "option ca_file: " + why + "; nothing fetched");
-            throw Refusal(err::kDestination, why + "; nothing fetched");
+          if (!refused.empty()) {
+            if (failed == 1) throw Refusal(err::kInvalidArguments, "option ca_file: " + refused + "; nothing fetched");
+            throw Refusal(err::kDestination, refused + "; nothing fetched");
           }
           reply(admit(c, std::move(*held), dir.take(), ca.take()), nullptr);
         } catch (const Refusal& r) {
@@ -443,13 +443,13 @@ void Service::start(JobEntry& j) {
     std::string why;
     j.check = checks.start(
         caller_for(j.row.uid, j.row.gid), std::move(open),
-        [this, jp, need_dir, need_ca](std::vector<int> fds, const std::string& why, size_t failed) {
+        [this, jp, need_dir, need_ca](std::vector<int> fds, const std::string& refused, size_t failed) {
           jp->check = 0;
           size_t i = 0;
           if (need_dir) jp->dir_fd = fds[i++];
           if (need_ca) jp->ca_fd = fds[i++];
-          if (!why.empty()) {
-            std::string what = need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + why : why;
+          if (!refused.empty()) {
+            std::string what = need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + refused : refused;
             log::error("job {}: {}", jp->row.id, what);
             record_finished(*jp, xfer::JobState::Failed, what,
                             nlohmann::json{{"state", "failed"}, {"job", jp->row.id}, {"error", what}}.dump());

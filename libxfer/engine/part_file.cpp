@@ -1,6 +1,8 @@
 #include "xfer/part_file.h"
 
 #include <fcntl.h>
+#include <map>
+#include <sys/statvfs.h>
 #include <linux/aio_abi.h>
 #include <liburing.h>
 #include <sys/syscall.h>
@@ -156,6 +158,37 @@ ProgressRecord parse_progress_record(std::string_view text) {
   return rec;
 }
 
+// xferd writes as root, and ext4 keeps its reserved blocks (5% by default)
+// for root: a caller's file would go on filling /home or /var after the
+// caller's own writes get ENOSPC, eating the room kept for root's services.
+// A caller's bytes count against what the caller could write (statvfs
+// f_bavail, the blocks free to users): past it the write fails with ENOSPC
+// as the caller's own would, and the job pauses with the reason. statvfs is
+// asked again once half of what it said was free has been claimed, so the
+// files of every job on one file system together stay under it.
+static void claim_owner_space(int fd, const FileOwner& owner, uint64_t len, const std::string& what) {
+  if (!owner.set() || owner.uid == 0) return;
+  static std::mutex mu;
+  static std::map<dev_t, uint64_t> budget;  // bytes that may still be claimed before statvfs is asked again
+  struct stat st;
+  if (fstat(fd, &st) != 0) return;
+  std::lock_guard lock(mu);
+  uint64_t& left = budget[st.st_dev];
+  if (len <= left) {
+    left -= len;
+    return;
+  }
+  struct statvfs sv;
+  if (fstatvfs(fd, &sv) != 0) return;
+  uint64_t avail = uint64_t(sv.f_bavail) * sv.f_frsize;
+  if (avail < len) {
+    left = 0;
+    throw IoError(ENOSPC, "write " + what + ": uid " + std::to_string(owner.uid) + " has " + std::to_string(avail) +
+                              " bytes left on this file system (what is left is reserved for root)");
+  }
+  left = (avail - len) / 2;
+}
+
 PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<uint64_t> size,
                    std::string sha256, FileOwner owner, bool direct)
     : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
@@ -185,12 +218,21 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
   }
   if (size_ && *size_ >= kReserveFrom) {
     // Reserve the space now: a full disk fails here, clearly, before any byte is fetched.
-    int rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
+    struct stat st;
+    uint64_t allocated = fstat(fd_, &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
+    int rc = 0;
+    try {
+      if (*size_ > allocated) claim_owner_space(fd_, owner_, *size_ - allocated, part);
+    } catch (const IoError& e) {
+      rc = e.code().value();
+    }
+    if (rc == 0) rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
     if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
       ::close(fd_);
       fd_ = -1;
       throw IoError(rc, "reserve " + std::to_string(*size_) + " bytes for " + part);
     }
+    reserved_ = rc == 0;
   }
   if (direct && size_ && *size_ >= kDirectFrom) open_direct();
 }
@@ -459,6 +501,7 @@ void PartFile::load_record() {
 void PartFile::set_size(uint64_t size) { size_ = size; }
 
 void PartFile::write(uint64_t offset, const char* data, size_t len) {
+  if (!reserved_ || offset + len > size_.value_or(0)) claim_owner_space(fd_, owner_, len, name_ + kPartSuffix);
   if (dfd_ >= 0) {
     try {
       stage(offset, data, len);

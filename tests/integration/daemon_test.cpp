@@ -171,7 +171,7 @@ TEST(Daemon, PauseResumeCancel) {
   std::string id = path.substr(path.rfind('/') + 1);
   Shell none = run(as_nobody(bin("xferctl") + " cancel 987654"));
   std::string told = other.out;
-  told.replace(told.find(id), id.size(), "987654");
+  told.replace(told.find("no job " + id), 7 + id.size(), "no job 987654");
   EXPECT_EQ(told, none.out);
   ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0);
   Shell w = run(bin("xferctl") + " watch " + path + " --json");

@@ -424,7 +424,14 @@ int main(int argc, char** argv) {
   kernel_cmd->add_flag("--restore", k_restore, "only restore what a crashed run left");
   kernel_cmd->add_option("--state-file", k_state, "journal of original values");
   std::function<int()> client = xferctl::add_client_commands(app);
-  CLI11_PARSE(app, argc, argv);
+  // Bad flags and bad values exit 2, as the README says (CLI11's own codes,
+  // 105 for a value a check refuses, mean nothing to a caller); --help 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kOk : kUsage;
+  }
   if (int rc = client(); rc >= 0) return rc;
   if (*run_cmd) return run(ra);
   if (*energy_cmd) return energy(model_path, energy_count);

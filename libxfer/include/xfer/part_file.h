@@ -195,6 +195,7 @@ class PartFile {
   Aio* aio_ = nullptr;  // the thread's AIO context this file's writes went to
   int write_err_ = 0;   // a failed AIO write, thrown by the next settle
   uint64_t direct_bytes_ = 0;  // written with O_DIRECT
+  bool reserved_ = false;      // its whole size was allocated when opened (posix_fallocate)
 
   // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
   struct Run {
