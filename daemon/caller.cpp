@@ -352,6 +352,9 @@ void CallerChecks::answer(Check& k) {
   k.answered = true;
   sd_event_source_set_enabled(k.sock_src, SD_EVENT_OFF);
   sd_event_source_set_enabled(k.timer, SD_EVENT_OFF);
+  // The child has nothing left to do: one its caller stopped on its way out
+  // must not stay (a process of the caller's, held by xferd) until SIGCONT.
+  if (!k.reaped) syscall(SYS_pidfd_send_signal, k.pidfd, SIGKILL, nullptr, 0);
   std::string why = k.why;
   size_t failed = 0;
   for (size_t i = 0; why.empty() && i < k.requests.size(); ++i) {

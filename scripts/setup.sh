@@ -18,6 +18,8 @@ PACKAGES=(
   # the daemon's tests: systemd-analyze / systemd-tmpfiles, gdbus and dbus-send
   # (D-Bus clients this project did not write), setpriv
   systemd libglib2.0-bin dbus-bin util-linux
+  # the reserved-blocks test: an ext4 image (mkfs.ext4) on a loop device
+  e2fsprogs
 )
 
 if [ "$(id -u)" -ne 0 ]; then

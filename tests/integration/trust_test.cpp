@@ -63,34 +63,11 @@ std::string file_sha(const std::string& p) {
   return xfer::sha256_hex(s.str());
 }
 
-nlohmann::json summary_of(const std::string& path) {
-  Shell r = run("busctl --json=short get-property org.xferd.Xferd1 " + path + " org.xferd.Job1 Summary");
-  nlohmann::json v = nlohmann::json::parse(r.out, nullptr, false);
-  if (!v.is_object() || !v["data"].is_string()) return nlohmann::json::object();
-  return nlohmann::json::parse(v["data"].get<std::string>(), nullptr, false);
-}
-
 // Submit through gdbus (a client that prints D-Bus error names): entries as
 // GVariant text, e.g. "[('http://h/a', uint64 0, '')]".
 Shell gdbus_submit(const std::string& entries, const std::string& dest, const std::string& policy) {
   return run(as_nobody("gdbus call --system --dest org.xferd.Xferd1 --object-path /org/xferd/Xferd1 --method "
                        "org.xferd.Manager1.Submit " + shq(entries) + " " + shq(dest) + " " + shq(policy) + " '{}'"));
-}
-
-std::string path_in(const std::string& out) {
-  std::smatch mt;
-  std::regex_search(out, mt, std::regex("/org/xferd/Xferd1/job/[0-9]+"));
-  return mt.empty() ? "" : mt[0].str();
-}
-
-std::string submit_as_nobody(Env& env, const std::string& manifest, const std::string& dest,
-                             const std::string& extra = "") {
-  std::string m = env.manifest_file(manifest);
-  chmod(fs::path(m).parent_path().c_str(), 0755);
-  chmod(m.c_str(), 0644);
-  Shell s = run(as_nobody(bin("xferctl") + " submit --manifest " + m + " --dest " + dest + " " + extra));
-  EXPECT_EQ(s.status, 0) << s.out;
-  return path_in(s.out);
 }
 
 }  // namespace
@@ -330,20 +307,9 @@ TEST(Trust, ChecksumsOfHugeFilesDoNotHoldUpTheDaemon) {
   ASSERT_EQ(run(as_nobody(bin("xferctl") + " cancel " + path.substr(path.rfind('/') + 1))).status, 0);
   EXPECT_EQ(wait_state(path, {"cancelled"}, 5), "cancelled");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto cpu_s = [&] {
-    std::ifstream st("/proc/" + std::to_string(env.xferd.pid()) + "/stat");
-    std::string line;
-    std::getline(st, line);
-    std::istringstream in(line.substr(line.rfind(')') + 2));
-    std::string field;
-    long ticks = 0;
-    for (int i = 3; i <= 15 && in >> field; ++i)
-      if (i == 14 || i == 15) ticks += std::stol(field);  // utime, stime
-    return double(ticks) / double(sysconf(_SC_CLK_TCK));
-  };
-  double before = cpu_s();
+  double before = env.xferd.cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_LT(cpu_s() - before, 0.5) << "xferd still busy after the cancel";
+  EXPECT_LT(env.xferd.cpu_seconds() - before, 0.5) << "xferd still busy after the cancel";
   EXPECT_TRUE(fs::exists(dest + "/huge.bin"));  // what the user planted is left as it was
 }
 

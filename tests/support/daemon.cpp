@@ -174,4 +174,17 @@ uint64_t Xferd::rss_bytes(const char* field) const {
   return 0;
 }
 
+double Xferd::cpu_seconds() const {
+  std::ifstream st("/proc/" + std::to_string(pid_) + "/stat");
+  std::string line;
+  std::getline(st, line);
+  if (line.rfind(')') == std::string::npos) return 0;
+  std::istringstream in(line.substr(line.rfind(')') + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stol(field);  // utime, stime
+  return double(ticks) / double(sysconf(_SC_CLK_TCK));
+}
+
 }  // namespace xtest

@@ -37,6 +37,8 @@ class Xferd {
   pid_t pid() const { return pid_; }
   // Resident memory of the running xferd (VmRSS, or VmHWM: its peak), in bytes.
   uint64_t rss_bytes(const char* field = "VmRSS:") const;
+  // CPU time (user + system) the running xferd has used, in seconds.
+  double cpu_seconds() const;
   // Notifications received so far ("READY=1", "STATUS=...", "WATCHDOG=1").
   std::vector<std::string> notifications(int wait_ms = 0);
   std::string log() const;

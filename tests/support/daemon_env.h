@@ -15,6 +15,9 @@
 #include "daemon.h"
 #include "fixture.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 namespace xtest {
 
 inline constexpr uid_t kNobody = 65534;
@@ -92,6 +95,32 @@ inline void wait_bytes(const std::string& path, uint64_t at_least, double second
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
   while (std::chrono::steady_clock::now() < until && bytes_done(path) < at_least)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// A finished job's summary (its Summary property, parsed); {} when there is none.
+inline nlohmann::json summary_of(const std::string& path) {
+  Shell r = run("busctl --json=short get-property org.xferd.Xferd1 " + path + " org.xferd.Job1 Summary");
+  nlohmann::json v = nlohmann::json::parse(r.out, nullptr, false);
+  if (!v.is_object() || !v["data"].is_string()) return nlohmann::json::object();
+  return nlohmann::json::parse(v["data"].get<std::string>(), nullptr, false);
+}
+
+// The job object path in a client's output ("" when there is none).
+inline std::string path_in(const std::string& out) {
+  std::smatch mt;
+  std::regex_search(out, mt, std::regex("/org/xferd/Xferd1/job/[0-9]+"));
+  return mt.empty() ? "" : mt[0].str();
+}
+
+// xferctl submit as nobody of a manifest's text into dest; the job's path.
+inline std::string submit_as_nobody(Env& env, const std::string& manifest, const std::string& dest,
+                                    const std::string& extra = "") {
+  std::string m = env.manifest_file(manifest);
+  chmod(std::string(m, 0, m.rfind('/')).c_str(), 0755);
+  chmod(m.c_str(), 0644);
+  Shell s = run(as_nobody(bin("xferctl") + " submit --manifest " + m + " --dest " + dest + " " + extra));
+  EXPECT_EQ(s.status, 0) << s.out;
+  return path_in(s.out);
 }
 
 inline uid_t owner_of(const std::string& p) {
