@@ -73,6 +73,15 @@ TEST(Printable, EscapesWhatATerminalOrALogWouldActOn) {
   EXPECT_EQ(xfer::printable(std::string("a\0b", 3)), "a\\x00b");
 }
 
+TEST(Printable, ShownIsBounded) {
+  EXPECT_EQ(xfer::shown("short"), "short");
+  std::string huge(10 << 20, 'x');
+  std::string s = xfer::shown(huge);
+  EXPECT_EQ(s, std::string(256, 'x') + "... (10485760 bytes)");
+  EXPECT_EQ(xfer::shown("\x1b[2J" + huge, 4).substr(0, 10), "\\x1b[2J...");
+  EXPECT_EQ(xfer::shown("\xc3\xa9\xc3\xa9", 3), "\xc3\xa9... (4 bytes)");  // never half a character
+}
+
 TEST(Printable, EveryLogLineIsEscaped) {
   Dir d;
   std::string file = d.at("log");
@@ -226,6 +235,67 @@ TEST(ConfigTrust, NanAndDirectoriesAreRefused) {
   }
   ASSERT_EQ(mkfifo(d.at("fifo.conf").c_str(), 0600), 0);
   EXPECT_THROW(xferd::load_config(d.at("fifo.conf"), d.at("none")), xferd::ConfigError);  // and no wait for a writer
+  // A NUL in a path: the daemon would cut it where it hands it to the kernel.
+  for (const char* text : {"[kernel]\nstate_file = \"/var/lib/xferd/ks\\u0000/etc/x\"\n",
+                           "[daemon]\nstate_dir = \"/var/lib/xferd\\u0000/tmp\"\n"}) {
+    std::ofstream(d.at("nul.conf")) << text;
+    try {
+      xferd::load_config(d.at("nul.conf"), d.at("none"));
+      FAIL() << "a NUL accepted: " << text;
+    } catch (const xferd::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("NUL byte"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Files xferd trusts: root's (or this user's), not writable by others, no
+// symlink at the name; a sticky directory above (/tmp) is allowed.
+TEST(TrustedPath, RootsAndPrivateOrRefusedWithTheReason) {
+  Dir d;
+  chmod(d.path.c_str(), 0755);
+  auto refusal_of = [](const std::string& p, xfer::Trusted k = xfer::Trusted::File) -> std::string {
+    try {
+      xfer::require_trusted(p, k, "table");
+      return "";
+    } catch (const xfer::UntrustedPath& e) {
+      return e.what();
+    }
+  };
+  std::string f = d.at("t.json");
+  std::ofstream(f) << "{}";
+  chmod(f.c_str(), 0644);
+  EXPECT_EQ(refusal_of(f), "");
+  EXPECT_EQ(refusal_of(d.at("absent")), "");  // created by xferd, in a trusted directory
+  EXPECT_EQ(refusal_of(d.path, xfer::Trusted::Directory), "");
+  chmod(f.c_str(), 0664);
+  EXPECT_NE(refusal_of(f).find(f + ": it is writable by its group"), std::string::npos) << refusal_of(f);
+  chmod(f.c_str(), 0644);
+  ASSERT_EQ(chown(f.c_str(), kNobody, kNobody), 0);
+  EXPECT_NE(refusal_of(f).find("it belongs to uid 65534, not to root"), std::string::npos) << refusal_of(f);
+  EXPECT_THROW(xfer::read_trusted_file(f, 100, "table"), xfer::UntrustedPath);
+  ASSERT_EQ(chown(f.c_str(), 0, 0), 0);
+  EXPECT_EQ(xfer::read_trusted_file(f, 100, "table"), "{}");
+  ASSERT_EQ(symlink(f.c_str(), d.at("link").c_str()), 0);
+  EXPECT_NE(refusal_of(d.at("link")).find("is a symbolic link"), std::string::npos);
+  EXPECT_THROW(xfer::read_trusted_file(d.at("link"), 100, "table"), xfer::UntrustedPath);
+  // A directory above that others may write (and that is not sticky).
+  std::string open_dir = d.at("open");
+  mkdir(open_dir.c_str(), 0777);
+  chmod(open_dir.c_str(), 0777);
+  std::ofstream(open_dir + "/t.json") << "{}";
+  EXPECT_NE(refusal_of(open_dir + "/t.json").find(open_dir + " is writable by every user"), std::string::npos)
+      << refusal_of(open_dir + "/t.json");
+  chmod(open_dir.c_str(), 01777);  // sticky, like /tmp: allowed
+  EXPECT_EQ(refusal_of(open_dir + "/t.json"), "");
+  // A symlinked directory above is followed only when root owns the link.
+  std::string sub = d.at("sub");
+  mkdir(sub.c_str(), 0755);
+  std::ofstream(sub + "/t.json") << "{}";
+  ASSERT_EQ(symlink(sub.c_str(), d.at("via").c_str()), 0);
+  EXPECT_EQ(refusal_of(d.at("via") + "/t.json"), "");
+  ASSERT_EQ(lchown(d.at("via").c_str(), kNobody, kNobody), 0);
+  EXPECT_NE(refusal_of(d.at("via") + "/t.json").find("is a symbolic link that root does not own"), std::string::npos);
+  EXPECT_NE(refusal_of("relative/t.json").find("not an absolute path"), std::string::npos);
 }
 
 TEST(StoreTrust, ADamagedStoreIsNamedAndLeftAsItIs) {
