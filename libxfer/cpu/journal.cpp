@@ -48,18 +48,11 @@ bool is_knob(const std::string& root, const std::string& p, const std::string& v
   return rel.find("/../") == std::string::npos && rel.find("/./") == std::string::npos && rel.find("//") == std::string::npos;
 }
 
-// The entries of a journal; none when there is no file. Throws
-// KernelStateError when the file is there but is not a journal.
-std::vector<std::pair<std::string, std::string>> load(const std::string& file, const std::string& root) {
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> parse_kernel_journal(std::string_view text, const std::string& file,
+                                                                      const std::string& root) {
   std::vector<std::pair<std::string, std::string>> out;
-  struct stat st;
-  if (lstat(file.c_str(), &st) != 0 && errno == ENOENT) return out;
-  std::string text;
-  try {
-    text = read_trusted_file(file, 1 << 20, "kernel state file");
-  } catch (const std::runtime_error& e) {
-    throw KernelStateError(std::string(e.what()) + "; nothing restored from it, nothing written");
-  }
   nlohmann::json j;
   try {
     j = parse_json_bounded(text, file);
@@ -71,17 +64,33 @@ std::vector<std::pair<std::string, std::string>> load(const std::string& file, c
                            "restored: move it away or name another [kernel] state_file");
   for (const auto& e : j["entries"]) {
     if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string()) {
-      log::error("{}: an entry that is not [path, value]: {}; skipped", file, printable(e.dump().substr(0, 200)));
+      log::error("{}: an entry that is not [path, value]: {}; skipped", file, shown(e.dump(), 200));
       continue;
     }
     std::string p = e[0].get<std::string>(), v = e[1].get<std::string>();
     if (!is_knob(root, p, v)) {
-      log::error("{}: entry {} is not a CPU knob under {}/; not written", file, printable(p.substr(0, 200)), root);
+      log::error("{}: entry {} is not a CPU knob under {}/; not written", file, shown(p, 200), root);
       continue;
     }
     out.emplace_back(p, v);
   }
   return out;
+}
+
+namespace {
+
+// The entries of a journal; none when there is no file. Throws
+// KernelStateError when the file is there but is not a journal.
+std::vector<std::pair<std::string, std::string>> load(const std::string& file, const std::string& root) {
+  struct stat st;
+  if (lstat(file.c_str(), &st) != 0 && errno == ENOENT) return {};
+  std::string text;
+  try {
+    text = read_trusted_file(file, 1 << 20, "kernel state file");
+  } catch (const std::runtime_error& e) {
+    throw KernelStateError(std::string(e.what()) + "; nothing restored from it, nothing written");
+  }
+  return parse_kernel_journal(text, file, root);
 }
 
 // Writes every original back; failures get a second pass (ordering between

@@ -58,9 +58,14 @@ std::string PowerCoefficients::idle_basis() const {
 }
 
 PowerCoefficients PowerCoefficients::load(const std::string& path) {
+  PowerCoefficients c = parse(read_trusted_file(path, 64 * 1024, "power model file"), path);
+  c.file = path;
+  return c;
+}
+
+PowerCoefficients PowerCoefficients::parse(std::string_view text, const std::string& path) {
   toml::table t;
   try {
-    std::string text = read_trusted_file(path, 64 * 1024, "power model file");
     check_toml_nesting(text, path);
     t = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
@@ -85,7 +90,6 @@ PowerCoefficients PowerCoefficients::load(const std::string& path) {
     *field = *d;
   }
   c.origin = fitted;
-  c.file = path;
   return c;
 }
 

@@ -12,9 +12,13 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     throw HistoryError("history " + history_name + " holds no interval rows: nothing to learn from (run transfers with "
                        "a history, or xfer-hla collect)");
   a.pre = preprocess(h);
-  if (a.pre.samples.empty())
-    throw HistoryError(fmt::format("history {}: none of its {} rows is usable after preprocessing", history_name,
-                                   a.pre.input));
+  if (a.pre.samples.empty()) {
+    std::string why;
+    for (const RuleCount& r : a.pre.rules)
+      if (r.removed) why += fmt::format("{}{} {}", why.empty() ? "" : "; ", r.removed, r.rule);
+    throw HistoryError(fmt::format("history {}: none of its {} rows is usable after preprocessing ({})", history_name,
+                                   a.pre.input, why));
+  }
   a.strata = stratify(a.pre.samples, min_rows);
   ParamTable& t = a.table;
   t.generated_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

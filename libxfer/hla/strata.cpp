@@ -55,13 +55,15 @@ Preprocessed preprocess(const HistoryData& h) {
     run_load[r] = median(v);
   }
 
-  enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Outlier, kRules };
+  enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Impossible, Outlier, kRules };
   const char* names[kRules] = {
       "the run did not end done (failed, cancelled, interrupted or cut off)",
       "settling: the interval began with new cc / p / pp (or was the run's first)",
       "partial: shorter than half the run's usual interval (the tail)",
       "idle: the chunk moved no byte",
       "throughput above the link rate (impossible: a measuring error)",
+      "impossible settings or figures: cc, p, pp, cores or freq_khz outside what xferd sets, or a figure that is not "
+      "a finite number",
       "outlier: modified z-score > 3.5 (Iglewicz-Hoaglin) of throughput or J/GB among the run's rows at the same params",
   };
   std::array<size_t, kRules> removed{};
@@ -83,6 +85,10 @@ Preprocessed preprocess(const HistoryData& h) {
     else if (i.interval_s < 0.5 * usual[r]) why = Partial;
     else if (i.bytes_interval <= 0 || i.throughput_bps <= 0) why = Idle;
     else if (r->link_mbps > 0 && i.throughput_bps > r->link_mbps * 1e6 * 1.02) why = AboveLink;
+    else if (!Knobs::possible(i.cc, i.p, i.pp, i.cores.value_or(1), i.freq_khz.value_or(0)) ||
+             !std::isfinite(i.throughput_bps) || !std::isfinite(i.interval_s) ||
+             (i.dynamic_joules && !std::isfinite(*i.dynamic_joules)) || (i.joules && !std::isfinite(*i.joules)))
+      why = Impossible;
     if (why != kRules) {
       ++removed[why];
       continue;

@@ -148,11 +148,11 @@ ParamTable table_from_json(const json& j) {
       te.bound = num(e, "bound", ea, 0, 1e12);
       const json& p = member(e, "params", ea, json::value_t::object);
       Knobs& kn = te.choice.knobs;
-      kn.cc = whole(p, "cc", ea, 1, 4096);
-      kn.p = whole(p, "p", ea, 1, 64);
-      kn.pp = whole(p, "pp", ea, 1, 128);
-      kn.cores = whole(p, "cores", ea, 1, 4096);
-      kn.freq_khz = long(num(p, "freq_khz", ea, 0, 1e8));
+      kn.cc = whole(p, "cc", ea, 1, Knobs::kMaxCc);
+      kn.p = whole(p, "p", ea, 1, Knobs::kMaxP);
+      kn.pp = whole(p, "pp", ea, 1, Knobs::kMaxPp);
+      kn.cores = whole(p, "cores", ea, 1, Knobs::kMaxCores);
+      kn.freq_khz = long(num(p, "freq_khz", ea, 0, Knobs::kMaxFreqKhz));
       const json& pr = member(e, "predicted", ea, json::value_t::object);
       te.choice.mbps = num(pr, "mbps", ea, -1e12, 1e12);
       te.choice.j_per_gb = num(pr, "j_per_gb", ea, -1e15, 1e15);

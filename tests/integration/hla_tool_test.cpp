@@ -148,6 +148,36 @@ TEST(HlaTool, BadInputIsRefusedWithTheReasonAndNothingHalfWritten) {
   fs::remove_all(work);
 }
 
+// A forged history (cc a million, cores -5, 1e12 kHz): its rows are dropped
+// as impossible, said so, and no table is written. Before (issue 37):
+// ALGLIB aborted, or a table xferd refuses (cores -5) was written.
+TEST(HlaTool, ImpossibleRowsAreDroppedNotFitted) {
+  std::string work = make_temp_dir("hlaforged");
+  std::string db = work + "/forged.db", out = work + "/table.json";
+  {
+    auto h = xfer::hla::open_history(db);
+    xfer::hla::RunRow r;
+    r.node = "n", r.run = "forged", r.tool = "xferd", r.outcome = "done", r.link_mbps = 1000;
+    h->put_run(r);
+    std::vector<xfer::hla::IntervalRow> rows;
+    for (int k = 0; k < 60; ++k) {
+      xfer::hla::IntervalRow i;
+      i.node = "n", i.run = "forged", i.seq = k, i.chunk = 0, i.interval_s = 1;
+      i.cc = k % 2 ? 1000000 : 7, i.p = k % 3 ? 1000 : 2, i.pp = 10000, i.cores = -5, i.freq_khz = int64_t(1e12);
+      i.throughput_bps = 1e8 + k * 1e6, i.bytes_interval = int64_t(1.25e7), i.joules = 5;
+      rows.push_back(i);
+    }
+    h->append(rows);
+  }
+  Shell r = run(bin("xfer-hla") + " analyze --history " + db + " --out " + out);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("none of its 60 rows is usable after preprocessing (60 impossible settings"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("no table written"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(work);
+}
+
 // xferd reads [hla] table at start and again on Reload; a table that turns
 // bad is refused by the Reload and the one in use is kept.
 TEST(HlaTool, XferdLoadsTheTableAndReloadKeepsAGoodOne) {

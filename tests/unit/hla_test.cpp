@@ -219,15 +219,20 @@ TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {
   row("ok", 14, 90);                                    // an outlier among 50-52
   row("bad", 0, 50);                                    // its run failed
   row("gone", 0, 50);                                   // no run row at all
+  row("ok", 15, 50);
+  h.intervals.back().cores = -5;                        // impossible (a forged history)
+  row("ok", 16, 50);
+  h.intervals.back().cc = 1000000, h.intervals.back().freq_khz = int64_t(1e12);
   Preprocessed p = preprocess(h);
-  EXPECT_EQ(p.input, 17u);
-  ASSERT_EQ(p.rules.size(), 6u);
+  EXPECT_EQ(p.input, 19u);
+  ASSERT_EQ(p.rules.size(), 7u);
   EXPECT_EQ(p.rules[0].removed, 2u);  // not done
   EXPECT_EQ(p.rules[1].removed, 1u);  // settling
   EXPECT_EQ(p.rules[2].removed, 1u);  // partial
   EXPECT_EQ(p.rules[3].removed, 1u);  // idle
   EXPECT_EQ(p.rules[4].removed, 1u);  // above the link
-  EXPECT_EQ(p.rules[5].removed, 1u);  // outlier
+  EXPECT_EQ(p.rules[5].removed, 2u);  // impossible settings
+  EXPECT_EQ(p.rules[6].removed, 1u);  // outlier
   EXPECT_EQ(p.kept, 10u);
   // The ten rows are one run's chunk at one setting: one sample, its
   // throughput the rows' bytes over their time.

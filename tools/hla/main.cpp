@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "collect.h"
+#include <libalglib/ap.h>
+
 #include "xfer/hla.h"
 #include "xfer/text.h"
 
@@ -35,6 +37,9 @@ int analyze(const std::string& where, const std::string& out, const std::string&
     a = xfer::hla::analyze(data, h->where(), min_rows);
   } catch (const std::exception& e) {
     fmt::print(stderr, "xfer-hla analyze: {}; no table written\n", xfer::printable(e.what()));
+    return 2;
+  } catch (const alglib::ap_error& e) {  // ALGLIB's own, not a std::exception
+    fmt::print(stderr, "xfer-hla analyze: ALGLIB: {}; no table written\n", xfer::printable(e.msg));
     return 2;
   }
   fmt::print("history {}: {} runs, {} interval rows\n\n", xfer::printable(h->where()), data.runs.size(), a.pre.input);
@@ -84,6 +89,14 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              100 * p.accuracy, p.test_cases, p.r2, p.r2_rows);
   if (a.table.strata.empty()) {
     fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);
+    return 1;
+  }
+  try {
+    // The table is written only if xferd would read it: the same checks.
+    table_from_json(to_json(a.table));
+  } catch (const TableError& e) {
+    fmt::print(stderr, "xfer-hla analyze: the table made is not one xferd reads ({}); no table written\n",
+               xfer::printable(e.what()));
     return 1;
   }
   try {

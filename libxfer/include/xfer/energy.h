@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xfer/sysfs.h"
@@ -85,6 +86,10 @@ struct PowerCoefficients {
   std::string idle_basis() const;
 
   static PowerCoefficients load(const std::string& path);  // throws std::runtime_error (file:line: reason)
+  // The text of a coefficients file (what load reads): nesting bounded
+  // (xfer/nesting.h), every key known, every value finite; throws
+  // std::runtime_error naming `where`.
+  static PowerCoefficients parse(std::string_view text, const std::string& where);
   void save(const std::string& path) const;
 };
 

@@ -137,6 +137,14 @@ struct Knobs {
   int cc = 1, p = 1, pp = 1, cores = 1;
   long freq_khz = 0;  // 0: leave it
   bool operator==(const Knobs&) const = default;
+  // What xferd can set: the table reader refuses anything else, and the
+  // analysis drops history rows outside it (a damaged or forged history).
+  static constexpr int kMaxCc = 4096, kMaxP = 64, kMaxPp = 128, kMaxCores = 4096;
+  static constexpr double kMaxFreqKhz = 1e8;  // 100 GHz
+  static bool possible(int64_t cc, int64_t p, int64_t pp, int64_t cores, int64_t freq_khz) {
+    return cc >= 1 && cc <= kMaxCc && p >= 1 && p <= kMaxP && pp >= 1 && pp <= kMaxPp && cores >= 1 &&
+           cores <= kMaxCores && freq_khz >= 0 && double(freq_khz) <= kMaxFreqKhz;
+  }
 };
 
 // Per stratum, for throughput (Mbit/s) and energy (J/GB): three surfaces

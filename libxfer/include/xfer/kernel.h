@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xfer/params.h"
@@ -56,6 +57,12 @@ class KernelJournal {
 struct KernelStateError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A journal's text: its [path, value] entries that are knobs under root (the
+// others are logged and dropped). Throws KernelStateError when the text is
+// not a journal (or nests deeper than kMaxNesting).
+std::vector<std::pair<std::string, std::string>> parse_kernel_journal(std::string_view text, const std::string& file,
+                                                                      const std::string& root);
 
 // Another live process owns the kernel layer (its journal's lock).
 struct KernelBusy : std::runtime_error {
