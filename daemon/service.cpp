@@ -424,12 +424,14 @@ void Service::set_state(JobEntry& j, xfer::JobState s) {
   notify_status();
 }
 
+void Service::fail(JobEntry& j, const std::string& why) {
+  log::error("job {}: {}", j.row.id, xfer::shown(why, 4096));
+  record_finished(j, xfer::JobState::Failed, why,
+                  nlohmann::json{{"state", "failed"}, {"job", j.row.id}, {"error", why}}.dump());
+}
+
 void Service::start(JobEntry& j) {
   uint64_t id = j.row.id;
-  auto fail = [&](const std::string& why) {
-    log::error("job {}: {}", id, xfer::shown(why, 4096));
-    record_finished(j, xfer::JobState::Failed, why, nlohmann::json{{"state", "failed"}, {"job", id}, {"error", why}}.dump());
-  };
   if (j.check) return;  // its files are being opened as its owner
   // Carried on after a restart: the destination and the job's CA file are
   // opened again as the owner, by a child the loop does not wait for.
@@ -449,10 +451,7 @@ void Service::start(JobEntry& j) {
           if (need_dir) jp->dir_fd = fds[i++];
           if (need_ca) jp->ca_fd = fds[i++];
           if (!refused.empty()) {
-            std::string what = need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + refused : refused;
-            log::error("job {}: {}", jp->row.id, what);
-            record_finished(*jp, xfer::JobState::Failed, what,
-                            nlohmann::json{{"state", "failed"}, {"job", jp->row.id}, {"error", what}}.dump());
+            fail(*jp, need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + refused : refused);
           } else {
             if (need_dir) jp->dest = dest_key(jp->dir_fd);
             start(*jp);
@@ -460,23 +459,23 @@ void Service::start(JobEntry& j) {
           start_queued();
         },
         &why);
-    if (!j.check) fail(need_dir ? why : "ca_file: " + why);
+    if (!j.check) fail(j, need_dir ? why : "ca_file: " + why);
     return;
   }
   if (!j.manifest) {  // carried on after a restart, or the job was paused before it started
     try {
       j.take_manifest(manifest_from_text(store->manifest(id), cfg.max_entries_per_job));
     } catch (const Refusal& e) {
-      return fail(e.what());
+      return fail(j, e.what());
     } catch (const StoreError& e) {
-      return fail(e.what());
+      return fail(j, e.what());
     }
   }
   xfer::JobSetup setup;
   try {
     setup = xfer::setup_job(j.policy.algorithm, layers(j.policy, j.options));
   } catch (const xfer::OptionError& e) {
-    return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // the config changed since Submit
+    return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());  // the config changed since Submit
   }
   // https: the job's own CA bundle (opened as its owner at Submit), else the
   // policy's (the admin's, read as root), instead of the system's store.
@@ -486,15 +485,15 @@ void Service::start(JobEntry& j) {
     ca_pem = read_ca(j.ca_fd, ca_file, &why);
     close(j.ca_fd);
     j.ca_fd = -1;
-    if (!why.empty()) return fail("ca_file: " + why);
+    if (!why.empty()) return fail(j, "ca_file: " + why);
   } else if (std::string path = j.policy.values.value("ca_file", std::string()); !path.empty()) {
     try {
       ca_pem = xfer::read_small_file(path, kMaxCaBytes, "file of PEM certificates");
     } catch (const std::runtime_error& e) {
-      return fail(std::string("policy ca_file: ") + e.what());
+      return fail(j, std::string("policy ca_file: ") + e.what());
     }
     if (ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-      return fail("policy ca_file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+      return fail(j, "policy ca_file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
   }
 
   // The kernel layer: one job at a time may turn it; the others tune the
@@ -523,7 +522,7 @@ void Service::start(JobEntry& j) {
   try {
     tuner = xfer::make_tuner(j.policy.algorithm, setup.tuner);
   } catch (const std::exception& e) {
-    return fail(std::string("policy ") + j.policy.name + ": " + e.what());  // retires what it took
+    return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());  // retires what it took
   }
   xfer::EngineOptions eo = setup.engine;
   eo.pause_when_full = true;  // a full destination pauses the job until Resume
@@ -535,7 +534,7 @@ void Service::start(JobEntry& j) {
     spec.owner = xfer::FileOwner{j.row.uid, j.row.gid};
     j.job = std::make_unique<xfer::Job>(engine, std::move(spec));
   } catch (const std::exception& e) {
-    return fail(e.what());  // retires what it took
+    return fail(j, e.what());  // retires what it took
   }
   if (flows) j.job->set_flow_monitor(flows.get(), uint32_t(id));
   xfer::LoopParts parts;
@@ -757,10 +756,7 @@ void Service::restore_jobs() {
         // start() reads it again and fails the job with the reason
       }
       if (p == cfg.policies.end()) {
-        std::string why = "policy '" + e.row.policy + "' is no longer in the configuration";
-        log::error("job {}: {}", e.row.id, why);
-        record_finished(e, xfer::JobState::Failed, why,
-                        nlohmann::json{{"state", "failed"}, {"job", e.row.id}, {"error", why}}.dump());
+        fail(e, "policy '" + e.row.policy + "' is no longer in the configuration");
       } else {
         log::info("job {}: carried on after a restart ({})", e.row.id, xfer::to_string(e.state));
       }

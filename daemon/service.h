@@ -164,6 +164,7 @@ struct Service {
   void forget_oldest_finished(uid_t uid);
   void start_queued();
   void start(JobEntry& j);
+  void fail(JobEntry& j, const std::string& why);  // a job that could not start ends Failed, with the reason
   void finished(JobEntry& j);
   // The one way a job ends: state, error and summary kept, stored, announced.
   void record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary);

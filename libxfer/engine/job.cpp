@@ -1,6 +1,7 @@
 // A job's life: check the destination, discover, partition, let the tuner
 // choose params, transfer, re-tune every interval, checkpoint progress,
 // verify and rename each file, report.
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -391,8 +392,17 @@ void Job::Impl::io_failed(FileTask* f, const IoError& e) {
     fail_file(f, e.what());
     return;
   }
-  std::string why = "destination " + spec.dest_dir + ": " + e.what();
   int err = e.code().value();
+  if (err == EMFILE || err == ENFILE) {
+    // Not the destination's fault: this process may open no more files.
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    fatal(fmt::format("out of file descriptors ({}; RLIMIT_NOFILE {}): this job's files and connections at once need "
+                      "more than the process may open; lower cc x p, or raise the limit (LimitNOFILE=, ulimit -n)",
+                      e.what(), rl.rlim_cur));
+    return;
+  }
+  std::string why = "destination " + spec.dest_dir + ": " + e.what();
   if ((err == ENOSPC || err == EDQUOT) && spec.opts.pause_when_full) {
     pause(why + "; paused: resume once there is space");
     return;

@@ -95,9 +95,7 @@ TEST(HostileUser, AnEndIsFinalWhateverResumeFinds) {
   // A file at the final name, the caller's, whose sha256 is checked on a
   // thread (8 GiB of holes: seconds) and does not match: the file fails,
   // the job is done.
-  ASSERT_EQ(run(as_nobody("truncate -s 8G " + dest + "/big.bin")).status, 0);
-  std::string path = submit_as_nobody(
-      env, env.nginx.url(false, "/big.bin") + " 8589934592 sha256:" + std::string(64, 'a') + "\n", dest);
+  std::string path = submit_sparse_mismatch(env, dest, "big.bin", 8ull << 30);
   ASSERT_FALSE(path.empty());
   ASSERT_EQ(wait_state(path, {"running", "done", "failed"}, 30), "running");
   std::string id = path.substr(path.rfind('/') + 1);

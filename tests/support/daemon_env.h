@@ -123,6 +123,15 @@ inline std::string submit_as_nobody(Env& env, const std::string& manifest, const
   return path_in(s.out);
 }
 
+// nobody plants a sparse file of `bytes` at dest/name and submits a job for
+// it whose sha256 does not match: the job's one file is checked (read whole,
+// on a thread) and fails. The job's path.
+inline std::string submit_sparse_mismatch(Env& env, const std::string& dest, const std::string& name, uint64_t bytes) {
+  EXPECT_EQ(run(as_nobody("truncate -s " + std::to_string(bytes) + " " + dest + "/" + name)).status, 0);
+  return submit_as_nobody(
+      env, env.nginx.url(false, "/" + name) + " " + std::to_string(bytes) + " sha256:" + std::string(64, 'a') + "\n", dest);
+}
+
 inline uid_t owner_of(const std::string& p) {
   struct stat st {};
   stat(p.c_str(), &st);
