@@ -485,3 +485,16 @@ TEST(HostileUser, EchoesAreBounded) {
   sd_bus_flush_close_unref(bus);
   EXPECT_LT(env.xferd.log().size() - log_before, 64u << 10) << "the log grew by more than 64 KiB";
 }
+
+// Bad flags and values exit 2, as the README says, with the reason. Before:
+// CLI11's own codes (105 for a value a check refuses, 106 for a wrong type).
+TEST(HostileUser, BadFlagsAndValuesExitTwo) {
+  for (const std::string& args : {std::string("kernel --cores 0"), std::string("kernel --mode sideways"),
+                                  std::string("run --manifest /dev/null --dest /tmp --cc abc"),
+                                  std::string("run --no-such-flag"), std::string("list --bogus")}) {
+    Shell r = run(bin("xferctl") + " " + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_FALSE(r.out.empty()) << args;
+  }
+  EXPECT_EQ(run(bin("xferctl") + " --help").status, 0);
+}
