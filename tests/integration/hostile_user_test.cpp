@@ -498,3 +498,20 @@ TEST(HostileUser, BadFlagsAndValuesExitTwo) {
   }
   EXPECT_EQ(run(bin("xferctl") + " --help").status, 0);
 }
+
+// xferctl run with a PostgreSQL history and no HOME keeps its journal in
+// the user's passwd home, never in a shared /tmp/.local another user could
+// plant first. Before: /tmp/.local/state/xferd/history.db.
+TEST(HostileUser, NoHomeNoJournalInTmp) {
+  if (fs::exists("/tmp/.local")) GTEST_SKIP() << "/tmp/.local exists already on this machine";
+  std::string dir = make_temp_dir("nohome");
+  std::ofstream(dir + "/m") << "http://127.0.0.1:9/x 10\n";
+  chmod((dir + "/m").c_str(), 0644);
+  Shell r = run(as_nobody("env -u HOME -u XDG_STATE_HOME " + bin("xferctl") + " run --manifest " + dir + "/m --dest " +
+                          dir + " --history 'postgresql://u@/db?host=" + dir + "&port=1'"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/.local/state/xferd/history.db"), std::string::npos) << r.out;  // nobody's passwd home
+  EXPECT_FALSE(fs::exists("/tmp/.local")) << r.out;
+  fs::remove_all("/tmp/.local");
+  fs::remove_all(dir);
+}
