@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "daemon_env.h"
 #include "fixture.h"
+#include "xfer/hla.h"
 
 namespace fs = std::filesystem;
 using namespace xtest;
@@ -308,12 +309,20 @@ TEST(HostileUser, TheDaemonsDescriptorsNeverReachACaller) {
 TEST(HostileUser, ADeepTableIsRefusedNotACrash) {
   std::string dir = make_temp_dir("deep-table");
   std::string table = dir + "/table.json";
-  std::ofstream(table) << std::string(1000000, '[') << std::string(1000000, ']');
+  // A table that is right in every other way, its predictor nested a
+  // million levels deep (what crashed xferd: a recursive copy of it).
+  xfer::hla::ParamTable empty;
+  empty.history = "test";
+  nlohmann::json j = xfer::hla::to_json(empty);
+  j["predictor"] = "DEEP";
+  std::string text = j.dump();
+  text.replace(text.find("\"DEEP\""), 6, "{\"forests\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}");
+  std::ofstream(table) << text;
   std::string conf = dir + "/xferd.conf";
   std::ofstream(conf) << "[hla]\ntable = \"" << table << "\"\n";
   Shell c = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
   EXPECT_EQ(c.status, 1) << c.out;
-  EXPECT_NE(c.out.find("nested 1000000 levels deep"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("nested 1000002 levels deep"), std::string::npos) << c.out;
   EXPECT_EQ(c.out.find("configuration OK"), std::string::npos) << c.out;
 
   Env env("[hla]\ntable = \"" + table + "\"\n");
@@ -322,7 +331,7 @@ TEST(HostileUser, ADeepTableIsRefusedNotACrash) {
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("nested"), std::string::npos) << r.out;
   EXPECT_EQ(kill(env.xferd.pid(), 0), 0) << "xferd died on Reload";
-  EXPECT_NE(env.xferd.log().find("nested 1000000 levels deep"), std::string::npos);
+  EXPECT_NE(env.xferd.log().find("nested 1000002 levels deep"), std::string::npos);
 
   std::string dest = env.dest();
   Shell x = run(bin("xferctl") + " run --manifest " + env.manifest_file(env.data.manifest(env.nginx.url(false, "/"))) +
