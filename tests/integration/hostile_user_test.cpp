@@ -225,6 +225,7 @@ TEST(HostileUser, AStoppedCheckCostsOnlyItsCaller) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_LT(slowest, 2.0) << "root's ListJobs waited for the stopped check";
+  std::printf("while a check is stopped: root's slowest ListJobs %.3f s\n", slowest);
   std::string rdest = env.dest();
   Dataset two;
   two.files = {env.data.files[1], env.data.files[2]};
@@ -240,6 +241,7 @@ TEST(HostileUser, AStoppedCheckCostsOnlyItsCaller) {
   answer.resize(got);
   int st = 0;
   waitpid(helper, &st, 0);
+  std::printf("the hostile caller's own Submit: %s\n", answer.c_str());
   EXPECT_NE(answer.find("org.xferd.Xferd1.Error.Destination"), std::string::npos) << answer;
   EXPECT_NE(answer.find("did not answer within 10 s"), std::string::npos) << answer;
   // The stopped child was killed and reaped: no zombie, no stopped process left.
