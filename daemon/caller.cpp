@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -163,9 +162,16 @@ int open_no_magic(const char* path, int flags) {
   _exit(0);
 }
 
+const char* noun_of(const OpenRequest& r) { return r.what == OpenAs::WritableDirectory ? "destination" : "file"; }
+
+std::string on_proc(const OpenRequest& r) {
+  return std::string(noun_of(r)) + " " + xfer::shown(r.path) +
+         " is on /proc, which names what processes hold, not a place; xferd does not use it";
+}
+
 // What a failed request says to its caller.
 std::string failure(const Caller& c, const OpenRequest& r, int err) {
-  const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
+  const char* noun = noun_of(r);
   std::string shown = xfer::shown(r.path);
   switch (err) {
     case ENOENT: return std::string(noun) + " " + shown + " does not exist";
@@ -187,12 +193,9 @@ std::string failure(const Caller& c, const OpenRequest& r, int err) {
 std::string refused_fs(int fd, const OpenRequest& r) {
   struct statfs sf;
   if (fstatfs(fd, &sf) != 0) return "";
-  const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
-  if (sf.f_type == kProcMagic)
-    return std::string(noun) + " " + xfer::shown(r.path) + " is on /proc, which names what processes hold, not a place; "
-           "xferd does not use it";
+  if (sf.f_type == kProcMagic) return on_proc(r);
   if (sf.f_type == kFuseMagic)
-    return std::string(noun) + " " + xfer::shown(r.path) +
+    return std::string(noun_of(r)) + " " + xfer::shown(r.path) +
            " is on a FUSE file system, which a user's process serves; xferd does not use it";
   return "";
 }
@@ -233,7 +236,7 @@ CallerChecks::~CallerChecks() = default;
 
 uint64_t CallerChecks::start(const Caller& c, std::vector<OpenRequest> requests, Done done, std::string* why) {
   for (const OpenRequest& r : requests) {
-    const char* noun = r.what == OpenAs::WritableDirectory ? "destination" : "file";
+    const char* noun = noun_of(r);
     if (r.path.empty() || r.path[0] != '/') {
       *why = std::string(noun) + " '" + xfer::shown(r.path) + "' is not an absolute path";
       return 0;
@@ -247,8 +250,7 @@ uint64_t CallerChecks::start(const Caller& c, std::vector<OpenRequest> requests,
       return 0;
     }
     if (r.path == "/proc" || r.path.rfind("/proc/", 0) == 0) {
-      *why = std::string(noun) + " " + xfer::shown(r.path) + " is on /proc, which names what processes hold, not a "
-             "place; xferd does not use it";
+      *why = on_proc(r);
       return 0;
     }
   }
