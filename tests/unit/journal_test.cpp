@@ -12,8 +12,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
-
+// (Not in an anonymous namespace: gtest derives each test from it.)
 struct JournalDir : ::testing::Test {
   void SetUp() override {
     char t[] = "/tmp/xfer-journal-XXXXXX";
@@ -32,8 +31,6 @@ struct JournalDir : ::testing::Test {
   }
   std::string dir, root, state;
 };
-
-}  // namespace
 
 TEST_F(JournalDir, AFileThatIsNotAJournalIsLeftAsItIs) {
   std::ofstream(state) << "my notes, not a journal";
