@@ -166,14 +166,13 @@ ProgressRecord parse_progress_record(std::string_view text) {
 // as the caller's own would, and the job pauses with the reason. statvfs is
 // asked again once half of what it said was free has been claimed, so the
 // files of every job on one file system together stay under it.
-static void claim_owner_space(int fd, const FileOwner& owner, uint64_t len, const std::string& what) {
+// dev is the file's st_dev (looked up once, when the file is opened).
+static void claim_owner_space(int fd, dev_t dev, const FileOwner& owner, uint64_t len, const std::string& name) {
   if (!owner.set() || owner.uid == 0) return;
   static std::mutex mu;
   static std::map<dev_t, uint64_t> budget;  // bytes that may still be claimed before statvfs is asked again
-  struct stat st;
-  if (fstat(fd, &st) != 0) return;
   std::lock_guard lock(mu);
-  uint64_t& left = budget[st.st_dev];
+  uint64_t& left = budget[dev];
   if (len <= left) {
     left -= len;
     return;
@@ -183,7 +182,7 @@ static void claim_owner_space(int fd, const FileOwner& owner, uint64_t len, cons
   uint64_t avail = uint64_t(sv.f_bavail) * sv.f_frsize;
   if (avail < len) {
     left = 0;
-    throw IoError(ENOSPC, "write " + what + ": uid " + std::to_string(owner.uid) + " has " + std::to_string(avail) +
+    throw IoError(ENOSPC, "write " + name + PartFile::kPartSuffix + ": uid " + std::to_string(owner.uid) + " has " + std::to_string(avail) +
                               " bytes left on this file system (what is left is reserved for root)");
   }
   left = (avail - len) / 2;
@@ -216,13 +215,15 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
     fd_ = -1;
     throw;
   }
+  struct stat st {};
+  fstat(fd_, &st);
+  dev_ = st.st_dev;
   if (size_ && *size_ >= kReserveFrom) {
     // Reserve the space now: a full disk fails here, clearly, before any byte is fetched.
-    struct stat st;
-    uint64_t allocated = fstat(fd_, &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
+    uint64_t allocated = uint64_t(st.st_blocks) * 512;
     int rc = 0;
     try {
-      if (*size_ > allocated) claim_owner_space(fd_, owner_, *size_ - allocated, part);
+      if (*size_ > allocated) claim_owner_space(fd_, dev_, owner_, *size_ - allocated, name_);
     } catch (const IoError& e) {
       rc = e.code().value();
     }
@@ -501,7 +502,7 @@ void PartFile::load_record() {
 void PartFile::set_size(uint64_t size) { size_ = size; }
 
 void PartFile::write(uint64_t offset, const char* data, size_t len) {
-  if (!reserved_ || offset + len > size_.value_or(0)) claim_owner_space(fd_, owner_, len, name_ + kPartSuffix);
+  if (!reserved_ || offset + len > size_.value_or(0)) claim_owner_space(fd_, dev_, owner_, len, name_);
   if (dfd_ >= 0) {
     try {
       stage(offset, data, len);

@@ -196,6 +196,7 @@ class PartFile {
   int write_err_ = 0;   // a failed AIO write, thrown by the next settle
   uint64_t direct_bytes_ = 0;  // written with O_DIRECT
   bool reserved_ = false;      // its whole size was allocated when opened (posix_fallocate)
+  dev_t dev_ = 0;              // the file system it is on (whose free space a caller's bytes are charged to)
 
   // Bytes of one stream waiting in an aligned buffer: [begin, begin + fill).
   struct Run {
