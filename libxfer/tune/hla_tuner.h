@@ -25,7 +25,7 @@ class HlaTuner : public Tuner {
   enum class Goal { Energy, Throughput };
   // alpha and beta keep the paper's meaning; it gives no values, so they
   // come from the default collect's history (600-ms intervals at one
-  // setting, tests/bench/results/hla-default): throughput moved by a median
+  // setting, measured on the wan link with cross traffic): throughput moved by a median
   // 9% from one interval to the next, 23% at the 75th percentile; external
   // load by 0.07-0.08 (median) and 0.13-0.17 (75th) under cross traffic.
   // A move counts when it is past the 75th percentile: kAlpha = 0.25 of

@@ -9,7 +9,8 @@
 // Each run: wall time, verified bytes (sha256 of every file), client CPU
 // (user+sys of its process tree), server CPU (nginx), modelled energy.
 // Output: DIR/results.csv (appended run by run), DIR/summary.md (medians,
-// ratios to the best peer), DIR/plot-DATASET.svg.
+// ratios to the best peer, the commit measured), DIR/plot-DATASET.svg.
+// Full runs are kept in bench/results/<scenario>-<commit> (its README).
 //
 // A scenario with [hla] (issue 15) first makes a history and a parameter
 // table: xfer-hla collect on the plan (its own datasets, of the same shapes
@@ -177,6 +178,16 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 
 // CPU seconds every core of the machine has spent busy (/proc/stat, less
 // idle and iowait), at the kernel's 10-ms tick.
+// The commit of the source tree this xfer-bench was built from, "-dirty"
+// when it had local changes: a result is keyed by what it measured.
+static std::string source_commit() {
+  std::string dir = bench::source_dir();
+  if (dir.find('\'') != std::string::npos) return "unknown (source path not quotable)";
+  std::string out = bench::capture("git -C '" + dir + "' describe --always --dirty --abbrev=7 2>/dev/null");
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out.empty() ? "unknown (not a git checkout)" : out;
+}
+
 static double machine_busy_s() { return double(xfer::read_cpu_times().busy) / double(sysconf(_SC_CLK_TCK)); }
 
 int main(int argc, char** argv) {
@@ -398,7 +409,8 @@ int main(int argc, char** argv) {
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary,
                                    std::string(bench::kEnergySource) + "; idle " + model.idle_basis(),
                                    dest_fs->describe + (profile ? "; every client ran under perf record (--profile): "
-                                                                  "its CPU figures include perf's own" : ""));
+                                                                  "its CPU figures include perf's own" : ""),
+                                   source_commit());
   bool any_goal = false;
   for (const auto& c : clients) any_goal |= !c.goal.empty();
   bool hla_goal = false;

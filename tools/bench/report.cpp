@@ -152,9 +152,11 @@ std::vector<Summary> summarize(const std::vector<RunRow>& rows) {
 }
 
 std::string markdown(const std::string& scenario, const std::vector<Summary>& ss, const std::string& energy_source,
-                     const std::string& setup) {
+                     const std::string& setup, const std::string& commit) {
   std::ostringstream md;
-  md << "# " << scenario << "\n\nMedians over verified runs. Energy: " << energy_source
+  md << "# " << scenario << "\n\n";
+  if (!commit.empty()) md << "Measured at commit " << commit << ".\n\n";
+  md << "Medians over verified runs. Energy: " << energy_source
      << ". Dynamic: the model applied to every client's CPU time (client side). End-system: the idle draw of the "
         "online cores over the run's wall time plus the dynamic part. Ratios are against the best peer (curl, wget, "
         "aria2c) of the same dataset: throughput / best peer throughput, J/GB / the least J/GB among the peers "

@@ -35,9 +35,10 @@ struct Summary {
 
 // Medians per (dataset, client), in first-seen order.
 std::vector<Summary> summarize(const std::vector<RunRow>& rows);
-// setup: a sentence on how the runs were made (where the clients wrote), or empty.
+// setup: a sentence on how the runs were made (where the clients wrote), or
+// empty; commit: the source tree measured, or empty.
 std::string markdown(const std::string& scenario, const std::vector<Summary>& s, const std::string& energy_source,
-                     const std::string& setup = "");
+                     const std::string& setup = "", const std::string& commit = "");
 std::string svg_plot(const std::string& title, const std::vector<Summary>& s);
 
 // The frame the bench's plots share: a W x H canvas with margins, axes

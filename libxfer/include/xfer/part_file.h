@@ -17,11 +17,10 @@
 // No page cache is filled (a bulk
 // download does not evict other programs' cached files), and there is no
 // writeback left for a sync to do: the page-cache write path and the
-// writeback were half of the engine's CPU on one large file
-// (energy-floor/stop33/profile.md). `written` holds only what a finished
-// write put on the file: a kill -9 costs what was staged (at most one
-// buffer a stream) and what was in flight (at most kMaxInFlight buffers a
-// file). checkpoint() and the commit write and wait for all of it.
+// writeback were half of the engine's CPU on one large file (perf, by
+// system call). `written` holds only what a finished write put on the file:
+// a kill -9 costs what was staged (at most one buffer a stream) and what was
+// in flight (at most kMaxInFlight buffers a file). checkpoint() and the commit write and wait for all of it.
 // The final name appears only after size (and sha256, when given) verify,
 // via fsync + renameat2(RENAME_NOREPLACE): never a half-written final file,
 // never an existing file overwritten.
