@@ -112,7 +112,7 @@ int method_list_jobs(sd_bus_message* m, void* ud, sd_bus_error* e) {
     return reply_array(m, "(otussstt)", [&](sd_bus_message* reply) {
       for (const auto& [id, j] : svc(ud).jobs) {
         if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
-        xfer::JobProgress p = j->job ? j->job->progress() : j->progress;
+        xfer::JobProgress p = j->run ? j->job()->progress() : j->progress;
         check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
                                     xfer::to_string(j->state), j->row.policy.c_str(), j->label.c_str(), p.bytes_done,
                                     p.bytes_total),
@@ -185,7 +185,7 @@ constexpr const char* kChanging[] = {"State",         "BytesDone",     "BytesTot
 // nullopt: no such property. Summary here is the one in memory (set between
 // a job's end and its Finished signal); Get reads a finished job's from the store.
 std::optional<PropValue> property_value(const JobEntry& j, std::string_view n) {
-  xfer::JobProgress p = j.job ? j.job->progress() : j.progress;
+  xfer::JobProgress p = j.run ? j.job()->progress() : j.progress;
   if (n == "Id") return uint64_t(j.row.id);
   if (n == "Owner") return uint32_t(j.row.uid);
   if (n == "Destination") return j.row.dest;

@@ -57,8 +57,7 @@ DirKey dest_key(int dir_fd) {
 }
 
 JobEntry::~JobEntry() {
-  loop.reset();  // the loop goes before the job it tunes
-  job.reset();
+  run.reset();  // before the destination descriptor its Job writes through
   if (dir_fd >= 0) close(dir_fd);
   if (ca_fd >= 0) close(ca_fd);
 }
@@ -111,7 +110,7 @@ Service::Service(sd_event* l, Options o, Config c)
       [](sd_event_source*, void* ud) {
         auto* s = static_cast<Service*>(ud);
         for (auto& [id, j] : s->jobs)
-          if (j->finished() && j->job) s->retire(*j);
+          if (j->finished() && j->run) s->retire(*j);
         s->start_queued();
         return 0;
       },
@@ -126,16 +125,14 @@ Service::~Service() {
 }
 
 void Service::retire(JobEntry& j) {
-  bool had_job = j.job != nullptr;
-  j.loop.reset();
-  j.recorder.reset();
-  j.job.reset();
+  bool had_job = j.run != nullptr;
+  bool held_kernel = had_job && j.run->holds_kernel();
+  j.run.reset();  // the loop, the recorder, then the Job
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
-  if (j.holds_kernel) {
+  if (held_kernel) {
     kernel.reset();  // restores cores and frequency
     kernel_job = 0;
-    j.holds_kernel = false;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
@@ -377,7 +374,7 @@ std::string Service::read_ca(int fd, const std::string& path, std::string* why) 
 size_t Service::running() const {
   size_t n = 0;
   for (const auto& [id, j] : jobs)
-    if (j->job || j->check) ++n;  // a job whose files are being opened holds its slot
+    if (j->run || j->check) ++n;  // a job whose files are being opened holds its slot
   return n;
 }
 
@@ -385,20 +382,20 @@ void Service::start_queued() {
   if (stopping) return;
   size_t entries = 0;
   for (const auto& [id, j] : jobs)
-    if (j->job) entries += j->progress.files_total;
+    if (j->run) entries += j->progress.files_total;
   for (auto& [id, j] : jobs) {
     if (running() >= size_t(cfg.max_running_jobs)) break;
-    if (j->state != xfer::JobState::Queued || j->job) continue;
+    if (j->state != xfer::JobState::Queued || j->run) continue;
     // Memory grows with the entries of the running jobs: a job waits until it
     // fits under limits.max_running_entries (alone, any job runs).
     if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) continue;
     start(*j);
-    if (j->job) entries += j->progress.files_total;
+    if (j->run) entries += j->progress.files_total;
   }
   // A job that waits keeps its file names (for name clashes) and totals; its
   // manifest is read from the store again when it starts.
   for (auto& [id, j] : jobs)
-    if (!j->job && j->manifest) j->manifest.reset();
+    if (!j->run && j->manifest) j->manifest.reset();
   notify_status();
 }
 
@@ -499,6 +496,7 @@ void Service::start(JobEntry& j) {
   // The kernel layer: one job at a time may turn it; the others tune the
   // application layer only and say so.
   j.kernel_note.clear();
+  bool lend_kernel = false;
   if (!j.policy.kernel) {
     j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
   } else if (!setup.kernel) {
@@ -506,61 +504,49 @@ void Service::start(JobEntry& j) {
   } else if (kernel_job) {
     j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
   } else {
-    try {
-      kernel = std::make_unique<xfer::KernelLayer>(setup.kernel_config);
-      kernel_job = id;
-      j.holds_kernel = true;
-    } catch (const std::exception& e) {
-      j.kernel_note = std::string("kernel layer off for this job: ") + e.what();
-    }
+    kernel = xfer::open_kernel_layer(setup.kernel_config, &j.kernel_note);
+    lend_kernel = kernel != nullptr;
   }
   if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
-  setup.tuner.kernel = j.holds_kernel;
   setup.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
 
-  std::unique_ptr<xfer::Tuner> tuner;
+  xfer::RunningJobSpec spec;
+  spec.id = uint32_t(id);
+  spec.algorithm = j.policy.algorithm;
+  spec.tuner = setup.tuner;
+  spec.kernel = lend_kernel ? kernel.get() : nullptr;
+  spec.job.manifest = std::move(*j.manifest);
+  j.manifest.reset();
+  spec.job.dest_dir = j.row.dest;
+  spec.job.opts = setup.engine;
+  spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
+  spec.job.opts.ca_pem = std::move(ca_pem);
+  spec.job.dest_dir_fd = j.dir_fd;
+  spec.job.owner = xfer::FileOwner{j.row.uid, j.row.gid};
+  spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
+  spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
+  spec.run.link_source = cfg.values.contains("bandwidth_mbps") ? "configured" : "assumed";
   try {
-    tuner = xfer::make_tuner(j.policy.algorithm, setup.tuner);
-  } catch (const std::exception& e) {
-    return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());  // retires what it took
+    j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
+                                               xfer::SharedParts{flows.get(), machine.get(), history.get()});
+  } catch (const std::invalid_argument& e) {  // the tuner
+    if (lend_kernel) kernel.reset();
+    return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
+  } catch (const std::exception& e) {  // the Job: its destination
+    if (lend_kernel) kernel.reset();
+    return fail(j, e.what());
   }
-  xfer::EngineOptions eo = setup.engine;
-  eo.pause_when_full = true;  // a full destination pauses the job until Resume
-  eo.ca_pem = std::move(ca_pem);
-  try {
-    xfer::Job::Spec spec{std::move(*j.manifest), j.row.dest, eo};
-    j.manifest.reset();
-    spec.dest_dir_fd = j.dir_fd;
-    spec.owner = xfer::FileOwner{j.row.uid, j.row.gid};
-    j.job = std::make_unique<xfer::Job>(engine, std::move(spec));
-  } catch (const std::exception& e) {
-    return fail(j, e.what());  // retires what it took
-  }
-  if (flows) j.job->set_flow_monitor(flows.get(), uint32_t(id));
-  xfer::LoopParts parts;
-  parts.flows = flows.get();
-  parts.machine = machine.get();
-  parts.kernel = j.holds_kernel ? kernel.get() : nullptr;
-  parts.id = uint32_t(id);
-  j.loop = std::make_unique<xfer::ControlLoop>(engine, *j.job, std::move(tuner), parts);
+  if (lend_kernel) kernel_job = id;
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
-  if (history) {
-    xfer::hla::RunRow run;
-    run.tool = "xferd", run.job_id = int64_t(id), run.policy = j.policy.name, run.algorithm = j.policy.algorithm;
-    run.label = j.label;
-    run.link_source = cfg.values.contains("bandwidth_mbps") ? "configured" : "assumed";
-    j.recorder = std::make_unique<xfer::hla::HistoryRecorder>(*history, run);
-  }
   JobEntry* jp = &j;
-  j.loop->on_interval = [this, jp](const xfer::IntervalRecord& r) {
+  j.run->on_interval = [this, jp](const xfer::IntervalRecord& r) {
     JobEntry& x = *jp;
     const xfer::Observation& o = r.obs;
     x.params = r.decided ? *r.decided : o.params;
     x.throughput_bps = o.throughput_bps;
-    x.joules = x.loop->joules().value_or(0);
+    x.joules = x.run->loop().joules().value_or(0);
     if (x.kinds.empty())
-      for (const xfer::ChunkStatus& c : x.job->chunks()) x.kinds.push_back(xfer::to_string(c.kind));
-    if (x.recorder) x.recorder->interval(*x.job, r);
+      for (const xfer::ChunkStatus& c : r.chunks) x.kinds.push_back(xfer::to_string(c.kind));
     std::string ps;
     for (size_t i = 0; i < o.params.chunks.size(); ++i)
       ps += fmt::format("{}{}:{}", ps.empty() ? "" : " ", i < x.kinds.size() ? x.kinds[i] : "?",
@@ -568,29 +554,30 @@ void Service::start(JobEntry& j) {
     log::info("job {}: {:.1f} Mbit/s, {}, cores {} | {} | {}", x.row.id, o.throughput_bps / 1e6,
               o.joules ? fmt::format("{:.1f} J", *o.joules) : std::string("no energy figure"),
               o.cores ? std::to_string(*o.cores) : std::string("as they are"), ps, o.params.reason);
-    x.progress = x.job->progress();
+    x.progress = r.progress;
     if (on_changed) on_changed(x);
   };
+  xfer::Job& job = j.run->job();
   // Queued -> discovering -> running <-> paused, announced as they happen; the
   // end goes through on_finished.
-  j.job->on_state = [this, jp](xfer::JobState st) {
+  job.on_state = [this, jp](xfer::JobState st) {
     // A pause the job made itself (a full destination) says why in Error
     // until the job runs again.
-    if (st == xfer::JobState::Paused) jp->error = jp->job->pause_reason();
+    if (st == xfer::JobState::Paused) jp->error = jp->job()->pause_reason();
     if (st == xfer::JobState::Running) jp->error.clear();
     if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
       set_state(*jp, st);
   };
-  j.job->on_finished = [this, jp] { finished(*jp); };
+  job.on_finished = [this, jp] { finished(*jp); };
   log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
-  j.job->start();
+  j.run->start();
 }
 
 void Service::finished(JobEntry& j) {
   if (stopping) return;  // a shutdown: the job stays unfinished in the store and carries on at the next start
-  j.progress = j.job->progress();
-  xfer::JobState st = j.job->state();
-  nlohmann::json s = xfer::job_report(*j.job, j.loop.get());
+  j.progress = j.job()->progress();
+  xfer::JobState st = j.job()->state();
+  nlohmann::json s = j.run->report();
   s["job"] = j.row.id;
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
@@ -599,7 +586,7 @@ void Service::finished(JobEntry& j) {
             j.progress.files_failed);
   // The Job is torn down outside its own callback.
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
-  record_finished(j, st, j.job->fatal_error(), s.dump());
+  record_finished(j, st, j.job()->fatal_error(), s.dump());
 }
 
 void Service::record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary) {
@@ -615,8 +602,8 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
-  if (j.recorder && j.job) j.recorder->finish(*j.job, xfer::to_string(state));
-  if (!j.job) retire(j);  // a running Job is retired after its callback returns
+  if (j.run) j.run->record_end(xfer::to_string(state));
+  if (!j.run) retire(j);  // a running Job is retired after its callback returns
   try {
     store->finish(j.row.id, xfer::to_string(state), error, summary);
   } catch (const StoreError& e) {
@@ -637,7 +624,7 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
 void Service::forget_oldest_finished(uid_t uid) {
   std::vector<uint64_t> finished;
   for (const auto& [id, j] : jobs)
-    if (j->row.uid == uid && j->finished() && !j->job) finished.push_back(id);  // ids ascend with age
+    if (j->row.uid == uid && j->finished() && !j->run) finished.push_back(id);  // ids ascend with age
   if (finished.size() <= size_t(cfg.max_finished_per_user)) return;
   size_t drop = finished.size() - size_t(cfg.max_finished_per_user);
   for (size_t i = 0; i < drop; ++i) {
@@ -669,8 +656,8 @@ void Service::cancel(const Caller& c, JobEntry& j) {
   need_owner(c, j, "cancel");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: cancelled by {}", j.row.id, c.name);
-  if (j.job) {
-    j.job->cancel(false);  // its partial files go: a cancelled job's bytes are nobody's
+  if (j.run) {
+    j.job()->cancel(false);  // its partial files go: a cancelled job's bytes are nobody's
     return;
   }
   record_finished(j, xfer::JobState::Cancelled, "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
@@ -681,11 +668,11 @@ void Service::pause(const Caller& c, JobEntry& j) {
   if (j.finished() || j.state == xfer::JobState::Paused)
     throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id,
                                               xfer::to_string(j.state)));
-  if (j.job) {
+  if (j.run) {
     if (j.state != xfer::JobState::Running)
       throw Refusal(err::kBadState,
                     fmt::format("job {} is {}; it can be paused once it runs", j.row.id, xfer::to_string(j.state)));
-    j.job->pause();
+    j.job()->pause();
   } else if (j.check) {  // its files were being opened: again at Resume
     checks.cancel(j.check);
     j.check = 0;
@@ -699,10 +686,10 @@ void Service::resume(const Caller& c, JobEntry& j) {
   if (j.state != xfer::JobState::Paused)
     throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: resumed by {}", j.row.id, c.name);
-  if (j.job) {
+  if (j.run) {
     // Announces Running through on_state, and may end the job at once (its
     // last file was checked while it was paused): nothing is set after it.
-    j.job->resume();
+    j.job()->resume();
   } else {
     set_state(j, xfer::JobState::Queued);
     start_queued();
@@ -785,10 +772,10 @@ void Service::restore_jobs() {
 void Service::shutdown() {
   stopping = true;
   for (auto& [id, j] : jobs)
-    if (j->job) {
+    if (j->run) {
       log::info("job {}: stopping for a daemon restart; progress saved, it carries on at the next start", id);
-      j->job->cancel(true);  // checkpoints every .part; on_finished ignores it (stopping)
-      if (j->recorder) j->recorder->finish(*j->job, "interrupted");  // the next start is a new run
+      j->job()->cancel(true);  // checkpoints every .part; on_finished ignores it (stopping)
+      j->run->record_end("interrupted");  // the next start is a new run
       retire(*j);
     }
 }
@@ -802,7 +789,7 @@ void Service::purge_old() {
     log::error("{}", e.what());
   }
   for (auto it = jobs.begin(); it != jobs.end();)
-    if (it->second->finished() && !it->second->job && it->second->row.finished_at > 0 && it->second->row.finished_at < before)
+    if (it->second->finished() && !it->second->run && it->second->row.finished_at > 0 && it->second->row.finished_at < before)
       it = jobs.erase(it);
     else
       ++it;
@@ -818,7 +805,7 @@ void Service::notify_status() {
 std::string Service::status_line() const {
   size_t run = 0, queued = 0, paused = 0;
   for (const auto& [id, j] : jobs) {
-    if (j->job && j->state != xfer::JobState::Paused) ++run;
+    if (j->run && j->state != xfer::JobState::Paused) ++run;
     else if (j->state == xfer::JobState::Queued) ++queued;
     else if (j->state == xfer::JobState::Paused) ++paused;
   }

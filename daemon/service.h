@@ -28,6 +28,7 @@
 #include "xfer/kernel.h"
 #include "xfer/machine.h"
 #include "xfer/options.h"
+#include "xfer/running_job.h"
 
 namespace xferd {
 
@@ -59,11 +60,8 @@ struct JobEntry {
   int dir_fd = -1;
   int ca_fd = -1;       // the job's own ca_file, opened as its owner; read when it starts
   uint64_t check = 0;   // a CallerChecks check opening its files, while one runs
-  std::unique_ptr<xfer::Job> job;
-  std::unique_ptr<xfer::ControlLoop> loop;  // tunes job; goes before it
-  bool holds_kernel = false;
+  std::unique_ptr<xfer::RunningJob> run;  // the Job, its control loop and its history rows
   std::string kernel_note;
-  std::unique_ptr<xfer::hla::HistoryRecorder> recorder;  // its rows in the transfer history
   std::vector<std::string> kinds;  // chunk names, Params order
   // Last known figures (kept after the job ends):
   xfer::JobProgress progress;
@@ -78,6 +76,7 @@ struct JobEntry {
   DirKey dest;
   std::vector<std::string> names;
 
+  xfer::Job* job() const { return run ? &run->job() : nullptr; }
   std::string path() const;
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
   void take_manifest(xfer::Manifest m);

@@ -121,8 +121,9 @@ void ControlLoop::record(IntervalRecord r) {
 IntervalRecord ControlLoop::observe() {
   uint64_t now = eng_.now_us();
   double dt = std::max(1e-6, double(now - last_us_) / 1e6);
-  JobProgress p = job_.progress();
   IntervalRecord r;
+  r.progress = job_.progress();
+  const JobProgress& p = r.progress;
   Observation& o = r.obs;
   o.t_s = p.seconds;
   o.interval_s = dt;
@@ -138,7 +139,8 @@ IntervalRecord ControlLoop::observe() {
   o.params = current_;
   o.settling = settling_;
   settling_ = false;
-  std::vector<ChunkStatus> chunks = job_.chunks();
+  r.chunks = job_.chunks();
+  const std::vector<ChunkStatus>& chunks = r.chunks;
   last_chunk_bytes_.resize(chunks.size(), 0);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkStatus& c = chunks[i];

@@ -18,24 +18,24 @@ double unix_now() {
 
 }  // namespace
 
-HistoryRecorder::HistoryRecorder(History& h, RunRow run) : h_(h), run_(std::move(run)) {
+HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h), job_(job), run_(std::move(run)) {
   if (run_.node.empty()) run_.node = node_name();
   if (run_.dest_host.empty()) run_.dest_host = run_.node;
   if (run_.started_unix == 0) run_.started_unix = unix_now();
   if (run_.run.empty()) run_.run = run_key(run_.tool, run_.job_id, run_.started_unix);
 }
 
-void HistoryRecorder::begin(const Job& job) {
-  const JobInfo& info = job.info();
+void HistoryRecorder::begin() {
+  const JobInfo& info = job_.info();
   run_.link_mbps = info.bandwidth_bps / 1e6;
   run_.handshake_rtt_ms = info.rtt_s * 1000;
   run_.cores_present = info.kernel.cores_present;
   run_.freq_levels = int64_t(info.kernel.freqs_khz.size());
-  std::vector<OriginStatus> origins = job.origins();
+  std::vector<OriginStatus> origins = job_.origins();
   if (!origins.empty()) run_.source_origin = origins.front().origin;
   // The job's file sizes pooled from its chunks: n, mean and sd of each.
   double n = 0, sum = 0, sq = 0;
-  for (const ChunkStatus& c : job.chunks()) {
+  for (const ChunkStatus& c : job_.chunks()) {
     double k = double(c.files_total);
     n += k;
     sum += k * c.avg_size;
@@ -58,10 +58,10 @@ void HistoryRecorder::put_run() {
   }
 }
 
-void HistoryRecorder::interval(const Job& job, const IntervalRecord& rec) {
-  if (!begun_) begin(job);
+void HistoryRecorder::interval(const IntervalRecord& rec) {
+  if (!begun_) begin();
   const Observation& o = rec.obs;
-  std::vector<ChunkStatus> status = job.chunks();
+  const std::vector<ChunkStatus>& status = rec.chunks;
   // The job's energy is split among its chunks as the machine's is among
   // jobs: by the bytes each received in the interval.
   double moved = 0;
@@ -106,10 +106,10 @@ void HistoryRecorder::interval(const Job& job, const IntervalRecord& rec) {
   }
 }
 
-void HistoryRecorder::finish(const Job& job, const std::string& outcome) {
+void HistoryRecorder::finish(const std::string& outcome) {
   run_.outcome = outcome;
   run_.finished_unix = unix_now();
-  if (!begun_) begin(job);  // a job too short for an interval (or one that failed early) still has its run
+  if (!begun_) begin();  // a job too short for an interval (or one that failed early) still has its run
   else put_run();
 }
 

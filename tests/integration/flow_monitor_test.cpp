@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "fixture.h"
+#include "xfer/running_job.h"
 #include "xfer/control_loop.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/machine.h"
@@ -184,28 +185,27 @@ TEST(SharedMachine, TwoConcurrentJobsAreChargedTheirShareOnly) {
       xfer::EngineOptions opts;
       opts.interval_ms = 500;
       opts.bandwidth_mbps = 200;
-      std::vector<std::unique_ptr<xfer::Job>> jobs;
-      std::vector<std::unique_ptr<xfer::ControlLoop>> loops;
+      std::vector<std::unique_ptr<xfer::RunningJob>> jobs;
       int running = 2;
       for (uint32_t i = 1; i <= 2; ++i) {
         std::string dest = link.work + "/dest" + std::to_string(i);
         fs::create_directories(dest);
-        jobs.push_back(std::make_unique<xfer::Job>(engine, xfer::Job::Spec{xfer::parse_manifest(manifest, "m"), dest, opts}));
-        jobs.back()->set_flow_monitor(flows.get(), i);
-        xfer::LoopParts parts{flows.get(), machine.get(), nullptr, i};
-        xfer::TunerOptions t;
-        t.fixed = xfer::ChunkParams{1, 1, 1};
-        loops.push_back(std::make_unique<xfer::ControlLoop>(engine, *jobs.back(), xfer::make_tuner("static", t), parts));
-        jobs.back()->on_finished = [&] {
+        xfer::RunningJobSpec spec;
+        spec.id = i;
+        spec.algorithm = "static";
+        spec.tuner.fixed = xfer::ChunkParams{1, 1, 1};
+        spec.job = xfer::Job::Spec{xfer::parse_manifest(manifest, "m"), dest, opts};
+        jobs.push_back(std::make_unique<xfer::RunningJob>(engine, std::move(spec),
+                                                          xfer::SharedParts{flows.get(), machine.get(), nullptr}));
+        jobs.back()->job().on_finished = [&] {
           if (--running == 0) sd_event_exit(ev, 0);
         };
       }
       for (auto& j : jobs) j->start();
       sd_event_loop(ev);
-      for (size_t i = 0; i < jobs.size(); ++i) result["jobs"].push_back(xfer::job_report(*jobs[i], loops[i].get()));
+      for (auto& j : jobs) result["jobs"].push_back(j->report());
       result["machine_joules"] = machine->joules_shared();
       result["source"] = machine->meter()->source();
-      loops.clear();
       jobs.clear();
     }
     sd_event_unref(ev);

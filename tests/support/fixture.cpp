@@ -229,12 +229,14 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
   sd_event_new(&loop);
   {
     xfer::Engine engine(loop);
-    xfer::TunerOptions topts;
-    topts.fixed = fixed;
-    xfer::Job job(engine, {xfer::parse_manifest(manifest_text, "<test>"), dest, opts});
-    xfer::ControlLoop control(engine, job, xfer::make_tuner(policy, topts), {});
+    xfer::RunningJobSpec spec;
+    spec.algorithm = policy;
+    spec.tuner.fixed = fixed;
+    spec.job = xfer::Job::Spec{xfer::parse_manifest(manifest_text, "<test>"), dest, opts};
+    xfer::RunningJob run(engine, std::move(spec), {});
+    xfer::Job& job = run.job();
     job.on_finished = [&] { sd_event_exit(loop, 0); };
-    if (hook) control.on_interval = [&](const xfer::IntervalRecord& r) { hook(control, r); };
+    if (hook) run.on_interval = [&](const xfer::IntervalRecord& r) { hook(run.loop(), r); };
     sd_event_source* guard = nullptr;
     sd_event_add_time_relative(
         loop, &guard, CLOCK_MONOTONIC, uint64_t(max_seconds * 1e6), 1000,
@@ -244,10 +246,10 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
           return 0;
         },
         &job);
-    job.start();
+    run.start();
     if (job.state() == xfer::JobState::Discovering || job.state() == xfer::JobState::Running) sd_event_loop(loop);
     sd_event_source_disable_unref(guard);
-    res.summary = xfer::job_report(job, &control);
+    res.summary = run.report();
     res.state = job.state();
     res.bytes_fetched = job.progress().bytes_fetched;
   }

@@ -14,6 +14,7 @@
 #include "xfer/datagen.h"
 #include "xfer/control_loop.h"
 #include "xfer/engine.h"
+#include "xfer/running_job.h"
 
 namespace xtest {
 

@@ -27,6 +27,7 @@
 #include "xfer/log.h"
 #include "xfer/manifest.h"
 #include "xfer/options.h"
+#include "xfer/running_job.h"
 #include "xfer/safe_open.h"
 #include "xfer/text.h"
 #include "xfer/tuner.h"
@@ -124,7 +125,6 @@ int run(const RunArgs& a) {
   layers.job = o;
   layers.job_scope = xfer::kRun;
   xfer::JobSetup setup;
-  std::unique_ptr<xfer::Tuner> tuner;
   try {
     setup = xfer::setup_job(policy, layers);
   } catch (const std::invalid_argument& e) {  // OptionError
@@ -147,12 +147,6 @@ int run(const RunArgs& a) {
     xfer::log::info("hla table: {}: {}", table_path, xfer::hla::describe(*table));
   }
   setup.tuner.hla_table = table;
-  try {
-    tuner = xfer::make_tuner(policy, setup.tuner);
-  } catch (const std::invalid_argument& e) {  // an unknown --sla
-    fmt::print(stderr, "xferctl: {}\n", e.what());
-    return kUsage;
-  }
 
   xfer::EngineOptions opts = setup.engine;
   if (v.contains("ca_file")) {
@@ -199,47 +193,42 @@ int run(const RunArgs& a) {
   try {
     machine = xfer::make_machine(xfer::load_power_model(v["power_model"].get<std::string>()),
                                  v["energy_scope"] == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
-    if (setup.kernel) {
-      try {
-        kernel = std::make_unique<xfer::KernelLayer>(setup.kernel_config);
-      } catch (const std::exception& e) {
-        // The transfer goes on without it: the kernel layer is someone
-        // else's (KernelBusy), or this user may not keep its journal.
-        kernel_note = e.what();
-        xfer::log::warn("kernel layer off for this job: {}", kernel_note);
-      }
-    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "xferctl: {}\n", e.what());
     sd_event_unref(loop);
     return kUsage;
   }
+  // The transfer goes on without the kernel layer when it cannot have it
+  // (someone else's journal, or this user may not keep one), and says so.
+  if (setup.kernel) {
+    kernel = xfer::open_kernel_layer(setup.kernel_config, &kernel_note);
+    if (!kernel) xfer::log::warn("{}", kernel_note);
+  }
   {
     xfer::Engine engine(loop);
-    std::unique_ptr<xfer::Job> job;
+    xfer::RunningJobSpec spec;
+    spec.algorithm = policy;
+    spec.tuner = setup.tuner;
+    spec.kernel = kernel.get();
+    spec.job = xfer::Job::Spec{std::move(manifest), a.dest, opts};
+    spec.run.tool = "xferctl", spec.run.job_id = getpid(), spec.run.policy = policy, spec.run.algorithm = policy;
+    spec.run.link_source = o.contains("bandwidth_mbps") ? "configured" : "assumed";
+    if (v.contains("loss_pct")) spec.run.loss_pct = v["loss_pct"].get<double>();
+    if (v.contains("label")) spec.run.label = v["label"].get<std::string>();
+    std::unique_ptr<xfer::RunningJob> running;
     try {
-      job = std::make_unique<xfer::Job>(engine, xfer::Job::Spec{std::move(manifest), a.dest, opts});
+      running = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
+                                                   xfer::SharedParts{monitor.get(), machine.get(), history.get()});
+    } catch (const std::invalid_argument& e) {  // an unknown --sla
+      fmt::print(stderr, "xferctl: {}\n", e.what());
+      sd_event_unref(loop);
+      return kUsage;
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: {}; nothing fetched\n", e.what());
       sd_event_unref(loop);
       return kFatal;
     }
-    if (monitor) job->set_flow_monitor(monitor.get(), 1);
-    xfer::LoopParts parts;
-    parts.flows = monitor.get();
-    parts.machine = machine.get();
-    parts.kernel = kernel.get();
-    auto control = std::make_unique<xfer::ControlLoop>(engine, *job, std::move(tuner), parts);
-    std::unique_ptr<xfer::hla::HistoryRecorder> recorder;
-    if (history) {
-      xfer::hla::RunRow run;
-      run.tool = "xferctl", run.job_id = getpid(), run.policy = policy, run.algorithm = policy;
-      run.link_source = o.contains("bandwidth_mbps") ? "configured" : "assumed";
-      if (v.contains("loss_pct")) run.loss_pct = v["loss_pct"].get<double>();
-      if (v.contains("label")) run.label = v["label"].get<std::string>();
-      recorder = std::make_unique<xfer::hla::HistoryRecorder>(*history, run);
-      control->on_interval = [&](const xfer::IntervalRecord& r) { recorder->interval(*job, r); };
-    }
+    xfer::Job* job = &running->job();
     bool interrupted = false;
     job->on_finished = [&] { sd_event_exit(loop, 0); };
     auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
@@ -248,7 +237,7 @@ int run(const RunArgs& a) {
       st->first->cancel();  // progress records are written; run again to resume
       return 0;
     };
-    std::pair<xfer::Job*, bool*> sigstate{job.get(), &interrupted};
+    std::pair<xfer::Job*, bool*> sigstate{job, &interrupted};
     sd_event_add_signal(loop, nullptr, SIGINT, on_signal, &sigstate);
     sd_event_add_signal(loop, nullptr, SIGTERM, on_signal, &sigstate);
 
@@ -256,7 +245,7 @@ int run(const RunArgs& a) {
     struct BarState {
       xfer::Job* job;
       xferctl::ProgressBar bar;
-    } bar{job.get(), {}};
+    } bar{job, {}};
     if (show_bar) {
       sd_event_add_time_relative(
           loop, nullptr, CLOCK_MONOTONIC, 0, 50000,
@@ -273,11 +262,11 @@ int run(const RunArgs& a) {
           &bar);
     }
 
-    job->start();
+    running->start();
     if (job->state() == xfer::JobState::Discovering || job->state() == xfer::JobState::Running) sd_event_loop(loop);
     if (show_bar) bar.bar.finish();
 
-    nlohmann::json s = xfer::job_report(*job, control.get());
+    nlohmann::json s = running->report();
     if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
     if (table)
       s["hla_table"] = {{"file", table_path}, {"strata", table->strata.size()}, {"version", table->version},
@@ -292,15 +281,14 @@ int run(const RunArgs& a) {
     } else if (!job->failed().empty()) {
       rc = kSomeFailed;
     }
-    if (recorder) {
-      recorder->finish(*job, interrupted ? "cancelled" : xfer::to_string(job->state()));
+    running->record_end(interrupted ? "cancelled" : xfer::to_string(job->state()));
+    if (history) {
       if (!history->flush(5))
         fmt::print(stderr, "xferctl: history: {} rows wait in the journal of {} ({}); they go at the next run\n",
                    history->unshipped(), history->where(),
                    xfer::printable(history->ship_error()));
     }
-    control.reset();  // the loop goes before the job it tunes
-    job.reset();
+    running.reset();  // the loop, the recorder, the Job; then the kernel layer restores
   }
   sd_event_unref(loop);
   return rc;

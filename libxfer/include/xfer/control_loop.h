@@ -29,11 +29,14 @@
 
 namespace xfer {
 
-// One interval as kept: what was observed (with the params in effect) and
-// what the tuner chose at its end (nullopt: it kept them).
+// One interval as kept: what was observed (with the params in effect), what
+// the tuner chose at its end (nullopt: it kept them), and the job's progress
+// and chunk status at that moment, so that no reader goes back to the Job.
 struct IntervalRecord {
   Observation obs;
   std::optional<Params> decided;
+  JobProgress progress;
+  std::vector<ChunkStatus> chunks;
 };
 
 // What the loop works with besides the job and its tuner; each may be absent.

@@ -1,7 +1,7 @@
 // The transfer history (DESIGN.md "Learning"; cross-layer-hla.txt §III-A
 // step 1): what every job measured, one row per control interval per chunk,
 // for the offline analysis (xfer-hla analyze) to learn from. xferd and
-// xferctl run append to it through a HistoryRecorder on their ControlLoop.
+// xferctl run append to it through a HistoryRecorder (xfer/running_job.h).
 //
 // Backends behind one interface (open_history):
 //   PATH                    SQLite (the default; no set-up)
@@ -187,18 +187,21 @@ void migrate_legacy(History& h, const std::vector<LegacyInterval>& rows);
 // logged once per error and the transfer goes on.
 class HistoryRecorder {
  public:
-  HistoryRecorder(History& h, RunRow run);
+  // job: what the run row describes (its info, origins and chunks), read
+  // at the first interval or at the end; it outlives the recorder.
+  HistoryRecorder(History& h, RunRow run, const Job& job);
   // Every closed interval (ControlLoop::on_interval).
-  void interval(const Job& job, const IntervalRecord& r);
-  // The run's end: done | failed | cancelled.
-  void finish(const Job& job, const std::string& outcome);
+  void interval(const IntervalRecord& r);
+  // The run's end: done | failed | cancelled | interrupted.
+  void finish(const std::string& outcome);
   const RunRow& run() const { return run_; }
   size_t rows() const { return rows_; }
 
  private:
-  void begin(const Job& job);
+  void begin();
   void put_run();
   History& h_;
+  const Job& job_;
   RunRow run_;
   bool begun_ = false;
   int64_t seq_ = 0;

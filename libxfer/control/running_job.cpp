@@ -1,0 +1,49 @@
+#include "xfer/running_job.h"
+
+#include "xfer/log.h"
+
+namespace xfer {
+
+std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std::string* note) {
+  try {
+    return std::make_unique<KernelLayer>(c);
+  } catch (const std::exception& e) {
+    if (note) *note = std::string("kernel layer off for this job: ") + e.what();
+    return nullptr;
+  }
+}
+
+RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared) : kernel_(spec.kernel) {
+  spec.tuner.kernel = spec.kernel != nullptr;
+  std::unique_ptr<Tuner> tuner = make_tuner(spec.algorithm, spec.tuner);
+  job_ = std::make_unique<Job>(engine, std::move(spec.job));
+  // The monitor the Job registers its flows in is the one the loop reads.
+  if (shared.flows) job_->set_flow_monitor(shared.flows, spec.id);
+  if (shared.history) recorder_ = std::make_unique<hla::HistoryRecorder>(*shared.history, std::move(spec.run), *job_);
+  LoopParts parts;
+  parts.flows = shared.flows;
+  parts.machine = shared.machine;
+  parts.kernel = spec.kernel;
+  parts.id = spec.id;
+  loop_ = std::make_unique<ControlLoop>(engine, *job_, std::move(tuner), parts);
+  loop_->on_interval = [this](const IntervalRecord& r) {
+    if (recorder_) recorder_->interval(r);
+    if (on_interval) on_interval(r);
+  };
+}
+
+RunningJob::~RunningJob() {
+  loop_.reset();  // the loop leaves the machine's shares and the Job's controller slot
+  recorder_.reset();
+  job_.reset();
+}
+
+void RunningJob::record_end(const std::string& outcome) {
+  if (ended_) return;
+  ended_ = true;
+  if (recorder_) recorder_->finish(outcome);
+}
+
+nlohmann::json RunningJob::report() const { return job_report(*job_, loop_.get()); }
+
+}  // namespace xfer

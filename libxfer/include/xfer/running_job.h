@@ -1,0 +1,87 @@
+// One running job as every front end runs it (xferd, xferctl run, the test
+// fixture): the Job, the ControlLoop that tunes it, and its rows in the
+// transfer history, wired once and torn down in reverse order.
+//
+//   RunningJob run(engine, std::move(spec), shared);
+//   run.on_interval = ...;   // after the history row, with progress and chunks
+//   run.job().on_finished = ...;
+//   run.start();
+//   ...                      // the event loop
+//   run.record_end("done");  // the run's outcome in the history, once
+//
+// What is machine-wide (flow monitor, machine, history) belongs to the front
+// end and outlives its jobs; the kernel layer is lent to a job in its spec.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "xfer/control_loop.h"
+#include "xfer/engine.h"
+#include "xfer/history.h"
+#include "xfer/kernel.h"
+#include "xfer/tuner.h"
+
+namespace xfer {
+
+// Shared among the front end's jobs; each may be absent.
+struct SharedParts {
+  FlowMonitor* flows = nullptr;
+  Machine* machine = nullptr;
+  hla::History* history = nullptr;
+};
+
+struct RunningJobSpec {
+  uint32_t id = 1;  // the job's id in the flow monitor and the machine
+  Job::Spec job;
+  std::string algorithm;  // the tuner (tuner_registry)
+  TunerOptions tuner;     // tuner.kernel follows `kernel` below
+  KernelLayer* kernel = nullptr;  // lent to this job: it may turn cores and frequency
+  // The job's run in the history (tool, job id, policy, label...): recorded
+  // when SharedParts::history is set.
+  hla::RunRow run;
+};
+
+// The kernel layer for a job, or null with *note saying why it is off (its
+// journal is someone else's, the knobs are missing...): the job then tunes
+// the application layer only, as the note says.
+std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std::string* note);
+
+class RunningJob {
+ public:
+  // Throws what make_tuner (an unknown algorithm: std::invalid_argument) and
+  // the Job (an unusable destination) throw; nothing is left half-built.
+  RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared);
+  ~RunningJob();  // the loop, then the recorder, then the Job
+  RunningJob(const RunningJob&) = delete;
+  RunningJob& operator=(const RunningJob&) = delete;
+
+  Job& job() { return *job_; }
+  const Job& job() const { return *job_; }
+  ControlLoop& loop() { return *loop_; }
+  const ControlLoop& loop() const { return *loop_; }
+  bool holds_kernel() const { return kernel_; }
+
+  // Every interval, after its history row: the record carries what its
+  // readers need (observation, decision, progress, chunk status).
+  std::function<void(const IntervalRecord&)> on_interval;
+
+  void start() { job_->start(); }
+  // The run's end in the history (done | failed | cancelled | interrupted);
+  // a second call changes nothing.
+  void record_end(const std::string& outcome);
+  // The job's report (xfer::job_report).
+  nlohmann::json report() const;
+
+ private:
+  std::unique_ptr<Job> job_;
+  std::unique_ptr<hla::HistoryRecorder> recorder_;
+  std::unique_ptr<ControlLoop> loop_;
+  bool kernel_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace xfer
