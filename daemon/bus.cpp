@@ -128,12 +128,16 @@ int method_get_policies(sd_bus_message* m, void* ud, sd_bus_error* e) {
     Service& s = svc(ud);
     return reply_array(m, "(ssbbs)", [&](sd_bus_message* reply) {
       for (const auto& [name, p] : s.cfg.policies) {
-        std::string d = p.description;
-        if (p.values.contains("target_mbps")) d += fmt::format(" [target {} Mbit/s]", p.values["target_mbps"].get<double>());
-        if (p.values.contains("target_pct"))
-          d += fmt::format(" [target {}% of the maximum]", p.values["target_pct"].get<double>());
-        if (p.values.contains("energy_budget_j_per_gb"))
-          d += fmt::format(" [at most {} J/GB]", p.values["energy_budget_j_per_gb"].get<double>());
+        // The policy's own options (the registry's): those it sets, and
+        // those a job may give it in Submit's options.
+        std::string d = p.description, per_job;
+        if (const xfer::TunerEntry* t = xfer::find_tuner(p.algorithm))
+          for (const std::string& k : t->takes) {
+            if (p.values.contains(k)) d += fmt::format(" [{} = {}]", k, p.values[k].dump());
+            else if (const xfer::OptionSpec* o = xfer::find_option(k); o && (o->scopes & xfer::kJob))
+              per_job += (per_job.empty() ? "" : ", ") + k;
+          }
+        if (!per_job.empty()) d += " [a job may give " + per_job + "]";
         if (p.algorithm.rfind("hla-", 0) == 0) d += " [" + s.hla_table_state() + "]";
         check(sd_bus_message_append(reply, "(ssbbs)", name.c_str(), p.algorithm.c_str(), int(p.kernel),
                                     int(may_use(s.cfg, p, c)), d.c_str()),

@@ -271,12 +271,15 @@ void check_config(const Config& c) {
   for (const auto& [name, p] : c.policies) {
     no_nul(p.values, p.origin + ": policy " + name);
     if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
-    if (p.algorithm == "static")
-      throw ConfigError(p.origin + ": policy " + name + ": 'static' takes fixed params per job; it is for xferctl run");
+    const xfer::TunerEntry* t = xfer::find_tuner(p.algorithm);  // the key's choices are the registry's
+    if (t && !t->run_only.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": '" + p.algorithm + "' " + t->run_only + "; it is for xferctl run");
     if (std::string why = xfer::check_layer(p.values, xfer::kPolicy, p.algorithm); !why.empty())
       throw ConfigError(p.origin + ": policy " + name + ": " + why);
-    if (p.algorithm == "throughput-target" && !p.values.contains("target_mbps") && !p.values.contains("target_pct"))
-      throw ConfigError(p.origin + ": policy " + name + ": throughput-target needs target_mbps or target_pct");
+    std::vector<std::string> given;
+    for (const auto& [k, v] : p.values.items()) given.push_back(k);
+    if (std::string why = xfer::tuner_needs_problem(p.algorithm, given); !why.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": " + p.algorithm + " " + why);
   }
   std::string where = c.files.empty() ? "built-in defaults" : c.files.back();
   if (std::string why = xfer::check_layer(c.values, xfer::kGlobal); !why.empty())

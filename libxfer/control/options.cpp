@@ -309,6 +309,12 @@ nlohmann::json option_from_text(const OptionSpec& o, const std::string& text, st
   return why->empty() ? v : nlohmann::json();
 }
 
+static std::vector<std::string> keys(const OptionValues& v) {
+  std::vector<std::string> out;
+  for (const auto& [k, x] : v.items()) out.push_back(k);
+  return out;
+}
+
 std::string check_layer(const OptionValues& v, OptionScope scope, const std::string& algorithm) {
   if (!v.is_object()) return "options must be a table of names and values";
   for (const auto& [name, value] : v.items()) {
@@ -323,19 +329,8 @@ std::string check_layer(const OptionValues& v, OptionScope scope, const std::str
     if (std::string why = check_option(*o, value); !why.empty()) return why;
   }
   if (v.contains("target_mbps") && v.contains("target_pct")) return "give target_mbps or target_pct, not both";
-  if (!algorithm.empty()) {
-    if ((v.contains("target_mbps") || v.contains("target_pct")) && algorithm != "throughput-target" &&
-        algorithm != "hla-throughput")
-      return "target_mbps / target_pct go with the throughput-target and hla-throughput algorithms, not " + algorithm;
-    if (v.contains("energy_budget_j_per_gb") && algorithm != "hla-energy")
-      return "energy_budget_j_per_gb goes with the hla-energy algorithm, not " + algorithm;
-    for (const char* k : {"cc", "p", "pp", "cores", "freq_khz"})
-      if (v.contains(k) && algorithm != "static")
-        return std::string(k) + " fixes the params; cc, p, pp, cores and freq_khz go with the static algorithm, not " +
-               algorithm;
-    if (v.contains("search_levels") && algorithm != "energy-efficient" && algorithm != "static")
-      return "search_levels goes with the energy-efficient algorithm, not " + algorithm;
-  }
+  if (!algorithm.empty())
+    if (std::string why = tuner_option_problem(algorithm, keys(v)); !why.empty()) return why;
   auto n = [&](const char* k) { return v.contains(k) ? v[k].get<double>() : 0.0; };
   if (n("max_cores") > 0 && n("min_cores") > n("max_cores")) return "min_cores is above max_cores";
   if (n("max_freq_khz") > 0 && n("min_freq_khz") > n("max_freq_khz")) return "min_freq_khz is above max_freq_khz";
@@ -376,8 +371,8 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
       else m[k] = v;
     }
   }
-  if (algorithm == "throughput-target" && !m.contains("target_mbps") && !m.contains("target_pct"))
-    throw OptionError("the throughput-target algorithm needs target_mbps or target_pct");
+  if (std::string why = tuner_needs_problem(algorithm, keys(m)); !why.empty())
+    throw OptionError("the " + algorithm + " algorithm " + why);
   if (m.value("max_cores", 0.0) > 0 && m["min_cores"].get<double>() > m["max_cores"].get<double>())
     throw OptionError("min_cores is above max_cores");
   if (m["max_freq_khz"].get<double>() > 0 && m["min_freq_khz"].get<double>() > m["max_freq_khz"].get<double>())
@@ -410,7 +405,6 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   t.search_step = int(i("search_step"));
   if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
   if (m.contains("sweep")) t.sweep_points = parse_sweep(m["sweep"].get<std::string>());
-  if (algorithm == "sweep" && t.sweep_points.empty()) throw OptionError("the sweep policy needs --sweep cc:p:pp[:cores],...");
   t.sweep_hold = int(i("sweep_hold", 3));
   s.kernel = m["kernel_mode"] != "off";
   t.kernel = s.kernel;

@@ -1,4 +1,5 @@
 // Every SLA policy name and the algorithm behind it (DESIGN.md "Tuners").
+#include <algorithm>
 #include <stdexcept>
 
 #include "energy_efficient.h"
@@ -7,6 +8,7 @@
 #include "min_energy.h"
 #include "static_tuner.h"
 #include "throughput_target.h"
+#include "xfer/options.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
@@ -16,33 +18,106 @@ const std::vector<TunerEntry>& tuner_registry() {
       {"static", "fixed cc / p / pp (and cores, frequency) given by the caller",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<StaticTuner>(o.fixed.value_or(ChunkParams{}), o.fixed_cores, o.fixed_freq_khz);
-       }},
+       },
+       {"cc", "p", "pp", "cores", "freq_khz", "search_levels"}, {}, "fixes the params",
+       "takes fixed params per job"},
       {"min-energy", "MinE: per-chunk pp, p, cc from BDP, file size and TCP buffer; kernel stepped down (energy-aware Alg. 1)",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<MinEnergyTuner>(o); }},
       {"max-throughput", "MaxThr: channels round-robin Large, Medium, Small; all cores (http-sla Alg. 2)",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<MaxThroughputTuner>(o); }},
       {"energy-efficient", "HTEE / EE: search cc for the best throughput per joule (energy-aware Alg. 2, http-sla Alg. 3)",
-       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<EnergyEfficientTuner>(o); }},
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<EnergyEfficientTuner>(o); },
+       {"search_step", "search_levels"}},
       {"throughput-target", "SLAEE / FlexibleThr: reach a throughput target at least energy (energy-aware Alg. 3, http-sla Alg. 4)",
-       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<ThroughputTargetTuner>(o); }},
+       [](const TunerOptions& o) -> std::unique_ptr<Tuner> { return std::make_unique<ThroughputTargetTuner>(o); },
+       {"target_mbps", "target_pct"}, {{"target_mbps", "target_pct"}}},
       {"hla-energy",
        "Cross-LayerHLA Alg. 1: most throughput within an energy ceiling (or least energy), from the parameter table; "
        "switches load surfaces as the external load moves",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<HlaTuner>(HlaTuner::Goal::Energy, o);
-       }},
+       },
+       {"energy_budget_j_per_gb"}},
       {"hla-throughput",
        "Cross-LayerHLA Alg. 2: least energy above a throughput floor (or most throughput), from the parameter table; "
        "switches load surfaces as the external load moves",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<HlaTuner>(HlaTuner::Goal::Throughput, o);
-       }},
+       },
+       {"target_mbps", "target_pct"}},
       {"sweep", "not an SLA: static params on a schedule (--sweep cc:p:pp[:cores],..., --sweep-hold N): fills a history",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<SweepTuner>(o.sweep_points, o.sweep_hold);
-       }},
+       },
+       {"sweep", "sweep_hold"}, {{"sweep"}}, "", "fills a history from xferctl run (xfer-hla collect)"},
   };
   return entries;
+}
+
+const TunerEntry* find_tuner(const std::string& name) {
+  for (const TunerEntry& e : tuner_registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// "a", "a / b", "a, b and c"
+std::string listed(const std::vector<std::string>& v, const char* two) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i)
+    out += (i == 0 ? "" : i + 1 < v.size() ? ", " : v.size() == 2 ? two : " and ") + v[i];
+  return out;
+}
+
+// The entries that take option k, in registry order.
+std::vector<std::string> takers(const std::string& k) {
+  std::vector<std::string> out;
+  for (const TunerEntry& e : tuner_registry())
+    if (has(e.takes, k)) out.push_back(e.name);
+  return out;
+}
+
+}  // namespace
+
+std::string tuner_option_problem(const std::string& algorithm, const std::vector<std::string>& given) {
+  const TunerEntry* self = find_tuner(algorithm);
+  for (const OptionSpec& o : option_table()) {
+    const std::string& k = o.name;
+    if (!has(given, k) || (self && has(self->takes, k))) continue;
+    std::vector<std::string> by = takers(k);
+    if (by.empty()) continue;  // an option of every policy
+    // Its fellows: the options taken by exactly the same policies.
+    std::vector<std::string> group;
+    for (const OptionSpec& f : option_table())
+      if (takers(f.name) == by) group.push_back(f.name);
+    std::string note;
+    for (const std::string& t : by) {
+      const std::string& n = find_tuner(t)->takes_note;
+      if (t == by.front()) note = n;
+      else if (n != note) note.clear();
+    }
+    return (note.empty() ? "" : k + " " + note + "; ") + listed(group, " / ") + (group.size() == 1 ? " goes" : " go") +
+           " with the " + listed(by, " and ") + (by.size() == 1 ? " algorithm" : " algorithms") + ", not " + algorithm;
+  }
+  return "";
+}
+
+std::string tuner_needs_problem(const std::string& algorithm, const std::vector<std::string>& given) {
+  const TunerEntry* self = find_tuner(algorithm);
+  if (!self) return "";
+  for (const std::vector<std::string>& group : self->needs) {
+    bool any = false;
+    for (const std::string& k : group) any |= has(given, k);
+    if (!any) {
+      std::string alts;
+      for (size_t i = 0; i < group.size(); ++i) alts += (i == 0 ? "" : " or ") + group[i];
+      return "needs " + alts;
+    }
+  }
+  return "";
 }
 
 std::unique_ptr<Tuner> make_tuner(const std::string& name, const TunerOptions& opts) {

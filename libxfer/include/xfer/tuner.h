@@ -120,13 +120,32 @@ class Tuner {
   virtual nlohmann::json summary() const { return nlohmann::json::object(); }
 };
 
-// The registry: every SLA policy name and its algorithm.
+// The registry: every SLA policy name, its algorithm, and which options go
+// with it (in the way aria2 tags its options): the option checks, the
+// config and GetPolicies read these, so a new policy is one entry here.
 struct TunerEntry {
   std::string name;
   std::string description;
   std::function<std::unique_ptr<Tuner>(const TunerOptions&)> make;
+  // Options of its own (rows of option_table()): an option that some entry
+  // takes is refused for every policy that does not take it.
+  std::vector<std::string> takes = {};
+  // Groups of options of which it needs one each ({"target_mbps", "target_pct"}).
+  std::vector<std::vector<std::string>> needs = {};
+  // What its own options do, said when another policy is given one.
+  std::string takes_note = {};
+  // Non-empty: xferd.conf may not define a policy of it, and why.
+  std::string run_only = {};
 };
 const std::vector<TunerEntry>& tuner_registry();
+const TunerEntry* find_tuner(const std::string& name);
+// "" or why the options v (one layer) do not go with the algorithm: an
+// option of another policy's own ("target_mbps / target_pct go with the
+// throughput-target and hla-throughput algorithms, not min-energy").
+std::string tuner_option_problem(const std::string& algorithm, const std::vector<std::string>& given);
+// "" or what the algorithm still needs of the merged options ("needs
+// target_mbps or target_pct").
+std::string tuner_needs_problem(const std::string& algorithm, const std::vector<std::string>& given);
 // Throws std::invalid_argument naming the known policies.
 std::unique_ptr<Tuner> make_tuner(const std::string& name, const TunerOptions& opts);
 
