@@ -112,7 +112,7 @@ int method_list_jobs(sd_bus_message* m, void* ud, sd_bus_error* e) {
     return reply_array(m, "(otussstt)", [&](sd_bus_message* reply) {
       for (const auto& [id, j] : svc(ud).jobs) {
         if (!c.root() && j->row.uid != c.uid) continue;  // a user sees their own jobs
-        xfer::JobProgress p = j->run ? j->job()->progress() : j->progress;
+        xfer::JobProgress p = j->live_progress();
         check(sd_bus_message_append(reply, "(otussstt)", j->path().c_str(), uint64_t(id), uint32_t(j->row.uid),
                                     xfer::to_string(j->state), j->row.policy.c_str(), j->label.c_str(), p.bytes_done,
                                     p.bytes_total),
@@ -180,42 +180,58 @@ int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
 using ParamsValue = std::vector<std::tuple<std::string, int, int, int>>;
 using PropValue = std::variant<uint64_t, uint32_t, int32_t, double, std::string, ParamsValue>;
 
-// The properties that change while a job lives (EMITS_CHANGE), in the order
-// PropertiesChanged names them.
-constexpr const char* kChanging[] = {"State",         "BytesDone",     "BytesTotal", "FilesDone", "FilesTotal",
-                                     "FilesFailed",   "ThroughputBps", "EnergyJoules", "EnergySource", "Params",
-                                     "Cores",         "KernelNote",    "Error",      "Summary"};
+// Every property of a job, once: its name, D-Bus type, whether it changes
+// while the job lives (EMITS_CHANGE; else const), and its value. The vtable,
+// Get and PropertiesChanged (in this order) are made from it. Summary here is
+// the one in memory (set between a job's end and its Finished signal); Get
+// reads a finished job's from the store.
+struct JobProperty {
+  const char* name;
+  const char* type;
+  bool changes;
+  PropValue (*value)(const JobEntry& j, const xfer::JobProgress& p);
+};
 
-// nullopt: no such property. Summary here is the one in memory (set between
-// a job's end and its Finished signal); Get reads a finished job's from the store.
+const JobProperty kJobProperties[] = {
+    {"Id", "t", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return uint64_t(j.row.id); }},
+    {"Owner", "u", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return uint32_t(j.row.uid); }},
+    {"Destination", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.row.dest; }},
+    {"Label", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.label; }},
+    {"Policy", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.row.policy; }},
+    {"State", "s", true,
+     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.state)); }},
+    {"BytesDone", "t", true,
+     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_done); }},
+    {"BytesTotal", "t", true,
+     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_total); }},
+    {"FilesDone", "u", true,
+     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_done + p.files_skipped); }},
+    {"FilesTotal", "u", true,
+     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_total); }},
+    {"FilesFailed", "u", true,
+     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_failed); }},
+    {"ThroughputBps", "d", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.throughput_bps; }},
+    {"EnergyJoules", "d", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.joules; }},
+    {"EnergySource", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.energy_source; }},
+    {"Params", "a(siii)", true,
+     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue {
+       ParamsValue v;
+       for (size_t i = 0; i < j.params.chunks.size(); ++i) {
+         const xfer::ChunkParams& c = j.params.chunks[i];
+         v.emplace_back(i < j.kinds.size() ? j.kinds[i] : "?", c.cc, c.p, c.pp);
+       }
+       return v;
+     }},
+    {"Cores", "i", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return int32_t(j.params.cores); }},
+    {"KernelNote", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.kernel_note; }},
+    {"Error", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.error; }},
+    {"Summary", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.summary; }},
+};
+
+// nullopt: no such property.
 std::optional<PropValue> property_value(const JobEntry& j, std::string_view n) {
-  xfer::JobProgress p = j.run ? j.job()->progress() : j.progress;
-  if (n == "Id") return uint64_t(j.row.id);
-  if (n == "Owner") return uint32_t(j.row.uid);
-  if (n == "Destination") return j.row.dest;
-  if (n == "Label") return j.label;
-  if (n == "State") return std::string(xfer::to_string(j.state));
-  if (n == "Policy") return j.row.policy;
-  if (n == "BytesDone") return uint64_t(p.bytes_done);
-  if (n == "BytesTotal") return uint64_t(p.bytes_total);
-  if (n == "FilesDone") return uint32_t(p.files_done + p.files_skipped);
-  if (n == "FilesTotal") return uint32_t(p.files_total);
-  if (n == "FilesFailed") return uint32_t(p.files_failed);
-  if (n == "ThroughputBps") return j.throughput_bps;
-  if (n == "EnergyJoules") return j.joules;
-  if (n == "EnergySource") return j.energy_source;
-  if (n == "Cores") return int32_t(j.params.cores);
-  if (n == "KernelNote") return j.kernel_note;
-  if (n == "Error") return j.error;
-  if (n == "Summary") return j.summary;
-  if (n == "Params") {
-    ParamsValue v;
-    for (size_t i = 0; i < j.params.chunks.size(); ++i) {
-      const xfer::ChunkParams& c = j.params.chunks[i];
-      v.emplace_back(i < j.kinds.size() ? j.kinds[i] : "?", c.cc, c.p, c.pp);
-    }
-    return v;
-  }
+  for (const JobProperty& p : kJobProperties)
+    if (n == p.name) return p.value(j, j.live_progress());
   return std::nullopt;
 }
 
@@ -254,7 +270,6 @@ int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus
   return v ? append_value(r, *v) : -ENOENT;
 }
 
-#define JOB_PROP(name, sig, flags) SD_BUS_PROPERTY(name, sig, job_property, 0, flags)
 constexpr uint64_t kChanges = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
 constexpr uint64_t kConst = SD_BUS_VTABLE_PROPERTY_CONST;
 
@@ -274,32 +289,23 @@ const sd_bus_vtable manager_vtable[] = {
     SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_VTABLE_END};
 
-const sd_bus_vtable job_vtable[] = {
-    SD_BUS_VTABLE_START(0),
-    JOB_PROP("Id", "t", kConst),
-    JOB_PROP("Owner", "u", kConst),
-    JOB_PROP("Destination", "s", kConst),
-    JOB_PROP("Label", "s", kConst),
-    JOB_PROP("Policy", "s", kConst),
-    JOB_PROP("State", "s", kChanges),
-    JOB_PROP("BytesDone", "t", kChanges),
-    JOB_PROP("BytesTotal", "t", kChanges),
-    JOB_PROP("FilesDone", "u", kChanges),
-    JOB_PROP("FilesTotal", "u", kChanges),
-    JOB_PROP("FilesFailed", "u", kChanges),
-    JOB_PROP("ThroughputBps", "d", kChanges),
-    JOB_PROP("EnergyJoules", "d", kChanges),
-    JOB_PROP("EnergySource", "s", kChanges),
-    JOB_PROP("Params", "a(siii)", kChanges),
-    JOB_PROP("Cores", "i", kChanges),
-    JOB_PROP("KernelNote", "s", kChanges),
-    JOB_PROP("Error", "s", kChanges),
-    JOB_PROP("Summary", "s", kChanges),
-    SD_BUS_METHOD("Cancel", "", "", job_method<&Service::cancel>, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("Pause", "", "", job_method<&Service::pause>, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("Resume", "", "", job_method<&Service::resume>, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_SIGNAL_WITH_NAMES("Finished", "ss", SD_BUS_PARAM(state) SD_BUS_PARAM(summary), 0),
-    SD_BUS_VTABLE_END};
+// The job's vtable: its properties from kJobProperties, then its methods
+// and signal.
+const sd_bus_vtable* job_vtable() {
+  static const std::vector<sd_bus_vtable> v = [] {
+    std::vector<sd_bus_vtable> t;
+    t.push_back(SD_BUS_VTABLE_START(0));
+    for (const JobProperty& p : kJobProperties)
+      t.push_back(SD_BUS_PROPERTY(p.name, p.type, job_property, 0, p.changes ? kChanges : kConst));
+    t.push_back(SD_BUS_METHOD("Cancel", "", "", job_method<&Service::cancel>, SD_BUS_VTABLE_UNPRIVILEGED));
+    t.push_back(SD_BUS_METHOD("Pause", "", "", job_method<&Service::pause>, SD_BUS_VTABLE_UNPRIVILEGED));
+    t.push_back(SD_BUS_METHOD("Resume", "", "", job_method<&Service::resume>, SD_BUS_VTABLE_UNPRIVILEGED));
+    t.push_back(SD_BUS_SIGNAL_WITH_NAMES("Finished", "ss", SD_BUS_PARAM(state) SD_BUS_PARAM(summary), 0));
+    t.push_back(SD_BUS_VTABLE_END);
+    return t;
+  }();
+  return v.data();
+}
 
 // Length of the single complete type at the start of a D-Bus signature.
 size_t complete_type(const char* s) {
@@ -335,7 +341,7 @@ std::map<std::string, std::pair<std::string, std::string>> signatures() {
     }
   };
   add("org.xferd.Manager1", manager_vtable);
-  add("org.xferd.Job1", job_vtable);
+  add("org.xferd.Job1", job_vtable());
   return out;
 }
 
@@ -405,7 +411,7 @@ int enumerate_jobs(sd_bus* bus, const char*, void* ud, char*** nodes, sd_bus_err
 int bus_register(Service& s, sd_bus* bus) {
   int r = sd_bus_add_filter(bus, nullptr, check_arguments, &s);
   if (r >= 0) r = sd_bus_add_object_vtable(bus, nullptr, kManagerPath, "org.xferd.Manager1", manager_vtable, &s);
-  if (r >= 0) r = sd_bus_add_fallback_vtable(bus, nullptr, kJobPrefix, "org.xferd.Job1", job_vtable, find_job, &s);
+  if (r >= 0) r = sd_bus_add_fallback_vtable(bus, nullptr, kJobPrefix, "org.xferd.Job1", job_vtable(), find_job, &s);
   if (r >= 0) r = sd_bus_add_node_enumerator(bus, nullptr, kJobPrefix, enumerate_jobs, &s);
   if (r < 0) return r;
   s.bus = bus;
@@ -415,8 +421,11 @@ int bus_register(Service& s, sd_bus* bus) {
   s.on_changed = [bus, shown](JobEntry& j) {
     std::map<std::string, PropValue>& last = (*shown)[j.row.id];
     std::vector<const char*> changed;
-    for (const char* name : kChanging) {
-      PropValue v = *property_value(j, name);
+    xfer::JobProgress p = j.live_progress();
+    for (const JobProperty& prop : kJobProperties) {
+      if (!prop.changes) continue;
+      const char* name = prop.name;
+      PropValue v = prop.value(j, p);
       auto it = last.find(name);
       if (it != last.end() && it->second == v) continue;
       last[name] = std::move(v);

@@ -77,6 +77,8 @@ struct JobEntry {
   std::vector<std::string> names;
 
   xfer::Job* job() const { return run ? &run->job() : nullptr; }
+  // The Job's figures while it runs, else the last known.
+  xfer::JobProgress live_progress() const { return run ? run->job().progress() : progress; }
   std::string path() const;
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
   void take_manifest(xfer::Manifest m);
