@@ -13,7 +13,7 @@
 #include "xfer/nesting.h"
 #include "xfer/safe_open.h"
 #include "xfer/text.h"
-#include "xfer/part_file.h"
+#include "xfer/safe_open.h"
 
 namespace xfer {
 namespace {

@@ -3,9 +3,6 @@
 #include <fcntl.h>
 #include <map>
 #include <sys/statvfs.h>
-#include <linux/aio_abi.h>
-#include <liburing.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,79 +19,17 @@
 
 #include <sys/file.h>
 
+#include "write_backend.h"
+#include "xfer/boot.h"
 #include "xfer/log.h"
+#include "xfer/progress_record.h"
 #include "xfer/sha256.h"
 
 namespace xfer {
+
+static_assert(PartFile::kStageBytes == kStageBytes, "the staging buffers are the write backend's");
+
 namespace {
-
-constexpr const char* kRecordMagic = "xferd-progress 2";
-// A record this job wrote is a few hundred bytes; one far larger was not
-// written by xferd, and parsing it would only cost time.
-constexpr size_t kMaxRecordBytes = 1 << 20;
-constexpr size_t kMaxRecordRanges = 65536;
-
-// The record, read through open_regular: a FIFO, a directory or somebody
-// else's file planted at NAME.part.progress is refused, never waited on.
-std::string read_record(int dir_fd, const std::string& name, const FileOwner& owner, bool* found = nullptr) {
-  int fd = open_regular(dir_fd, name, O_RDONLY, owner);
-  if (found) *found = fd >= 0;
-  if (fd < 0) return {};
-  std::string s;
-  try {
-    s = read_bounded(fd, kMaxRecordBytes, name);  // more than the bound: parse_progress_record refuses it
-  } catch (const IoError&) {
-    s.clear();  // unreadable: no record, the file starts again
-  }
-  ::close(fd);
-  return s;
-}
-
-RangeSet parse_ranges(std::string_view text) {
-  if (std::count(text.begin(), text.end(), ',') >= std::ptrdiff_t(kMaxRecordRanges))
-    throw std::invalid_argument("more than " + std::to_string(kMaxRecordRanges) + " ranges");
-  return RangeSet::parse(std::string(text));
-}
-
-// Staging buffers, kept for the next file rather than freed (a file of a
-// few MB would otherwise map and unmap one per stream).
-constexpr size_t kMemAlign = 4096;  // at least any file system's dio_mem_align here
-constexpr size_t kKeptBuffers = 16;
-
-struct BufferPool {
-  std::mutex mu;
-  std::vector<char*> kept;
-  ~BufferPool() {
-    for (char* b : kept) std::free(b);
-  }
-};
-
-BufferPool& buffer_pool() {
-  static BufferPool pool;
-  return pool;
-}
-
-char* take_buffer() {
-  BufferPool& pool = buffer_pool();
-  {
-    std::lock_guard lock(pool.mu);
-    if (!pool.kept.empty()) {
-      char* b = pool.kept.back();
-      pool.kept.pop_back();
-      return b;
-    }
-  }
-  void* b = std::aligned_alloc(kMemAlign, PartFile::kStageBytes);
-  if (!b) throw std::bad_alloc();
-  return static_cast<char*>(b);
-}
-
-void give_buffer(char* b) {
-  BufferPool& pool = buffer_pool();
-  std::lock_guard lock(pool.mu);
-  if (pool.kept.size() < kKeptBuffers) pool.kept.push_back(b);
-  else std::free(b);
-}
 
 bool ends_with(const std::string& s, const char* suffix) {
   std::string_view sv(suffix);
@@ -102,16 +37,6 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 }  // namespace
-
-const std::string& boot_id() {
-  static const std::string id = [] {
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::string s;
-    std::getline(f, s);
-    return s.empty() ? std::string("unknown") : s;
-  }();
-  return id;
-}
 
 bool PartFile::is_engine_name(const std::string& name) {
   return ends_with(name, kPartSuffix) || ends_with(name, kProgressSuffix) || ends_with(name, ".tmp");
@@ -122,40 +47,6 @@ bool name_exists(int dir_fd, const std::string& name, uint64_t* size) {
   if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
   if (size) *size = static_cast<uint64_t>(st.st_size);
   return true;
-}
-
-ProgressRecord parse_progress_record(std::string_view text) {
-  if (text.size() > kMaxRecordBytes) throw std::invalid_argument("record larger than " + std::to_string(kMaxRecordBytes) + " bytes");
-  ProgressRecord rec;
-  bool magic = false, size = false;
-  size_t pos = 0;
-  for (int lineno = 0; pos < text.size(); ++lineno) {
-    size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    if (lineno == 0) {
-      magic = line == kRecordMagic;
-      if (!magic) throw std::invalid_argument("not a progress record of this version");
-      continue;
-    }
-    auto field = [&](std::string_view key, std::string_view* value) {
-      if (line.substr(0, key.size()) != key) return false;
-      *value = line.substr(key.size());
-      return true;
-    };
-    std::string_view v;
-    if (field("url ", &v)) rec.url = v;
-    else if (field("size ", &v)) {
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), rec.size);
-      if (ec != std::errc() || p != v.data() + v.size()) throw std::invalid_argument("bad size");
-      size = true;
-    } else if (field("sha256 ", &v)) rec.sha256 = v == "-" ? std::string() : std::string(v);
-    else if (field("boot ", &v)) rec.boot = v;
-    else if (field("synced ", &v)) rec.synced = parse_ranges(v);
-    else if (field("written ", &v)) rec.written = parse_ranges(v);
-  }
-  if (!magic || !size) throw std::invalid_argument("incomplete progress record");
-  return rec;
 }
 
 // xferd writes as root, and ext4 keeps its reserved blocks (5% by default)
@@ -192,7 +83,7 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
                    std::string sha256, FileOwner owner, bool direct)
     : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
   std::string part = name_ + kPartSuffix;
-  fd_ = create(part, O_RDWR);
+  fd_ = create_owned(dir_fd_, part, O_RDWR, owner_);
   if (fd_ < 0 && errno == EEXIST) {
     fd_ = open_regular(dir_fd_, part, O_RDWR, owner_);  // throws NameRefused for anything but the owner's file
     if (fd_ < 0) throw NameRefused(EAGAIN, part + " vanished while it was opened; not touched");
@@ -269,18 +160,6 @@ void PartFile::open_direct() {
   align_ = align;
 }
 
-int PartFile::create(const std::string& n, int flags) {
-  int fd = openat(dir_fd_, n.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd >= 0 && owner_.set() && fchown(fd, owner_.uid, owner_.gid) != 0) {
-    int err = errno;
-    ::close(fd);
-    unlinkat(dir_fd_, n.c_str(), 0);
-    errno = err;
-    return -1;
-  }
-  return fd;
-}
-
 bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::string& url, FileOwner owner) {
   std::string part = name + kPartSuffix;
   struct stat st;
@@ -291,7 +170,7 @@ bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::
     bool ours = false;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {  // nobody is writing it
       try {
-        ours = parse_progress_record(read_record(dir_fd, name + kProgressSuffix, owner)).url == url;
+        ours = parse_progress_record(read_progress_record(dir_fd, name + kProgressSuffix, owner)).url == url;
       } catch (const std::exception&) {
       }
       if (ours) {
@@ -306,153 +185,7 @@ bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::
   }
 }
 
-struct PartFile::InFlight {
-  iocb cb{};
-  PartFile* owner = nullptr;  // nullptr: its file gave up waiting (Aio::orphans frees it once reaped, or at exit)
-  char* buf = nullptr;
-  uint64_t offset = 0;
-  size_t len = 0;
-};
-
-// One asynchronous-write context for all the files of a thread: an
-// io_uring, or where that is refused (a seccomp filter, io_uring_disabled) a
-// Linux AIO context, else none (writes wait for the disk, and the log says
-// so). Setting one up and tearing it down per file costs milliseconds each
-// (a set of 100 files of 2 MB ran at 0.85x its throughput). io_uring first:
-// the teardown of a Linux AIO context (io_destroy, and the kernel's at exit)
-// waits for two RCU grace periods, 38-45 ms measured here, at the end of
-// every `xferctl run`; an io_uring's is deferred to a kernel worker.
-struct PartFile::Aio {
-  static constexpr long kEvents = 256;
-  enum class Kind { None, Uring, Linux };
-  Kind kind = Kind::None;
-  bool tried = false;
-  bool broken = false;  // a submit failed: no more (see submit)
-  io_uring ring{};
-  aio_context_t id = 0;
-  size_t inflight = 0;
-  std::vector<std::unique_ptr<InFlight>> orphans;  // their files are gone; the kernel may still use the buffers
-
-  ~Aio() {
-    if (kind == Kind::Uring) {
-      while (inflight > 0 && reap(1)) {}  // the kernel may still read the buffers freed below
-      io_uring_queue_exit(&ring);
-    }
-    if (kind == Kind::Linux) syscall(SYS_io_destroy, id);  // waits for what is still in flight
-    for (auto& w : orphans) std::free(w->buf);
-  }
-  static Aio& of_thread() {
-    thread_local Aio aio;
-    return aio;
-  }
-  bool ready(const std::string& who) {
-    if (tried) return kind != Kind::None && !broken;
-    tried = true;
-    int rc = io_uring_queue_init(kEvents, &ring, 0);
-    if (rc == 0) {
-      kind = Kind::Uring;
-      return true;
-    }
-    if (syscall(SYS_io_setup, kEvents, &id) == 0) {
-      kind = Kind::Linux;
-      log::info("{}: no io_uring ({}); direct writes go through Linux AIO", who, std::strerror(-rc));
-      return true;
-    }
-    log::warn("{}: no io_uring ({}) and no Linux AIO context ({}); direct writes wait for the disk", who,
-              std::strerror(-rc), std::strerror(errno));
-    return false;
-  }
-  // Queues one write; false (errno set) when it was not queued.
-  bool submit(InFlight* w, int fd) {
-    if (kind == Kind::Uring) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (!sqe) {
-        errno = EAGAIN;
-        return false;
-      }
-      io_uring_prep_write(sqe, fd, w->buf, unsigned(w->len), w->offset);
-      io_uring_sqe_set_data(sqe, w);
-      int rc;
-      for (int tries = 0;; ++tries) {
-        rc = io_uring_submit(&ring);
-        if (rc >= 1) return true;
-        if (rc == -EINTR) continue;
-        // Short of kernel resources: let writes in flight finish, then again.
-        if ((rc == -EAGAIN || rc == -EBUSY) && tries < 8 && inflight > 0 && reap(1)) continue;
-        break;
-      }
-      // The entry stays in the ring, where only a later submit would start
-      // it (on a buffer its file then reuses): no more submits; the writes
-      // in flight are still reaped, the rest wait for the disk.
-      errno = rc < 0 ? -rc : EAGAIN;
-      log::warn("io_uring: a write could not be queued ({}); direct writes wait for the disk from here",
-                std::strerror(errno));
-      broken = true;
-      return false;
-    }
-    w->cb.aio_data = reinterpret_cast<uintptr_t>(w);
-    w->cb.aio_lio_opcode = IOCB_CMD_PWRITE;
-    w->cb.aio_fildes = uint32_t(fd);
-    w->cb.aio_buf = reinterpret_cast<uintptr_t>(w->buf);
-    w->cb.aio_nbytes = w->len;
-    w->cb.aio_offset = int64_t(w->offset);
-    iocb* cbs[1] = {&w->cb};
-    long rc;
-    do rc = syscall(SYS_io_submit, id, 1L, cbs);
-    while (rc < 0 && errno == EINTR);
-    return rc == 1;
-  }
-  // Finished writes (at least min), each handed to its file. False when
-  // waiting for them fails (not EINTR), errno set.
-  bool reap(long min) {
-    if (kind == Kind::Uring) {
-      for (long got = 0;; ++got) {
-        io_uring_cqe* cqe = nullptr;
-        int rc;
-        if (got < min) {
-          do rc = io_uring_wait_cqe(&ring, &cqe);
-          while (rc == -EINTR);
-        } else {
-          rc = io_uring_peek_cqe(&ring, &cqe);
-          if (rc == -EAGAIN) return true;
-        }
-        if (rc < 0) {
-          errno = -rc;
-          return false;
-        }
-        auto* w = static_cast<InFlight*>(io_uring_cqe_get_data(cqe));
-        long long res = cqe->res;
-        io_uring_cqe_seen(&ring, cqe);
-        finished(w, res);
-      }
-    }
-    io_event ev[64];
-    long n;
-    do n = syscall(SYS_io_getevents, id, std::min<long>(min, 64), 64L, ev, nullptr);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return false;
-    for (long k = 0; k < n; ++k) finished(reinterpret_cast<InFlight*>(uintptr_t(ev[k].data)), ev[k].res);
-    return true;
-  }
-  void finished(InFlight* w, long long res) {
-    --inflight;
-    if (w->owner) {
-      w->owner->on_written(w, res);
-      return;
-    }
-    auto at = std::find_if(orphans.begin(), orphans.end(), [&](const auto& p) { return p.get() == w; });
-    if (at != orphans.end()) {
-      give_buffer(w->buf);
-      orphans.erase(at);
-    }
-  }
-};
-
-std::string PartFile::async_writes() {
-  const Aio& aio = Aio::of_thread();
-  if (!aio.tried) return "";
-  return aio.kind == Aio::Kind::Uring ? "io_uring" : aio.kind == Aio::Kind::Linux ? "linux-aio" : "none";
-}
+std::string PartFile::async_writes() { return WriteBackend::thread_kind(); }
 
 PartFile::~PartFile() {
   wait_all();
@@ -462,7 +195,7 @@ PartFile::~PartFile() {
 }
 
 void PartFile::load_record() {
-  std::string text = read_record(dir_fd_, name_ + kProgressSuffix, owner_, &has_record_);
+  std::string text = read_progress_record(dir_fd_, name_ + kProgressSuffix, owner_, &has_record_);
   struct stat st;
   if (fstat(fd_, &st) != 0) throw IoError(errno, "stat " + name_ + kPartSuffix);
   bool usable = false;
@@ -609,22 +342,22 @@ void PartFile::flush_staged() {
 }
 
 void PartFile::submit(uint64_t offset, char* buf, size_t len) {
-  Aio& aio = aio_ ? *aio_ : Aio::of_thread();
-  if (dfd_ >= 0 && aio.ready(name_ + kPartSuffix)) {
-    aio_ = &aio;
+  WriteBackend& io = io_ ? *io_ : WriteBackend::of_thread(name_ + kPartSuffix);
+  if (dfd_ >= 0 && io.asynchronous()) {
+    io_ = &io;
     // Room: at most kMaxInFlight of this file's buffers, kEvents in all.
     try {
       while (!inflight_.empty() && inflight_.size() >= kMaxInFlight) settle_one();
-      while (aio.inflight >= size_t(Aio::kEvents)) aio.reap(1);
+      while (io.inflight() >= size_t(WriteBackend::kEvents)) io.reap(1);
       settle(false);
     } catch (...) {
       give_buffer(buf);
       throw;
     }
-    auto w = std::make_unique<InFlight>();
+    auto w = std::make_unique<AsyncWrite>();
     w->owner = this, w->buf = buf, w->offset = offset, w->len = len;
-    if (aio.submit(w.get(), dfd_)) {
-      ++aio.inflight;
+    w->done = [](void* self, AsyncWrite* done, long long res) { static_cast<PartFile*>(self)->written(done, res); };
+    if (io.submit(w.get(), dfd_)) {
       inflight_.push_back(std::move(w));
       return;
     }
@@ -641,7 +374,7 @@ void PartFile::submit(uint64_t offset, char* buf, size_t len) {
 
 // Waits for one of the thread's writes to finish (this file's or another's).
 void PartFile::settle_one() {
-  if (!aio_->reap(1)) {
+  if (!io_->reap(1)) {
     int err = errno;
     wait_all();
     throw IoError(err, "wait for the writes of " + name_ + kPartSuffix);
@@ -649,16 +382,16 @@ void PartFile::settle_one() {
 }
 
 void PartFile::settle(bool wait) {
-  if (!inflight_.empty() && !wait && !write_err_ && !aio_->reap(0)) settle_one();
+  if (!inflight_.empty() && !wait && !write_err_ && !io_->reap(0)) settle_one();
   if (wait || write_err_)  // a failure: no write of this file left in flight before it is reported
     while (!inflight_.empty()) settle_one();
   if (write_err_) throw IoError(std::exchange(write_err_, 0), "write " + name_ + kPartSuffix);
 }
 
-void PartFile::on_written(InFlight* w, long long res) {
+void PartFile::written(AsyncWrite* w, long long res) {
   auto at = std::find_if(inflight_.begin(), inflight_.end(), [&](const auto& p) { return p.get() == w; });
   if (at == inflight_.end()) return;
-  std::unique_ptr<InFlight> done = std::move(*at);
+  std::unique_ptr<AsyncWrite> done = std::move(*at);
   inflight_.erase(at);
   if (res == static_cast<long long>(done->len)) {
     written_.add({done->offset, done->offset + done->len});
@@ -682,14 +415,11 @@ void PartFile::on_written(InFlight* w, long long res) {
 
 void PartFile::wait_all() noexcept {
   while (!inflight_.empty()) {
-    if (aio_->reap(1)) continue;
+    if (io_->reap(1)) continue;
     // io_getevents itself fails: the kernel may still read these buffers.
     log::warn("{}: cannot wait for its writes ({}); their bytes count as missing", name_ + kPartSuffix,
               std::strerror(errno));
-    for (auto& w : inflight_) {
-      w->owner = nullptr;
-      aio_->orphans.push_back(std::move(w));
-    }
+    for (auto& w : inflight_) io_->orphan(std::move(w));
     inflight_.clear();
   }
   write_err_ = 0;
@@ -739,40 +469,26 @@ void PartFile::checkpoint() {
 }
 
 void PartFile::write_record(bool sync) {
-  std::ostringstream out;
-  out << kRecordMagic << "\nurl " << url_ << "\nsize " << *size_ << "\nsha256 "
-      << (sha256_.empty() ? "-" : sha256_) << "\nboot " << boot_id() << "\nsynced " << durable_.to_string()
-      << "\nwritten " << written_.to_string() << "\n";
-  std::string text = out.str();
-  std::string tmp = name_ + kProgressSuffix + ".tmp";
-  unlinkat(dir_fd_, tmp.c_str(), 0);  // a leftover (or a planted link) is replaced, never written through
-  int fd = create(tmp, O_WRONLY);
-  if (fd < 0 && errno == EEXIST) throw NameRefused(EEXIST, tmp + " is held by something that is not a file; not touched");
-  if (fd < 0) throw IoError(errno, "open " + tmp);
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int err = n == static_cast<ssize_t>(text.size()) ? 0 : (n < 0 ? errno : ENOSPC);
-  if (!err && sync && fdatasync(fd) != 0) err = errno;
-  ::close(fd);
-  if (!err && renameat(dir_fd_, tmp.c_str(), dir_fd_, (name_ + kProgressSuffix).c_str()) != 0) err = errno;
-  if (!err) has_record_ = true, recorded_bytes_ = written_.bytes();
-  if (err) {
-    unlink_quiet(tmp);
-    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)
-      throw NameRefused(err, name_ + kProgressSuffix + " is a directory; not replaced");
-    throw IoError(err, "write progress record " + name_ + kProgressSuffix);
-  }
+  ProgressRecord rec{url_, sha256_, boot_id(), *size_, durable_, written_};
+  write_progress_record(dir_fd_, name_ + kProgressSuffix, to_text(rec), owner_, sync);
+  has_record_ = true;
+  recorded_bytes_ = written_.bytes();
 }
 
-void PartFile::reset() {
+void PartFile::forget_all() {
   wait_all();
   drop_runs();
-  if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   received_.clear();
   written_.clear();
   direct_bytes_ = 0;
   durable_.clear();
   recorded_bytes_ = 0;
   unrecorded_ = unsynced_ = false;
+}
+
+void PartFile::reset() {
+  forget_all();
+  if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   drop_record();
 }
 
@@ -806,7 +522,7 @@ void PartFile::verify_sha256(const std::string& got) {
   throw VerifyError("sha256 mismatch: expected " + sha256_ + ", got " + got);
 }
 
-PartFile::CommitPlan PartFile::commit_plan() const {
+CommitPlan PartFile::commit_plan() const {
   return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, has_record_ ? name_ + kProgressSuffix : std::string(),
           direct_bytes_};
 }
@@ -827,71 +543,6 @@ void PartFile::commit() {
   release();
 }
 
-uint64_t dirty_bytes() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string key; in >> key;) {
-    uint64_t kb = 0;
-    if (key == "Dirty:" && in >> kb) return kb * 1024;
-    in.ignore(256, '\n');
-  }
-  return UINT64_MAX;
-}
-
-bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans) {
-  if (plans.size() < kSyncfsMinFiles) return false;
-  uint64_t bytes = 0;
-  dev_t dev = 0;
-  for (const auto& p : plans) {
-    struct stat st;
-    if (fstat(p.fd, &st) != 0) return false;
-    if (&p != &plans.front() && st.st_dev != dev) return false;
-    dev = st.st_dev;
-    bytes += uint64_t(st.st_size) - std::min<uint64_t>(uint64_t(st.st_size), p.direct_bytes);
-  }
-  return dirty_bytes() <= 2 * bytes + kSyncfsSlackBytes;
-}
-
-std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans) {
-  std::vector<CommitOutcome> out(plans.size());
-  auto fail = [&](size_t i, int err, const std::string& what) {
-    if (!out[i].err) out[i] = {err ? err : EIO, what};
-  };
-  // Many files at once, and little else waiting to be written on the whole
-  // machine: one syncfs of their file system writes them all, with one
-  // journal commit (see sync_batch_by_fs). If it reports an error, the
-  // fdatasyncs below say which file it was.
-  const bool by_fs = sync_batch_by_fs(plans);
-  if (!by_fs || syncfs(plans.front().fd) != 0) {
-    // Writeback of every file at once, then the waits: the batch's I/O overlaps.
-    if (plans.size() > 1)
-      for (auto& p : plans) sync_file_range(p.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-    for (size_t i = 0; i < plans.size(); ++i)
-      if (fdatasync(plans[i].fd) != 0) fail(i, errno, "sync " + plans[i].part);
-  }
-  std::vector<int> dirs;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    auto& p = plans[i];
-    ::close(p.fd);
-    p.fd = -1;
-    if (out[i].err) continue;
-    if (renameat2(p.dir_fd, p.part.c_str(), p.dir_fd, p.final_name.c_str(), RENAME_NOREPLACE) != 0) {
-      int err = errno;
-      fail(i, err, "rename " + p.part + " to " + p.final_name +
-                       (err == EEXIST ? ": a file of that name appeared meanwhile; kept " + p.part : std::string()));
-      continue;
-    }
-    if (!p.record.empty()) unlinkat(p.dir_fd, p.record.c_str(), 0);
-    if (std::find(dirs.begin(), dirs.end(), p.dir_fd) == dirs.end()) dirs.push_back(p.dir_fd);
-  }
-  for (int d : dirs) {
-    if (fsync(d) == 0) continue;
-    int err = errno;
-    for (size_t i = 0; i < plans.size(); ++i)
-      if (plans[i].dir_fd == d) fail(i, err, "sync destination directory");
-  }
-  return out;
-}
-
 void PartFile::close_for_resume() {
   if (fd_ < 0) return;
   try {
@@ -907,16 +558,9 @@ void PartFile::close_for_resume() {
 }
 
 void PartFile::discard() {
-  wait_all();
-  drop_runs();
+  forget_all();
   unlink_quiet(name_ + kPartSuffix);
   drop_record();
-  received_.clear();
-  written_.clear();
-  direct_bytes_ = 0;
-  durable_.clear();
-  recorded_bytes_ = 0;
-  unrecorded_ = unsynced_ = false;
 }
 
 void PartFile::unlink_quiet(const std::string& n) { unlinkat(dir_fd_, n.c_str(), 0); }

@@ -26,7 +26,7 @@
 #include "flowmon.h"
 #include "flowmon.skel.h"
 #include "xfer/log.h"
-#include "xfer/part_file.h"  // boot_id
+#include "xfer/boot.h"
 #include "xfer/safe_open.h"
 
 namespace xfer {

@@ -21,6 +21,18 @@ const char* file_kind(mode_t mode) {
   return "special file";
 }
 
+int create_owned(int dir_fd, const std::string& name, int flags, const FileOwner& owner) {
+  int fd = openat(dir_fd, name.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0 && owner.set() && fchown(fd, owner.uid, owner.gid) != 0) {
+    int err = errno;
+    ::close(fd);
+    unlinkat(dir_fd, name.c_str(), 0);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
 int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner& owner) {
   int fd = openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {

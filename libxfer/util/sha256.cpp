@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "xfer/part_file.h"
+#include "xfer/safe_open.h"
 
 namespace xfer {
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "xfer/part_file.h"
+#include "xfer/safe_open.h"
 
 namespace xfer {
 

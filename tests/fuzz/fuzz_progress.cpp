@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "xfer/part_file.h"
+#include "xfer/progress_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,5 @@
 // The progress record: what a killed job trusts when it resumes.
+#include "xfer/boot.h"
 #include "xfer/part_file.h"
 
 #include <fcntl.h>
@@ -225,9 +226,10 @@ TEST_F(PartFileTest, ABatchIsSyncedByItsFileSystemOnlyWhenLargeAndOnOne) {
   // All on one: yes, unless the machine has more dirty data than the slack
   // (other tests writing meanwhile); said so rather than judged.
   uint64_t dirty = xfer::dirty_bytes();
-  if (dirty < xfer::kSyncfsSlackBytes / 2) EXPECT_TRUE(xfer::sync_batch_by_fs(plans));
-  else std::cout << "machine has " << dirty << " bytes dirty: the positive case is not judged\n";
+  bool judged = dirty < xfer::kSyncfsSlackBytes / 2;
+  if (judged) EXPECT_TRUE(xfer::sync_batch_by_fs(plans));
   for (auto& p : plans) close(p.fd);
+  if (!judged) GTEST_SKIP() << "the machine has " << dirty << " bytes dirty: the positive case is not judged";
 }
 
 TEST_F(PartFileTest, EmptyPartIsRemovedOnClose) {

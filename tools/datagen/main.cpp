@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "xfer/datagen.h"
-#include "xfer/part_file.h"
+#include "xfer/safe_open.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"xfer-datagen: synthetic datasets (html, image, video, mixed, lognormal) with a sha256 manifest"};

@@ -36,6 +36,8 @@
 #include <string_view>
 #include <vector>
 
+#include "xfer/group_commit.h"
+#include "xfer/progress_record.h"
 #include "xfer/ranges.h"
 #include "xfer/safe_open.h"
 
@@ -47,22 +49,8 @@ class VerifyError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The record NAME.part.progress, parsed. Throws std::invalid_argument when
-// the text is not a record of this version (the record is then not used).
-struct ProgressRecord {
-  std::string url, sha256, boot;  // sha256 "" when the manifest gave none
-  uint64_t size = 0;
-  RangeSet synced, written;
-};
-ProgressRecord parse_progress_record(std::string_view text);
-
-// What became of one file of commit_files(): 0, or the errno that stopped
-// it (EEXIST: the final name was taken meanwhile; the .part is kept), and
-// the step that failed.
-struct CommitOutcome {
-  int err = 0;
-  std::string what;
-};
+struct AsyncWrite;
+class WriteBackend;
 
 class PartFile {
  public:
@@ -143,12 +131,7 @@ class PartFile {
   int dup_fd() const;
   const std::string& expected_sha256() const { return sha256_; }
   void verify_sha256(const std::string& got);  // a mismatch discards and throws VerifyError
-  struct CommitPlan {
-    int fd = -1;  // a descriptor of its own (commit_files closes it)
-    int dir_fd = -1;
-    std::string part, final_name, record;
-    uint64_t direct_bytes = 0;  // of its bytes, written with O_DIRECT (none of them dirty in the page cache)
-  };
+  using CommitPlan = xfer::CommitPlan;
   CommitPlan commit_plan() const;
   void release();  // close the descriptor only: the file is committed, or a commit in flight owns it
   void commit();
@@ -167,7 +150,6 @@ class PartFile {
   void unlink_quiet(const std::string& n);
   void drop_record();  // remove the record if there is one (no failing unlink a file)
 
-  int create(const std::string& n, int flags);  // a new file, owned by owner_
   void open_direct();
   // pwrite all of it, with O_DIRECT or through the page cache; adds to written_.
   void put(bool direct, uint64_t offset, const char* data, size_t len);
@@ -177,22 +159,21 @@ class PartFile {
   void drop_runs();
   void forget_unwritten();  // after a failed write: received() is what is on the file
   void stop_direct();       // a direct write refused: the page cache from here
-  // Hands a full (aligned) buffer to the disk: an AIO write, or a pwrite
-  // where AIO is not to be had. Takes buf.
+  // Hands a full (aligned) buffer to the disk: an asynchronous write
+  // (write_backend.h), or a pwrite where none is to be had. Takes buf.
   void submit(uint64_t offset, char* buf, size_t len);
-  // Takes this file's finished AIO writes into written_; wait: until none is
-  // in flight. Throws IoError for a write that failed (once none is in flight).
+  // Takes this file's finished writes into written_; wait: until none is in
+  // flight. Throws IoError for a write that failed (once none is in flight).
   void settle(bool wait);
   void settle_one();  // one of the thread's writes finished (throws IoError when it cannot wait)
   void wait_all() noexcept;  // none in flight (a failure: its bytes stay unwritten)
-  struct InFlight;
-  struct Aio;
-  // A finished AIO write of this file (from whichever file's settle reaped it).
-  void on_written(InFlight* w, long long res);
+  // A finished write of this file (from whichever file's settle reaped it).
+  void written(AsyncWrite* w, long long res);
+  void forget_all();  // every range, staged buffer and write in flight (reset, discard)
 
-  std::vector<std::unique_ptr<InFlight>> inflight_;
-  Aio* aio_ = nullptr;  // the thread's AIO context this file's writes went to
-  int write_err_ = 0;   // a failed AIO write, thrown by the next settle
+  std::vector<std::unique_ptr<AsyncWrite>> inflight_;
+  WriteBackend* io_ = nullptr;  // the thread's backend this file's writes went to
+  int write_err_ = 0;   // a failed write, thrown by the next settle
   uint64_t direct_bytes_ = 0;  // written with O_DIRECT
   bool reserved_ = false;      // its whole size was allocated when opened (posix_fallocate)
   dev_t dev_ = 0;              // the file system it is on (whose free space a caller's bytes are charged to)
@@ -222,35 +203,6 @@ class PartFile {
   bool has_record_ = false;  // NAME.part.progress was found or written
   uint64_t recorded_bytes_ = 0;  // written_.bytes() in the record
 };
-
-// A group commit, safe off the loop: every file's data and size made durable
-// (writeback started for all, then fdatasync each; or one syncfs, see
-// sync_batch_by_fs), then each renamed to its final name (never over an
-// existing one) and its record dropped, then each directory synced once (the
-// renames durable). Nothing is at a final name before its bytes are on disk.
-// One sync of the directory, and inode blocks shared by the batch written
-// once, instead of two fsyncs a file. Closes the plans' descriptors.
-std::vector<CommitOutcome> commit_files(std::vector<PartFile::CommitPlan>& plans);
-
-// Whether a batch is made durable by one syncfs of its file system instead
-// of an fdatasync per file: at least kSyncfsMinFiles files, all on one file
-// system, and no more dirty data on the whole machine than twice what the
-// batch may have in the page cache (its size less what went with O_DIRECT)
-// plus kSyncfsSlackBytes (so the sync writes little that is not the
-// batch's). On ext4 an fdatasync per file writes each file back from the
-// caller and waits for a journal commit per call; syncfs writes them back
-// together and commits once. Measured on wan-tls html (1000 files of ~100 KB,
-// a journaled ext4): fdatasync, fsync and rename were 97 of the engine's 617
-// CPU samples.
-constexpr size_t kSyncfsMinFiles = 4;
-constexpr uint64_t kSyncfsSlackBytes = 64ull << 20;
-bool sync_batch_by_fs(const std::vector<PartFile::CommitPlan>& plans);
-// The machine's dirty page cache, in bytes (/proc/meminfo), or UINT64_MAX
-// when it cannot be read.
-uint64_t dirty_bytes();
-
-// This boot's id (/proc/sys/kernel/random/boot_id).
-const std::string& boot_id();
 
 // Helpers on an already open destination directory.
 // True when NAME exists in dir_fd (not following a final symlink).

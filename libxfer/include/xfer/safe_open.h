@@ -46,6 +46,12 @@ struct FileOwner {
 // file; IoError for any other failure.
 int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner& owner = {});
 
+// Creates NAME in dir_fd (O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode
+// 0644, plus flags), owned by owner when it is set: the name must not
+// exist. Returns the descriptor, or -1 with errno (EEXIST: the name is
+// taken; a failed chown removes the new file).
+int create_owned(int dir_fd, const std::string& name, int flags, const FileOwner& owner = {});
+
 // What a stat mode is, in words ("FIFO", "directory", ...).
 const char* file_kind(mode_t mode);
 
