@@ -229,7 +229,9 @@ TEST_F(PartFileTest, ABatchIsSyncedByItsFileSystemOnlyWhenLargeAndOnOne) {
   bool judged = dirty < xfer::kSyncfsSlackBytes / 2;
   if (judged) EXPECT_TRUE(xfer::sync_batch_by_fs(plans));
   for (auto& p : plans) close(p.fd);
-  if (!judged) GTEST_SKIP() << "the machine has " << dirty << " bytes dirty: the positive case is not judged";
+  if (!judged) {
+    GTEST_SKIP() << "the machine has " << dirty << " bytes dirty: the positive case is not judged";
+  }
 }
 
 TEST_F(PartFileTest, EmptyPartIsRemovedOnClose) {
