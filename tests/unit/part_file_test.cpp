@@ -227,7 +227,9 @@ TEST_F(PartFileTest, ABatchIsSyncedByItsFileSystemOnlyWhenLargeAndOnOne) {
   // (other tests writing meanwhile); said so rather than judged.
   uint64_t dirty = xfer::dirty_bytes();
   bool judged = dirty < xfer::kSyncfsSlackBytes / 2;
-  if (judged) EXPECT_TRUE(xfer::sync_batch_by_fs(plans));
+  if (judged) {
+    EXPECT_TRUE(xfer::sync_batch_by_fs(plans));
+  }
   for (auto& p : plans) close(p.fd);
   if (!judged) {
     GTEST_SKIP() << "the machine has " << dirty << " bytes dirty: the positive case is not judged";
