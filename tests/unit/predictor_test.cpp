@@ -1,0 +1,103 @@
+// hla/predictor.cpp (FastHLA step 4): decision forests trained on a table
+// whose optima follow a known function of the path recover that function
+// for a path the table lacks, within one of the history's levels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "xfer/hla.h"
+
+using namespace xfer::hla;
+
+namespace {
+
+const std::vector<int> kCcLevels = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+// The known function: cc grows with the bandwidth-delay product (one level
+// per doubling of the RTT), pp with the SLA's level, cores with the kind of SLA.
+Knobs optimum(double rtt_ms, const std::string& sla, double level) {
+  Knobs k;
+  k.cc = int(std::exp2(std::round(std::log2(rtt_ms / 2.5))));
+  k.p = 1;
+  k.pp = level >= 0.9 ? 4 : 2;
+  k.cores = sla == "energy" ? 1 : 2;
+  return k;
+}
+
+const std::vector<double> kRtts = {5, 10, 20, 40, 80, 160, 320};
+
+ParamTable known_table() {
+  ParamTable t;
+  for (size_t i = 0; i < kRtts.size(); ++i) {
+    TableStratum s;
+    s.id = "P" + std::to_string(i + 1) + "/D1/L1";
+    s.link_mbps = 1000, s.rtt_ms = kRtts[i];
+    s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
+    for (double level : kThroughputLevels) s.entries.push_back({"throughput", level, 0, {optimum(kRtts[i], "throughput", level)}});
+    for (double level : {1.1, 1.25, 1.5}) s.entries.push_back({"energy", level, 0, {optimum(kRtts[i], "energy", level)}});
+    t.strata.push_back(s);
+  }
+  return t;
+}
+
+// The history's levels: what the sweep visited.
+std::vector<Sample> sweep_levels() {
+  std::vector<Sample> s;
+  for (int cc : kCcLevels)
+    for (int pp : {1, 2, 4, 8})
+      for (int cores : {1, 2}) {
+        Sample x;
+        x.cc = cc, x.pp = pp, x.cores = cores;
+        s.push_back(x);
+      }
+  return s;
+}
+
+int level_of(int cc) { return int(std::lround(std::log2(double(cc)))); }
+
+}  // namespace
+
+TEST(Predictor, AForestOnAKnownFunctionRecoversItsOptimumWithinOneLevel) {
+  ParamTable t = known_table();
+  PredictorReport r = train_predictor(t, {}, sweep_levels(), 5);
+  ASSERT_TRUE(t.predictor.is_object());
+  EXPECT_EQ(r.train_cases, kRtts.size() * (kThroughputLevels.size() + 3));
+  // Leaving each path out in turn, its optima are recovered from the others
+  // (the ends are extrapolations: one level off at most).
+  EXPECT_GE(r.accuracy, 0.9) << r.test_cases << " held-out cases";
+
+  // Paths the table never saw, between its own.
+  for (double rtt : {7.0, 28.0, 56.0, 113.0, 226.0}) {
+    for (double level : {0.6, 0.95}) {
+      Query q;
+      q.link_mbps = 1000, q.rtt_ms = rtt, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
+      q.sla = "throughput", q.level = level;
+      std::optional<Knobs> k = predict(t, q);
+      ASSERT_TRUE(k.has_value());
+      Knobs want = optimum(rtt, "throughput", level);
+      SCOPED_TRACE("rtt " + std::to_string(rtt) + " level " + std::to_string(level));
+      EXPECT_LE(std::abs(level_of(k->cc) - level_of(want.cc)), 1) << "cc " << k->cc << " vs " << want.cc;
+      EXPECT_EQ(k->p, 1);
+      EXPECT_LE(std::abs(level_of(k->pp) - level_of(want.pp)), 1) << "pp " << k->pp << " vs " << want.pp;
+      EXPECT_EQ(k->cores, 2);
+    }
+  }
+  // It follows the path: a short and a long one differ by at least four levels of cc.
+  Query near, far;
+  near.link_mbps = far.link_mbps = 1000, near.bytes = far.bytes = 1e9, near.files = far.files = 100;
+  near.size_mean = far.size_mean = 1e7, near.size_sd = far.size_sd = 1e6;
+  near.rtt_ms = 10, far.rtt_ms = 160;
+  EXPECT_GE(level_of(predict(t, far)->cc) - level_of(predict(t, near)->cc), 4);
+  // And the kind of SLA: energy asks for one core.
+  near.sla = "energy", near.level = 1.25;
+  EXPECT_EQ(predict(t, near)->cores, 1);
+}
+
+TEST(Predictor, ATableWithoutOneAnswersNothing) {
+  ParamTable t = known_table();
+  Query q;
+  q.link_mbps = 1000, q.rtt_ms = 40;
+  EXPECT_FALSE(predict(t, q).has_value());
+  t.predictor = {{"forests", {{"cc", "not a forest"}}}};
+  EXPECT_FALSE(predict(t, q).has_value()) << "a damaged predictor is a miss, not a crash";
+}
