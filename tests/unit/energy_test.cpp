@@ -2,6 +2,7 @@
 // counter wrap, utilisation from a fake /proc, calibration recovering known
 // coefficients.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -100,4 +101,38 @@ TEST(EnergyCalibration, FitRecoversKnownCoefficients) {
   EXPECT_NEAR(c.nic, 0, 1e-12);  // no NIC load in the samples: not fitted
   EXPECT_NEAR(c.idle_watts, 40, 0.2);
   EXPECT_THROW(xfer::fit_power_model({s[0], s[1]}), std::invalid_argument);
+}
+
+// energy-aware eq. 2-3 by hand: n = 2 -> C = 0.044 - 0.164 + 0.344 = 0.224 W/%.
+TEST(PowerModel, CpuModelByHand) {
+  xfer::PowerCoefficients m;
+  EXPECT_NEAR(m.c_cpu(2), 0.224, 1e-12);
+  EXPECT_NEAR(m.c_cpu(4), 0.176 - 0.328 + 0.344, 1e-12);
+  EXPECT_NEAR(m.dynamic_watts(2, 50, 0, 0, 0), 11.2, 1e-9);
+  // 3 CPU seconds over 10 s on 2 cores: u = 15% -> 3.36 W -> 33.6 J.
+  EXPECT_NEAR(m.cpu_energy_j(3, 10, 2), 33.6, 1e-9);
+  m.tdp_ratio = 0.5;
+  EXPECT_NEAR(m.cpu_energy_j(3, 10, 2), 16.8, 1e-9);
+}
+
+// End-system energy (energy-aware eq. 4): the idle draw of the online cores
+// on top of the dynamic part. The default per core is the model's peak
+// dynamic power over the cores present (idle = half of peak); a file can set
+// it, and a calibration measures the idle draw whole.
+TEST(PowerModel, IdleDrawIsPerOnlineCore) {
+  xfer::PowerCoefficients m;
+  int n = std::max(1, int(sysconf(_SC_NPROCESSORS_CONF)));
+  EXPECT_NEAR(m.idle_per_core_w(), m.c_cpu(n) * 100 / n, 1e-9);
+  EXPECT_NE(m.idle_basis().find("assumed"), std::string::npos) << m.idle_basis();
+  m.idle_core_watts = 3, m.idle_watts = 5;
+  EXPECT_NEAR(m.idle_power_w(2), 11, 1e-12);
+  EXPECT_NEAR(m.idle_power_w(1), 8, 1e-12);  // a core offline draws nothing
+  EXPECT_EQ(m.idle_basis().find("assumed"), std::string::npos) << m.idle_basis();
+  std::string dir = ::testing::TempDir() + "/idle-model";
+  std::filesystem::create_directories(dir);
+  m.save(dir + "/m.toml");
+  xfer::PowerCoefficients back = xfer::PowerCoefficients::load(dir + "/m.toml");
+  EXPECT_DOUBLE_EQ(back.idle_core_watts, 3);
+  EXPECT_DOUBLE_EQ(back.idle_watts, 5);
+  std::filesystem::remove_all(dir);
 }

@@ -6,10 +6,12 @@
 
 #include "common.h"
 #include "min_energy.h"
+#include "tuner_sim.h"
 
 #include <gtest/gtest.h>
 
-using xfer::MinEnergyTuner;
+using namespace xfer;
+using namespace xfer::testing;
 
 TEST(MinEnergy, FormulasByHand) {
   // BDP = 500 Mbit/s * 40 ms = 2,500,000 B; avg html 100,000 B; buf 4 MiB.
@@ -26,8 +28,8 @@ namespace {
 
 // BDP 2.5 MB, a 1 MB TCP buffer, and a chunk of each kind: Small (avg
 // 100 KB), Medium (avg 2.4 MB), Large (one 220 MB file).
-xfer::JobInfo three_chunks() {
-  xfer::JobInfo info;
+JobInfo three_chunks() {
+  JobInfo info;
   info.bdp_bytes = 2'500'000;
   info.tcp_buf_bytes = 1'000'000;
   info.max_channels = 32;
@@ -41,9 +43,9 @@ xfer::JobInfo three_chunks() {
 }  // namespace
 
 TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
-  xfer::JobInfo info = three_chunks();
+  JobInfo info = three_chunks();
   MinEnergyTuner t;
-  xfer::Params p = t.init(info);
+  Params p = t.init(info);
   ASSERT_EQ(p.chunks.size(), 3u);
   // Small: pp 25, p 1, cc min(25, 17) = 17; avail 15.
   EXPECT_EQ(p.chunks[0], (xfer::ChunkParams{17, 1, 25}));
@@ -58,10 +60,10 @@ TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
 // get only the channels pp leaves short of ceil(BDP / avg) files in flight,
 // and at least ceil(BDP / buf) so that the TCP buffers hold the BDP.
 TEST(MinEnergy, OverHttp2StreamsStandInForChannels) {
-  xfer::JobInfo info = three_chunks();
+  JobInfo info = three_chunks();
   info.multiplexed = true;
   MinEnergyTuner t;
-  xfer::Params p = t.init(info);
+  Params p = t.init(info);
   ASSERT_EQ(p.chunks.size(), 3u);
   // Small: 25 files in flight on pp 25 streams: 1 channel, but the 1 MB
   // buffer needs ceil(2.5) = 3 connections' worth: cc 3 (paper: 17).
@@ -95,8 +97,8 @@ xfer::Observation large_interval(double mbps, double retrans_per_mb, bool settli
   return o;
 }
 
-xfer::JobInfo one_large_chunk() {
-  xfer::JobInfo info;
+JobInfo one_large_chunk() {
+  JobInfo info;
   info.bdp_bytes = 5'000'000;
   info.tcp_buf_bytes = 32 << 20;  // p = 1 by the formula
   info.bandwidth_bps = 500e6;
@@ -134,7 +136,7 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
   EXPECT_FALSE(clean.decide(large_interval(203, 0, true)).has_value());  // slow but no loss: not the path's loss
   EXPECT_FALSE(fast.decide(large_interval(455, 3, true)).has_value());   // most of the link already
   // Other chunks of the job use most of the link: what is left is not idle.
-  xfer::JobInfo two = one_large_chunk();
+  JobInfo two = one_large_chunk();
   two.chunks.insert(two.chunks.begin(), xfer::ChunkPlan{xfer::ChunkKind::Small, {2}, 100'000});
   shared.init(two);
   xfer::Observation o = large_interval(150, 200, true);
@@ -150,7 +152,7 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
 // decides, and the same two looks to judge the change; then one interval at
 // a time. The kernel layer waits while the probe is being judged.
 TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
-  xfer::JobInfo info = one_large_chunk();
+  JobInfo info = one_large_chunk();
   info.rtt_s = 0.08;
   MinEnergyTuner t({.kernel = false});
   ASSERT_EQ(t.init(info).chunks[0].p, 1);
@@ -181,64 +183,68 @@ TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
     u.init(one_large_chunk());
     return u.next_look_s();
   }().has_value());
-  xfer::JobInfo small = info;
+  JobInfo small = info;
   small.chunks = {xfer::ChunkPlan{xfer::ChunkKind::Small, {0}, 100'000}};
   MinEnergyTuner s;
   s.init(small);
   EXPECT_FALSE(s.next_look_s().has_value());
-  xfer::JobInfo no_rate = info;
+  JobInfo no_rate = info;
   no_rate.bandwidth_bps = 0;
   MinEnergyTuner n;
   n.init(no_rate);
   EXPECT_FALSE(n.next_look_s().has_value());
 }
 
-TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
-  EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
-  auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});
-  xfer::JobInfo info;
-  info.chunks.resize(2);
-  EXPECT_EQ(st->init(info).chunks.at(1), (xfer::ChunkParams{4, 2, 8}));
-  try {
-    xfer::make_tuner("warp-speed", {});
-    FAIL();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("known: static, min-energy, max-throughput"), std::string::npos);
-  }
+
+// MinE with the kernel layer: one core busy at 200 Mbit/s, two at 400; the
+// cost (J/byte) is lowest at 1.8 GHz and 2 cores; 1.2 GHz costs more (the
+// transfer becomes CPU-bound). The tuner starts at the floor, adds the core
+// the busy CPU asks for because it pays, steps the frequency down, keeps
+// what pays and undoes what does not.
+TEST(MinEnergy, KernelAddsACoreOnlyWhenBusyAndCheaperThenStepsTheFrequencyDown) {
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
+  info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 4;
+  info.kernel.cores_online = 4;
+  info.kernel.freq = true, info.kernel.freqs_khz = {1200000, 1800000, 2400000};
+  auto mbps = [](const Params& p) { return p.cores < 2 ? 200.0 : p.freq_khz < 1500000 ? 250.0 : 400.0; };
+  auto watts = [](const Params& p) {
+    double f = p.freq_khz >= 2400000 ? 12 : p.freq_khz >= 1800000 ? 6 : 5;
+    return 5 + 3.0 * p.cores + f;
+  };
+  auto busy = [](const Params& p) { return p.cores < 2 ? 97.0 : 55.0; };
+  MinEnergyTuner t;
+  SimEngine sim{mbps, watts, busy};
+  Params start = sim.run(t, info, 0);
+  EXPECT_EQ(start.cores, 1);  // the floor
+  EXPECT_EQ(start.freq_khz, 2400000);
+  MinEnergyTuner t2;
+  SimEngine sim2{mbps, watts, busy};
+  Params end = sim2.run(t2, info, 12);
+  EXPECT_EQ(end.freq_khz, 1800000);
+  EXPECT_EQ(end.cores, 2);
+  bool tried_1200 = false, tried_3 = false;
+  for (const Params& p : sim2.applied) tried_1200 |= p.freq_khz == 1200000, tried_3 |= p.cores > 2;
+  EXPECT_TRUE(tried_1200);
+  EXPECT_FALSE(tried_3) << "two cores at 55% are not busy: no third is tried";
+  EXPECT_EQ(end.chunks, start.chunks);  // MinE's application layer is fixed
 }
 
-#include "xfer/energy.h"
-
-// energy-aware eq. 2-3 by hand: n = 2 -> C = 0.044 - 0.164 + 0.344 = 0.224 W/%.
-TEST(PowerModel, CpuModelByHand) {
-  xfer::PowerCoefficients m;
-  EXPECT_NEAR(m.c_cpu(2), 0.224, 1e-12);
-  EXPECT_NEAR(m.c_cpu(4), 0.176 - 0.328 + 0.344, 1e-12);
-  EXPECT_NEAR(m.dynamic_watts(2, 50, 0, 0, 0), 11.2, 1e-9);
-  // 3 CPU seconds over 10 s on 2 cores: u = 15% -> 3.36 W -> 33.6 J.
-  EXPECT_NEAR(m.cpu_energy_j(3, 10, 2), 33.6, 1e-9);
-  m.tdp_ratio = 0.5;
-  EXPECT_NEAR(m.cpu_energy_j(3, 10, 2), 16.8, 1e-9);
-}
-
-// End-system energy (energy-aware eq. 4): the idle draw of the online cores
-// on top of the dynamic part. The default per core is the model's peak
-// dynamic power over the cores present (idle = half of peak); a file can set
-// it, and a calibration measures the idle draw whole.
-TEST(PowerModel, IdleDrawIsPerOnlineCore) {
-  xfer::PowerCoefficients m;
-  int n = std::max(1, int(sysconf(_SC_NPROCESSORS_CONF)));
-  EXPECT_NEAR(m.idle_per_core_w(), m.c_cpu(n) * 100 / n, 1e-9);
-  EXPECT_NE(m.idle_basis().find("assumed"), std::string::npos) << m.idle_basis();
-  m.idle_core_watts = 3, m.idle_watts = 5;
-  EXPECT_NEAR(m.idle_power_w(2), 11, 1e-12);
-  EXPECT_NEAR(m.idle_power_w(1), 8, 1e-12);  // a core offline draws nothing
-  EXPECT_EQ(m.idle_basis().find("assumed"), std::string::npos) << m.idle_basis();
-  std::string dir = ::testing::TempDir() + "/idle-model";
-  std::filesystem::create_directories(dir);
-  m.save(dir + "/m.toml");
-  xfer::PowerCoefficients back = xfer::PowerCoefficients::load(dir + "/m.toml");
-  EXPECT_DOUBLE_EQ(back.idle_core_watts, 3);
-  EXPECT_DOUBLE_EQ(back.idle_watts, 5);
-  std::filesystem::remove_all(dir);
+// Busy, but the link is the limit: a second core brings no throughput, only
+// its idle draw. It is tried once, undone, and not tried again.
+TEST(MinEnergy, ACoreThatDoesNotPayIsUndoneAndNotTriedAgain) {
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
+  info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 2;
+  info.kernel.cores_online = 2;
+  MinEnergyTuner t;
+  SimEngine sim{[](const Params&) { return 200.0; }, [](const Params& p) { return 10 + 11.2 * p.cores; },
+                [](const Params&) { return 90.0; }};
+  Params end = sim.run(t, info, 10);
+  EXPECT_EQ(end.cores, 1);
+  int raised = 0;
+  for (size_t i = 1; i < sim.applied.size(); ++i) raised += sim.applied[i].cores > sim.applied[i - 1].cores;
+  EXPECT_EQ(raised, 1);
+  // Without a utilisation figure nothing is busy: the floor stays.
+  MinEnergyTuner t2;
+  SimEngine quiet{[](const Params& p) { return 200.0 * p.cores; }, [](const Params& p) { return 10 + 11.2 * p.cores; }};
+  EXPECT_EQ(quiet.run(t2, info, 10).cores, 1);
 }

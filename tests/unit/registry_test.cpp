@@ -98,3 +98,17 @@ TEST(Registry, TheReadmeListsEveryPolicyAndEverySubmitOption) {
     if (o.scopes & xfer::kJob) table.insert(o.name);
   EXPECT_EQ(listed, table) << "the README's Submit options differ from the options table's kJob rows";
 }
+
+TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
+  EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
+  auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});
+  xfer::JobInfo info;
+  info.chunks.resize(2);
+  EXPECT_EQ(st->init(info).chunks.at(1), (xfer::ChunkParams{4, 2, 8}));
+  try {
+    xfer::make_tuner("warp-speed", {});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("known: static, min-energy, max-throughput"), std::string::npos);
+  }
+}

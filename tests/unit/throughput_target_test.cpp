@@ -1,0 +1,127 @@
+// tune/throughput_target.cpp (SLAEE / FlexibleThr): the jump, the increase, the cap and the probe against a simulated engine.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "throughput_target.h"
+#include "tuner_sim.h"
+
+using namespace xfer;
+using namespace xfer::testing;
+
+// Linear 40 Mbit/s per channel, target 200: one channel gives 40, the jump
+// goes straight to 5 = 200 Mbit/s, and it stays there.
+TEST(ThroughputTarget, JumpsToTheEstimatedConcurrency) {
+  TunerOptions o;
+  o.target_mbps = 200;
+  ThroughputTargetTuner t(o);
+  SimEngine sim{[](const Params& p) { return 40.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
+  Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 10);
+  EXPECT_EQ(sim.applied[0].total_channels(), 1);
+  EXPECT_EQ(sim.applied[1].total_channels(), 1);  // the first interval is set-up: not a measurement
+  EXPECT_EQ(sim.applied[2].total_channels(), 5);
+  EXPECT_EQ(end.total_channels(), 5);
+  EXPECT_NEAR(t.summary()["deviation_pct"].get<double>(), 0.0, 1e-6);
+}
+
+// Concave 60 sqrt(n): 1 -> 60, jump to ceil(200/60) = 4 -> 120, then +1 a
+// time (each change followed by one settling interval) until 12 (207.8 >=
+// 200); with only 8 channels allowed it reaches the limit, re-arranges
+// (Large gets channels), and reports the target out of reach.
+TEST(ThroughputTarget, AdditiveIncreaseThenChannelLimit) {
+  auto curve = [](const Params& p) { return 60.0 * std::sqrt(double(p.total_channels())); };
+  {
+    TunerOptions o;
+    o.target_mbps = 200;
+    ThroughputTargetTuner t(o);
+    SimEngine sim{curve, [](const Params&) { return 10.0; }};
+    Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 40);
+    EXPECT_EQ(sim.applied[2].total_channels(), 4);
+    EXPECT_EQ(sim.applied[3].total_channels(), 4);  // settling
+    EXPECT_EQ(sim.applied[4].total_channels(), 5);
+    EXPECT_EQ(end.total_channels(), 12);
+    EXPECT_FALSE(t.summary()["out_of_reach"].get<bool>());
+  }
+  {
+    TunerOptions o;
+    o.target_mbps = 200;
+    ThroughputTargetTuner t(o);
+    SimEngine sim{curve, [](const Params&) { return 10.0; }};
+    JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 3, 700'000'000)}, 8);
+    Params end = sim.run(t, info, 40);
+    EXPECT_EQ(end.total_channels(), 8);
+    EXPECT_TRUE(t.summary()["rearranged"].get<bool>());
+    EXPECT_TRUE(t.summary()["out_of_reach"].get<bool>());
+    EXPECT_GT(end.chunks[1].cc, 1);  // Large no longer held to one channel
+  }
+}
+
+// One channel already gives 300 Mbit/s against a 100 Mbit/s target: the
+// receive rate is held at the target + 3%.
+TEST(ThroughputTarget, CapsTheRateWhenTheLowestSettingOvershoots) {
+  TunerOptions o;
+  o.target_mbps = 100;
+  ThroughputTargetTuner t(o);
+  SimEngine sim{[](const Params&) { return 300.0; }, [](const Params&) { return 10.0; }};
+  Params end = sim.run(t, wan_info({plan(ChunkKind::Large, 3, 700'000'000)}), 8);
+  EXPECT_EQ(end.total_channels(), 1);
+  EXPECT_NEAR(end.rate_cap_bps, 103e6, 1);
+  // Controlled from the first interval at target: the settling one and the
+  // one that decides at 300, then six at 103.
+  EXPECT_NEAR(t.summary()["controlled_mean_mbps"].get<double>(), (2 * 300.0 + 6 * 103) / 8, 1e-6);
+  EXPECT_EQ(t.summary()["intervals_in_band"].get<int>(), 6);
+}
+
+// --target-pct: the maximum measured over the probe intervals with every
+// channel (16 -> 60 * 4 = 240 Mbit/s); 50% is then 120.
+TEST(ThroughputTarget, PercentOfMeasuredMaximum) {
+  TunerOptions o;
+  o.target_pct = 50;
+  ThroughputTargetTuner t(o);
+  SimEngine sim{[](const Params& p) { return 60.0 * std::sqrt(double(p.total_channels())); },
+                [](const Params&) { return 10.0; }};
+  Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 20);
+  EXPECT_EQ(sim.applied[0].total_channels(), 16);
+  EXPECT_NEAR(t.target_bps(), 120e6, 1);
+  EXPECT_EQ(end.total_channels(), 4);  // 60 sqrt(4) = 120
+}
+
+TEST(ThroughputTarget, NeedsATarget) {
+  EXPECT_THROW(ThroughputTargetTuner(TunerOptions{}), std::invalid_argument);
+}
+
+// Small files on one HTTP/2 connection: throughput 20 Mbit/s per request in
+// flight, so MinE's pp = 25 gives 500 against a 200 target even at one
+// channel, and here the cap does not bite (small responses). pp is scaled by
+// target / actual: ceil(25 * 200 / 500) = 10 -> 200.
+TEST(ThroughputTarget, ScalesPipeliningWhereTheCapDoesNotBite) {
+  TunerOptions o;
+  o.target_mbps = 200;
+  ThroughputTargetTuner t(o);
+  SimEngine sim{[](const Params& p) { return 20.0 * p.chunks[0].pp * p.chunks[0].cc; }, [](const Params&) { return 10.0; }};
+  sim.honours_cap = false;
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  Params end = sim.run(t, info, 10);
+  EXPECT_EQ(sim.applied[0].chunks[0].pp, 25);  // ceil(2.5e6 / 1e5)
+  EXPECT_GT(sim.applied[2].rate_cap_bps, 0);   // the cap first
+  EXPECT_EQ(end.chunks[0].cc, 1);
+  EXPECT_EQ(end.chunks[0].pp, 10);
+}
+
+// A path where the rate takes several intervals to build: the probe goes on
+// while the rate rises by more than 10%, and takes the top.
+TEST(ThroughputTarget, ProbeWaitsForTheRateToStopRising) {
+  TunerOptions o;
+  o.target_pct = 50;
+  ThroughputTargetTuner t(o);
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  SimEngine sim{[](const Params&) { return 0.0; }, [](const Params&) { return 10.0; }};
+  Params p = t.init(info);
+  const double ramp[] = {0, 47, 140, 300, 440, 450};  // Mbit/s per interval
+  for (double r : ramp) {
+    sim.mbps = [r](const Params&) { return r; };
+    if (auto next = t.decide(sim.step(p, 1))) p = *next;
+  }
+  EXPECT_NEAR(t.target_bps(), 225e6, 1);  // 50% of 450, not of 47
+  EXPECT_EQ(p.total_channels(), 1);       // and control has begun
+}
