@@ -15,10 +15,12 @@
 //               the job says so.
 //   Request     one easy handle: a byte range of one file.
 //
-// A file is fetched in pieces: byte ranges of at most max(8 MiB, 64 BDP),
-// and at least p of them, so that p connections can work on one file and new
-// params reach a file in flight at the next piece boundary without cutting
-// anything. Live re-tuning (Job::apply) reconciles the tree with new params:
+// A file's missing bytes are cut into one range per connection of its
+// channel (under a rate cap, ranges of about two seconds of the cap); a
+// raised p reaches a file in flight when an idle connection takes the back
+// half of a long request (schedule.cpp: piece_bytes, split_inflight).
+// Chunks are served Large to Small; Medium and Large files largest first,
+// Small ones in manifest order (job.cpp says why). Live re-tuning (Job::apply) reconciles the tree with new params:
 // new channels and connections start at once; surplus ones are pre-empted and
 // the unreceived rest of their ranges goes back to the chunk's queue. Nothing
 // received is thrown away and nothing is fetched twice (beyond what a
