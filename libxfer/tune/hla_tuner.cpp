@@ -154,9 +154,10 @@ Params HlaTuner::from_table(const std::string& why) {
     cores = std::max(cores, k[i].cores);
     freq = std::max(freq, k[i].freq_khz);
   }
-  if (opts_.kernel && info_.kernel.cores && cores > 0)
-    p.cores = std::clamp(cores, std::max(1, info_.kernel.min_cores), std::max(1, info_.kernel.cores_present));
-  if (opts_.kernel && info_.kernel.freq && freq > 0) p.freq_khz = freq;
+  Params want;
+  want.cores = cores, want.freq_khz = freq;
+  std::string kernel = kernel_.hold(info_.kernel, opts_.kernel, want, p);  // the one controller of the kernel knobs
+  if (!kernel.empty()) parts.push_back("kernel: " + kernel);
   bool scaled_down = false;
   for (size_t i = 0; i < k.size(); ++i) scaled_down |= scaled[i].cc != k[i].cc;
   std::string list;

@@ -10,6 +10,60 @@ int KernelPlan::cores_for(int channels, const KernelCaps& caps) {
   return std::clamp(n, std::max(1, caps.min_cores), std::max(1, caps.cores_present));
 }
 
+namespace {
+
+// The kernel knobs as data: each one's name and unit, its levels from what
+// the kernel layer found, where a goal starts it, and where its value goes
+// in Params. In the down order (frequency first: the cheaper step back).
+// A new knob is one row here, its levels in KernelCaps, a field in Params
+// and its actuation in KernelLayer.
+struct KnobRow {
+  const char* name;
+  const char* unit;
+  std::vector<long> (*levels)(const KernelCaps& caps);
+  long (*start)(const KernelCaps& caps, KernelPlan::Goal goal, int channels);  // a level, or <= 0: the top
+  long (*get)(const Params& p);
+  void (*put)(Params& p, long v);
+};
+
+const KnobRow kKnobRows[] = {
+    {"frequency", "kHz",
+     [](const KernelCaps& c) { return c.freq ? c.freqs_khz : std::vector<long>{}; },
+     [](const KernelCaps&, KernelPlan::Goal, int) { return 0L; },  // the top
+     [](const Params& p) { return p.freq_khz; },
+     [](Params& p, long v) { p.freq_khz = v; }},
+    {"cores", "cores",
+     [](const KernelCaps& c) {
+       std::vector<long> l;
+       if (c.cores)
+         for (int n = std::max(1, c.min_cores); n <= std::max(1, c.cores_present); ++n) l.push_back(n);
+       return l;
+     },
+     [](const KernelCaps& c, KernelPlan::Goal g, int channels) {
+       return long(g == KernelPlan::Goal::Raise   ? c.cores_present
+                   : g == KernelPlan::Goal::Least ? std::max(1, c.min_cores)
+                                                  : KernelPlan::cores_for(channels, c));
+     },
+     [](const Params& p) { return long(p.cores); },
+     [](Params& p, long v) { p.cores = int(v); }},
+};
+
+const KnobRow& row_of(const KernelKnob& k) {
+  for (const KnobRow& r : kKnobRows)
+    if (k.name == r.name) return r;
+  return kKnobRows[0];  // not reached: every knob is made from a row
+}
+
+// The index of the level nearest v.
+int nearest(const std::vector<long>& levels, long v) {
+  int best = 0;
+  for (size_t i = 1; i < levels.size(); ++i)
+    if (std::labs(levels[i] - v) < std::labs(levels[size_t(best)] - v)) best = int(i);
+  return best;
+}
+
+}  // namespace
+
 KernelKnob* KernelPlan::knob(const char* name) {
   for (KernelKnob& k : knobs_)
     if (k.name == name) return &k;
@@ -17,13 +71,9 @@ KernelKnob* KernelPlan::knob(const char* name) {
 }
 
 void KernelPlan::put(Params& p) const {
-  p.cores = 0;
-  p.freq_khz = 0;
+  for (const KnobRow& r : kKnobRows) r.put(p, 0);
   if (!enabled_) return;
-  for (const KernelKnob& k : knobs_) {
-    if (k.name == "cores") p.cores = int(k.value());
-    if (k.name == "frequency") p.freq_khz = k.value();
-  }
+  for (const KernelKnob& k : knobs_) row_of(k).put(p, k.value());
 }
 
 bool KernelPlan::at_top() const {
@@ -43,20 +93,12 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   goal_ = goal;
   knobs_.clear();
   probe_ = -1;
-  if (caps.freq && !caps.freqs_khz.empty()) {
-    KernelKnob f{"frequency", "kHz", caps.freqs_khz};
-    f.index = int(f.levels.size()) - 1;  // the top to start
-    knobs_.push_back(f);
-  }
-  if (caps.cores) {
-    KernelKnob c{"cores", "cores", {}};
-    for (int n = std::max(1, caps.min_cores); n <= std::max(1, caps.cores_present); ++n) c.levels.push_back(n);
-    int start = goal == Goal::Raise ? caps.cores_present
-                : goal == Goal::Least ? std::max(1, caps.min_cores)
-                                      : cores_for(channels, caps);
-    c.index = std::clamp(int(std::find(c.levels.begin(), c.levels.end(), start) - c.levels.begin()), 0,
-                         int(c.levels.size()) - 1);
-    knobs_.push_back(c);
+  for (const KnobRow& r : kKnobRows) {
+    KernelKnob k{r.name, r.unit, r.levels(caps)};
+    if (k.levels.empty()) continue;
+    long start = r.start(caps, goal, channels);
+    k.index = goal == Goal::Hold ? -1 : start <= 0 ? int(k.levels.size()) - 1 : nearest(k.levels, start);
+    knobs_.push_back(std::move(k));
   }
   enabled_ = enabled && !knobs_.empty();
   if (!enabled_) {
@@ -65,6 +107,7 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
     return enabled ? "kernel layer: nothing to tune here (no core control, no cpufreq driver)" : "";
   }
   put(p);
+  if (goal == Goal::Hold) return "";
   std::string r = fmt::format("kernel: {} cores{}", p.cores, p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : "");
   if (goal == Goal::Raise) r += " (all, top frequency: throughput first)";
   else if (goal == Goal::Least) r += fmt::format(" (the floor; one more only while the online cores are {:.0f}% busy and it lowers J/byte)", kBusyPct);
@@ -72,9 +115,22 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   return r;
 }
 
+std::string KernelPlan::hold(const KernelCaps& caps, bool enabled, const Params& want, Params& p) {
+  init(caps, enabled, Goal::Hold, 0, p);
+  std::string said;
+  for (KernelKnob& k : knobs_) {
+    long v = row_of(k).get(want);
+    if (v <= 0) continue;  // left as the kernel has it
+    k.index = nearest(k.levels, v);
+    if (k.value() != v) said += fmt::format("{}{} {} asked, {} within reach", said.empty() ? "" : "; ", v, k.unit, k.value());
+  }
+  put(p);
+  return said;
+}
+
 std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int channels, Params& p,
                                            std::optional<double> cpu_pct) {
-  if (!enabled_ || goal_ == Goal::Raise) return std::nullopt;
+  if (!enabled_ || goal_ == Goal::Raise || goal_ == Goal::Hold) return std::nullopt;
   if (goal_ == Goal::Scale) {
     KernelKnob* c = knob("cores");
     if (!c) return std::nullopt;

@@ -22,16 +22,20 @@
 //          small files at 200 Mbit/s keep one core half busy here), and a
 //          transfer shorter than two intervals never gets to measure a step
 //          down from a start that was too high.
+//   Hold   (hla-energy, hla-throughput, static): the policy names the
+//          levels (the table's, the caller's); each knob goes to the level
+//          nearest it within the kernel layer's range, and stays.
 //
 // xferd runs its transfers on one event-loop thread; extra cores serve the
 // kernel's receive path (softirq), disk writeback and checksumming, whose
 // load grows with the number of connections. kChannelsPerCore is where the
 // Scale rule starts; Lower then corrects it by measurement.
-// The knobs are data (in the way thermal_daemon's cooling devices are): each
-// KernelKnob has its levels, ascending, and where it stands; one controller
-// steps any of them, in a given order (down: frequency, then cores; up: cores,
-// then frequency). A new knob (uncore frequency, a RAPL power cap) is one
-// more KernelKnob and one line in put().
+// The knobs are data (in the way thermal_daemon's cooling devices are): a
+// table of rows (kernel_plan.cpp: name, unit, levels, start, where the value
+// goes in Params) makes each KernelKnob, with its levels, ascending, and
+// where it stands; one controller steps any of them, in a given order (down:
+// frequency, then cores; up: cores, then frequency). A new knob (uncore
+// frequency, a RAPL power cap) is one more row.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -67,7 +71,7 @@ struct KernelStep {
 
 class KernelPlan {
  public:
-  enum class Goal { Raise, Scale, Lower, Least };
+  enum class Goal { Raise, Scale, Lower, Least, Hold };
   static constexpr int kChannelsPerCore = 8;
   static constexpr double kTolerance = 0.05;
   static constexpr double kBusyPct = 85;  // Least: the online cores' utilisation that tries one more
@@ -75,6 +79,9 @@ class KernelPlan {
   // Sets p.cores / p.freq_khz for the start; returns the reason ("" when the
   // kernel layer is not tuned).
   std::string init(const KernelCaps& caps, bool enabled, Goal goal, int channels, Params& p);
+  // Goal Hold: each knob at the level nearest what `want` asks (0: left as
+  // the kernel has it), into p. Returns what could not be had exactly ("").
+  std::string hold(const KernelCaps& caps, bool enabled, const Params& want, Params& p);
   // One interval. goal_holds: the policy's goal is met; cost: joules per byte
   // in the interval just measured (<= 0 when unknown); cpu_pct: the machine's
   // utilisation of its online cores in it (Least; nullopt: unknown, never

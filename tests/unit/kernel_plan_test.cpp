@@ -57,3 +57,28 @@ TEST(KernelPlan, KnobsStepDownInOrderAndComeBackWhenDearer) {
   EXPECT_FALSE(k.step(true, 1.0, 32, p));  // both settled: no change
   EXPECT_EQ(k.summary()["changes"], 5);
 }
+
+// Hold (the hla policies): the levels the table names, each put at the
+// nearest level the kernel layer has, and kept; 0 leaves a knob alone.
+TEST(KernelPlan, HoldPutsEachKnobAtTheNearestLevelAndKeepsIt) {
+  KernelCaps caps;
+  caps.cores = true, caps.cores_present = 8, caps.min_cores = 2;
+  caps.freq = true, caps.freqs_khz = {800000, 1600000, 2400000};
+  tune::KernelPlan plan;
+  Params want, p;
+  want.cores = 16, want.freq_khz = 1500000;
+  std::string said = plan.hold(caps, true, want, p);
+  EXPECT_EQ(p.cores, 8) << "the most the machine has";
+  EXPECT_EQ(p.freq_khz, 1600000) << "the nearest level";
+  EXPECT_NE(said.find("16 cores asked, 8 within reach"), std::string::npos) << said;
+  EXPECT_NE(said.find("1500000 kHz asked, 1600000 within reach"), std::string::npos) << said;
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(plan.step(i % 2 == 0, 1.0, 4, p, 99.0).has_value()) << "a hold is not stepped";
+  EXPECT_EQ(p.cores, 8);
+  want.cores = 1, want.freq_khz = 0;
+  EXPECT_NE(plan.hold(caps, true, want, p), "");
+  EXPECT_EQ(p.cores, 2) << "never under the policy's floor";
+  EXPECT_EQ(p.freq_khz, 0) << "0: left as the kernel has it";
+  want.cores = 4;
+  EXPECT_EQ(plan.hold(caps, false, want, p), "");
+  EXPECT_EQ(p.cores, 0) << "the kernel layer off: nothing set";
+}
