@@ -21,74 +21,74 @@ namespace xfer {
 
 uint64_t backoff_us(int failures);
 
-void Job::Impl::start_discovery() {
-  set_state(JobState::Discovering);
-  discovery = std::make_unique<CurlMulti>(eng.loop());
+void Discovery::start() {
+  job_.set_state(JobState::Discovering);
+  multi_ = std::make_unique<CurlMulti>(job_.eng.loop());
   // One probe per origin, on its first file.
-  for (FileTask& f : files) {
+  for (FileTask& f : job_.files) {
     if (f.state != FileTask::State::Pending) continue;
-    Origin& o = origins[f.origin];
+    Origin& o = job_.origins[f.origin];
     if (o.probe_file) continue;
     o.probe_file = &f;
     o.probing = true;
-    const std::string& mode = spec.opts.http;
+    const std::string& mode = job_.spec.opts.http;
     bool http = f.entry->url.rfind("http:", 0) == 0;
     o.prior_knowledge = http && mode != "1.1";
     o.connect_probe = http && mode == "1.1";
-    if (!http) log::info("{}: https, {}", f.origin, tls_trust());
-    heads.push_back({&f, true, 0});
+    if (!http) log::info("{}: https, {}", f.origin, job_.tls_trust());
+    heads_.push_back({&f, true, 0});
   }
   // Beside each probe that only connects, the connections the transfer's
   // first params will open (at most one per file of the origin).
-  for (auto& [name, o] : origins) {
+  for (auto& [name, o] : job_.origins) {
     if (!o.connect_probe) continue;
     preconnect_window = true;
     int n = 0;
-    for (const FileTask& f : files) n += f.origin == name && f.state == FileTask::State::Pending;
-    for (int i = 1; i < std::min(spec.opts.preconnect, n); ++i) {
-      Request* r = new_request(RequestKind::Head, o.probe_file, *discovery);
+    for (const FileTask& f : job_.files) n += f.origin == name && f.state == FileTask::State::Pending;
+    for (int i = 1; i < std::min(job_.spec.opts.preconnect, n); ++i) {
+      Request* r = job_.new_request(RequestKind::Head, o.probe_file, *multi_);
       make_preconnect(r);
       curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
-      discovery->add(r);
-      ++preconnects_inflight;
+      multi_->add(r);
+      ++preconnects_inflight_;
     }
   }
-  dispatch_heads();
+  dispatch();
 }
 
-void Job::Impl::make_preconnect(Request* r) {
+void Discovery::make_preconnect(Request* r) {
   r->preconnect = true;
   curl_easy_setopt(r->easy, CURLOPT_CONNECT_ONLY, 1L);
   curl_easy_setopt(r->easy, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
     auto* req = static_cast<Request*>(ud);
     if (purpose == CURLSOCKTYPE_IPCXN) {
       req->held.push_back(fd);
-      static_cast<Job::Impl*>(req->owner)->held_fds.insert(fd);
+      static_cast<Job::Impl*>(req->owner)->disc.held_fds_.insert(fd);
     }
     return int(CURL_SOCKOPT_OK);
   });
   curl_easy_setopt(r->easy, CURLOPT_SOCKOPTDATA, r);
 }
 
-int Job::Impl::close_socket(void* ud, curl_socket_t fd) {
-  auto* self = static_cast<Job::Impl*>(ud);
-  if (self->held_fds.count(fd)) {
-    self->released_fds.insert(fd);  // end_preconnect decides
+int Discovery::close_socket(void* ud, curl_socket_t fd) {
+  auto* job = static_cast<Job::Impl*>(ud);
+  if (job->disc.held_fds_.count(fd)) {
+    job->disc.released_fds_.insert(fd);  // end_preconnect decides
     return 0;
   }
-  if (self->flow_monitor) self->flow_monitor->disown(fd);
+  if (job->flow_monitor) job->flow_monitor->disown(fd);
   return close(fd);
 }
 
 // A preconnect request is done (or given up): curl lets go of its sockets,
-// and the one that connected waits in `preconnected`; the others close.
-void Job::Impl::end_preconnect(std::unique_ptr<Request> r, bool connected) {
+// and the one that connected waits in `preconnected_`; the others close.
+void Discovery::end_preconnect(std::unique_ptr<Request> r, bool connected) {
   std::vector<int> fds = std::move(r->held);
   r.reset();
   bool kept = false;
   for (int fd : fds) {
-    held_fds.erase(fd);
-    if (!released_fds.erase(fd)) continue;  // still curl's, which closes it
+    held_fds_.erase(fd);
+    if (!released_fds_.erase(fd)) continue;  // still curl's, which closes it
     Preconnected c;
     c.fd = fd;
     c.len = sizeof c.peer;
@@ -96,7 +96,7 @@ void Job::Impl::end_preconnect(std::unique_ptr<Request> r, bool connected) {
     socklen_t err_len = sizeof err;
     if (connected && !kept && preconnect_window && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) == 0 &&
         err == 0 && getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &c.len) == 0) {
-      preconnected.push_back(c);
+      preconnected_.push_back(c);
       ++preconnected_opened;
       kept = true;
     } else {
@@ -126,14 +126,14 @@ bool same_peer(const sockaddr* a, const sockaddr_storage& b) {
 // A connected socket to that address, opened at discovery, for a new
 // connection of the transfer; -1: none. One the server has closed (or
 // written to) meanwhile is not handed out.
-int Job::Impl::take_preconnected(const sockaddr* a, socklen_t) {
-  for (auto it = preconnected.begin(); it != preconnected.end();) {
+int Discovery::take_preconnected(const sockaddr* a, socklen_t) {
+  for (auto it = preconnected_.begin(); it != preconnected_.end();) {
     if (!same_peer(a, it->peer)) {
       ++it;
       continue;
     }
     int fd = it->fd;
-    it = preconnected.erase(it);
+    it = preconnected_.erase(it);
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
     if (poll(&p, 1, 0) != 0) {
       close(fd);
@@ -145,106 +145,127 @@ int Job::Impl::take_preconnected(const sockaddr* a, socklen_t) {
   return -1;
 }
 
-void Job::Impl::drop_preconnected() {
+void Discovery::drop_preconnected() {
   preconnect_window = false;
-  preconnect_drop_src.reset();
-  for (const Preconnected& c : preconnected) close(c.fd);
-  preconnected.clear();
-  for (int fd : released_fds) close(fd);  // of requests that ended some other way
-  released_fds.clear();
-  held_fds.clear();  // still curl's: it closes them
+  drop_src_.reset();
+  for (const Preconnected& c : preconnected_) close(c.fd);
+  preconnected_.clear();
+  for (int fd : released_fds_) close(fd);  // of requests that ended some other way
+  released_fds_.clear();
+  held_fds_.clear();  // still curl's: it closes them
 }
 
-void Job::Impl::dispatch_heads() {
-  if (state != JobState::Discovering) return;
-  uint64_t now = eng.now_us();
-  for (auto it = heads.begin(); it != heads.end() && heads_inflight < spec.opts.discovery_concurrency;) {
+void Discovery::hold_preconnected(double rtt) {
+  if (!preconnect_window) return;
+  uint64_t wait_us = std::max<uint64_t>(1000000, uint64_t(4 * rtt * 1e6));
+  sd_event_add_time_relative(
+      job_.eng.loop(), &drop_src_.s, CLOCK_MONOTONIC, wait_us, 10000,
+      [](sd_event_source*, uint64_t, void* ud) {
+        auto* self = static_cast<Discovery*>(ud);
+        if (!self->preconnected_.empty())
+          log::debug("{} connection(s) opened ahead were not needed: closed", self->preconnected_.size());
+        self->drop_preconnected();
+        return 0;
+      },
+      this);
+}
+
+void Discovery::stop() {
+  drop_preconnected();
+  multi_.reset();
+  kept_probe.multi.reset();
+}
+
+void Discovery::dispatch() {
+  if (job_.state != JobState::Discovering) return;
+  uint64_t now = job_.eng.now_us();
+  for (auto it = heads_.begin(); it != heads_.end() && heads_inflight_ < job_.spec.opts.discovery_concurrency;) {
     if (it->not_before_us > now) {
-      arm_retry(it->not_before_us);
+      job_.arm_retry(it->not_before_us);
       ++it;
       continue;
     }
-    Request* r = new_request(RequestKind::Head, it->file, *discovery);
+    Request* r = job_.new_request(RequestKind::Head, it->file, *multi_);
     r->probe = it->probe;
-    if (r->probe && origins[it->file->origin].connect_probe) make_preconnect(r);
+    if (r->probe && job_.origins[it->file->origin].connect_probe) make_preconnect(r);
     if (it->fresh_connection) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
-    ++heads_inflight;
-    discovery->add(r);
-    it = heads.erase(it);
+    ++heads_inflight_;
+    multi_->add(r);
+    it = heads_.erase(it);
   }
-  if (heads.empty() && heads_inflight == 0) {
+  if (heads_.empty() && heads_inflight_ == 0) {
     // The connections opened beside the probe answer with it, give or take
     // a few ms: a quarter of its handshake (2-100 ms) is waited for them.
-    if (preconnects_inflight > 0) {
+    if (preconnects_inflight_ > 0) {
       uint64_t grace = std::clamp<uint64_t>(uint64_t(rtt_s * 0.25e6), 2000, 100000);
-      if (!preconnect_grace_us) preconnect_grace_us = now + grace;
-      if (now < preconnect_grace_us) {
-        arm_retry(preconnect_grace_us);
+      if (!grace_us_) grace_us_ = now + grace;
+      if (now < grace_us_) {
+        job_.arm_retry(grace_us_);
         return;
       }
     }
-    keep_or_retire_discovery();
-    begin_transfer();
+    keep_or_retire();
+    job_.begin_transfer();
   }
 }
 
-void Job::Impl::keep_or_retire_discovery() {
+void Discovery::keep_or_retire() {
   // Connections still opening beside the probe are not waited for (a lost
   // SYN waits a second): given up.
-  for (auto it = requests.begin(); it != requests.end();) {
+  for (auto it = job_.requests.begin(); it != job_.requests.end();) {
     Request* r = (it++)->first;
-    if (r->preconnect && r->multi == discovery.get()) {
+    if (r->preconnect && r->multi == multi_.get()) {
       r->multi->remove(r);
-      end_preconnect(take(r), false);
-      --preconnects_inflight;
+      end_preconnect(job_.take(r), false);
+      --preconnects_inflight_;
     }
   }
   // Reusable: one origin, whose probe asked (not connect-only) and succeeded
   // on the only connection discovery opened. curl checks the connection is
   // alive before it reuses it, and opens a new one in the same handle if not.
-  const Origin* o = origins.size() == 1 ? &origins.begin()->second : nullptr;
-  if (o && o->known && !o->connect_probe && probe_fd >= 0 && discovery_connects == 1) {
-    kept_probe.origin = origins.begin()->first;
-    kept_probe.fd = probe_fd;
+  const Origin* o = job_.origins.size() == 1 ? &job_.origins.begin()->second : nullptr;
+  if (o && o->known && !o->connect_probe && probe_fd_ >= 0 && connects_ == 1) {
+    kept_probe.origin = job_.origins.begin()->first;
+    kept_probe.fd = probe_fd_;
     kept_probe.tls = strncasecmp(kept_probe.origin.c_str(), "https:", 6) == 0;
     kept_probe.needs_h2 = kept_probe.tls && o->h2;
-    kept_probe.multi = std::move(discovery);
+    kept_probe.multi = std::move(multi_);
     return;
   }
-  retire(std::move(discovery));
+  job_.retire(std::move(multi_));
 }
 
-void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
+void Discovery::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
   if (r->preconnect && !r->probe) {  // opened beside the probe: only its socket matters
     end_preconnect(std::move(r), code == CURLE_OK);
-    --preconnects_inflight;
-    dispatch_heads();  // the last one may be what discovery waits for
+    --preconnects_inflight_;
+    dispatch();  // the last one may be what discovery waits for
     return;
   }
   // The probe's socket, however this ends (before the transfer begins, in
-  // dispatch_heads, when this was the last request of discovery).
+  // dispatch, when this was the last request of discovery).
   struct EndPreconnect {
-    Job::Impl* job;
+    Discovery* disc;
     std::unique_ptr<Request>& r;
     bool ok;
     ~EndPreconnect() {
-      if (r && r->preconnect) job->end_preconnect(std::move(r), ok);
+      if (r && r->preconnect) disc->end_preconnect(std::move(r), ok);
     }
   } end_probe{this, r, code == CURLE_OK};
-  --heads_inflight;
+  --heads_inflight_;
   FileTask* f = r->file;
   const bool probe = r->probe;
-  Origin& o = origins[f->origin];
+  Origin& o = job_.origins[f->origin];
   const bool connect_only = probe && o.connect_probe;
   long connects = 0;
-  if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK) discovery_connects += int(connects);
+  if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK) connects_ += int(connects);
 
-  if (probe && code != CURLE_OK && o.prior_knowledge && spec.opts.http == "auto") {
+  if (probe && code != CURLE_OK && o.prior_knowledge && job_.spec.opts.http == "auto") {
     // Not an h2c server (or not reachable at all): ask again in HTTP/1.1.
     log::info("{}: no h2c with prior knowledge ({}); using HTTP/1.1", f->origin, curl_easy_strerror(code));
     o.prior_knowledge = false;
-    heads.push_front({f, true, 0});
-    dispatch_heads();
+    heads_.push_front({f, true, 0});
+    dispatch();
     return;
   }
   if (code == CURLE_OK) {
@@ -262,7 +283,7 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
       log::info("{}: {}; handshake {:.3f} ms", f->origin, connect_only ? "HTTP/1.1 (--http 1.1)" : o.h2 ? "speaks HTTP/2" : "speaks HTTP/1.1", rtt * 1e3);
       // The socket the HEAD's answer came on, as curl's socket callback last
       // named it (CURLINFO_ACTIVESOCKET answers only for connect-only).
-      if (!connect_only) probe_fd = r->fd;
+      if (!connect_only) probe_fd_ = r->fd;
     }
     if (connect_only) {
       // Nothing was asked: the file's size, if missing, is asked below.
@@ -273,20 +294,20 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
       else log::info("{}: server gives no size; fetched whole on one stream", f->entry->name);
     }
   } else if (!r->abort_reason.empty()) {
-    fail_file(f, r->abort_reason);  // our own reason (endless headers): no retry
+    job_.fail_file(f, r->abort_reason);  // our own reason (endless headers): no retry
   } else {
     Failure why = classify(code, r->easy, r->errbuf);
     long http = 0;
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
     if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
       log::info("{}: server refuses HEAD ({}); size learned from the download", f->entry->name, why.reason);
-    } else if (why.retryable && (!counts_as_attempt(f, why) || ++f->failures <= spec.opts.max_retries)) {
-      heads.push_back({f, probe, eng.now_us() + backoff_us(f->failures), why.fresh_connection});
-      dispatch_heads();
+    } else if (why.retryable && (!counts_as_attempt(f, why) || ++f->failures <= job_.spec.opts.max_retries)) {
+      heads_.push_back({f, probe, job_.eng.now_us() + backoff_us(f->failures), why.fresh_connection});
+      dispatch();
       return;
     } else {
-      if (f->failures > spec.opts.max_retries) why.reason += " (after " + std::to_string(f->failures) + " attempts)";
-      fail_file(f, why.reason);
+      if (f->failures > job_.spec.opts.max_retries) why.reason += " (after " + std::to_string(f->failures) + " attempts)";
+      job_.fail_file(f, why.reason);
     }
     if (probe) {  // the origin's protocol stays unknown: HTTP/1.1 is the safe choice
       o.known = true;
@@ -298,12 +319,12 @@ void Job::Impl::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
   f->failures = 0;
   if (probe) {
     // The origin is known: HEAD every other file of it that lacks a size.
-    for (FileTask& g : files)
+    for (FileTask& g : job_.files)
       if ((&g != f || connect_only) && g.origin == f->origin && g.state == FileTask::State::Pending && !g.size)
-        heads.push_back({&g, false, 0});
+        heads_.push_back({&g, false, 0});
   }
   if (r->preconnect) end_preconnect(std::move(r), code == CURLE_OK);  // in the pool before the transfer begins
-  dispatch_heads();
+  dispatch();
 }
 
 uint64_t backoff_us(int failures) {

@@ -88,15 +88,14 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp
 }
 
 Job::Impl::~Impl() {
-  drop_preconnected();
+  disc.drop_preconnected();
   for (auto& [r, owned] : requests) r->multi->remove(r);
   requests.clear();
   chunks.clear();  // multi handles after the easy handles that used them
   warm.clear();
   retired_channels.clear();
   retired_connections.clear();
-  discovery.reset();
-  kept_probe.multi.reset();
+  disc.stop();
   retired_multis.clear();
   if (dir_fd >= 0) close(dir_fd);
 }
@@ -177,12 +176,12 @@ void Job::Impl::start() {
   // discovery has asked the server (begin_transfer).
   for (FileTask& f : files)
     if (f.size) settle_existing(f);
-  start_discovery();
+  disc.start();
 }
 
 void Job::Impl::begin_transfer() {
   if (state != JobState::Discovering) return;
-  if (spec.opts.rtt_ms > 0) rtt_s = spec.opts.rtt_ms / 1e3;
+  double rtt_s = spec.opts.rtt_ms > 0 ? spec.opts.rtt_ms / 1e3 : disc.rtt_s;
   if (rtt_s <= 0) rtt_s = 1e-4;
   info.rtt_s = rtt_s;
   info.bandwidth_bps = spec.opts.bandwidth_mbps * 1e6;
@@ -267,22 +266,10 @@ void Job::Impl::begin_transfer() {
   }
   apply(first);  // applies and pumps
   // No connection of the first shape could take the probe's over.
-  if (kept_probe.multi) retire(std::move(kept_probe.multi));
+  if (disc.kept_probe.multi) retire(std::move(disc.kept_probe.multi));
   // The first connections take theirs when they connect (on the next turns
   // of the loop); what is left then is closed.
-  if (preconnect_window) {
-    uint64_t wait_us = std::max<uint64_t>(1000000, uint64_t(4 * rtt_s * 1e6));
-    sd_event_add_time_relative(
-        eng.loop(), &preconnect_drop_src.s, CLOCK_MONOTONIC, wait_us, 10000,
-        [](sd_event_source*, uint64_t, void* ud) {
-          auto* self = static_cast<Job::Impl*>(ud);
-          if (!self->preconnected.empty())
-            log::debug("{} connection(s) opened ahead were not needed: closed", self->preconnected.size());
-          self->drop_preconnected();
-          return 0;
-        },
-        this);
-  }
+  disc.hold_preconnected(info.rtt_s);
 }
 
 void Job::Impl::apply(const Params& p) {
@@ -586,7 +573,7 @@ void Job::Impl::finish_job(JobState s) {
     if (f.commit == FileTask::Commit::Ready) f.commit = FileTask::Commit::None;
   }
   retire_all_channels();
-  drop_preconnected();
+  disc.drop_preconnected();
   checkpoint_src.reset();
   retry_src.reset();
   log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
@@ -648,7 +635,7 @@ void Job::Impl::on_request_done(Request* r, CURLcode code) {
   std::unique_ptr<Request> owned = take(r);
   note_connection(r, code);
   if (r->kind == RequestKind::Head) {
-    on_head_done(std::move(owned), code);
+    disc.on_head_done(std::move(owned), code);
     return;
   }
   on_get_done(std::move(owned), code);
@@ -739,8 +726,8 @@ JobProgress Job::Impl::progress() const {
   p.bytes_fetched = bytes_fetched;
   p.bytes_resumed = bytes_resumed;
   p.body_reads = body_reads;
-  p.preconnected = preconnected_opened;
-  p.preconnected_used = preconnected_used;
+  p.preconnected = disc.preconnected_opened;
+  p.preconnected_used = disc.preconnected_used;
   p.files_total = files.size();
   p.files_done = files_done;
   p.files_failed = files_failed;

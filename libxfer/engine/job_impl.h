@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "discovery.h"
 #include "file_work.h"
 #include "request.h"
 #include "xfer/engine.h"
@@ -124,22 +125,7 @@ struct Origin {
   FileTask* probe_file = nullptr;
 };
 
-struct HeadItem {
-  FileTask* file = nullptr;
-  bool probe = false;
-  uint64_t not_before_us = 0;
-  bool fresh_connection = false;
-};
 
-// RAII for an sd-event source.
-struct EventSource {
-  sd_event_source* s = nullptr;
-  ~EventSource() { reset(); }
-  void reset() {
-    if (s) sd_event_source_disable_unref(s);
-    s = nullptr;
-  }
-};
 
 // A commit batch waits for this many files, or this long after its first,
 // while requests are in flight (Job::Impl::gather_commit).
@@ -195,11 +181,6 @@ struct Job::Impl : RequestOwner {
                                     : "certificate verified against the job's own CA certificates only";
   }
 
-  // discovery.cpp: protocol probe per origin, sizes by HEAD
-  void start_discovery();
-  void dispatch_heads();
-  void on_head_done(std::unique_ptr<Request> r, CURLcode code);
-
   // schedule.cpp: the Chunk -> Channel -> Connection tree
   void pump();
   void reconcile(Chunk& c);
@@ -248,53 +229,9 @@ struct Job::Impl : RequestOwner {
   std::map<std::string, Origin> origins;
   std::map<Request*, std::unique_ptr<Request>> requests;
 
-  // Discovery's own multi handle. When discovery opened one connection and
-  // it is still in the pool, the transfer's first connection of a matching
-  // kind takes the handle over (kept_probe): its first request goes out on
-  // that connection instead of opening another (over TLS: one TCP and one TLS
-  // handshake fewer, about 3 RTTs before the first byte). Otherwise its idle
-  // connections close with it when the transfer begins.
-  std::unique_ptr<CurlMulti> discovery;
-  std::deque<HeadItem> heads;
-  int heads_inflight = 0;
-  int discovery_connects = 0;  // connections discovery's requests opened
-  int probe_fd = -1;           // the probe's socket, -1 when not reusable
-  double rtt_s = 0;
-  struct KeptProbe {
-    std::unique_ptr<CurlMulti> multi;
-    std::string origin;
-    int fd = -1;
-    bool tls = false;
-    bool needs_h2 = false;  // h2 was negotiated by ALPN: only a connection offering h2 reuses it
-  } kept_probe;
-  void keep_or_retire_discovery();
-
-  // Connections opened ahead (EngineOptions::preconnect): where the probe
-  // only connects, it and preconnect - 1 more connect-only requests open
-  // their connections at once, and their sockets outlive the requests
-  // (close_socket keeps what is in held_fds). The transfer's first
-  // connections take them (CURLOPT_OPENSOCKETFUNCTION, take_preconnected;
-  // CURL_SOCKOPT_ALREADY_CONNECTED):
-  // its first requests go out one round trip after the probe's connect,
-  // not two. What is not taken is closed a few round trips later.
-  struct Preconnected {
-    int fd = -1;
-    sockaddr_storage peer{};
-    socklen_t len = 0;
-  };
-  std::vector<Preconnected> preconnected;
-  std::set<int> held_fds;      // sockets of preconnect requests: curl's close leaves them open
-  std::set<int> released_fds;  // ...those curl has closed (let go of)
-  size_t preconnected_opened = 0, preconnected_used = 0;
-  EventSource preconnect_drop_src;
-  int preconnects_inflight = 0;     // beside the probes, still connecting
-  uint64_t preconnect_grace_us = 0;  // discovery waits for them until then
-  bool preconnect_window = false;  // Gets look in `preconnected` for their sockets
-  void make_preconnect(Request* r);
-  void end_preconnect(std::unique_ptr<Request> r, bool connected);
-  int take_preconnected(const sockaddr* a, socklen_t len);
-  void drop_preconnected();
-  static int close_socket(void* ud, curl_socket_t fd);
+  // Discovery, its probes, its kept connection and the connections it opened
+  // ahead (discovery.h): it hands the transfer the RTT and those connections.
+  Discovery disc{*this};
   std::unique_ptr<Connection> new_connection(Channel& ch, bool h1);
 
   JobInfo info;

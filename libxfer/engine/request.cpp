@@ -268,11 +268,11 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     }
   }
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
-  if (kind == RequestKind::Get && (flow_monitor || preconnect_window)) {
+  if (kind == RequestKind::Get && (flow_monitor || disc.preconnect_window)) {
     // Every data connection this job opens is the monitor's to follow.
     // Discovery's are not part of the transfer, unless the transfer takes
     // the probe's over (new_connection hands it to the monitor then) or a
-    // socket discovery opened ahead (take_preconnected): their closing is
+    // socket discovery opened ahead (Discovery::take_preconnected): their closing is
     // reported too.
     curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, +[](void* ud, curl_socket_t fd, curlsocktype purpose) {
       auto* req = static_cast<Request*>(ud);
@@ -291,19 +291,19 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     });
     curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   }
-  if (kind == RequestKind::Get && preconnect_window) {
+  if (kind == RequestKind::Get && disc.preconnect_window) {
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, +[](void* ud, curlsocktype purpose, curl_sockaddr* a) {
       auto* req = static_cast<Request*>(ud);
       auto* job = static_cast<Job::Impl*>(req->owner);
       if (purpose == CURLSOCKTYPE_IPCXN) {
-        int fd = job->take_preconnected(&a->addr, a->addrlen);
+        int fd = job->disc.take_preconnected(&a->addr, a->addrlen);
         if (fd >= 0) return curl_socket_t(req->preconnected_fd = fd);
       }
       return curl_socket_t(socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol));
     });
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
   }
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Job::Impl::close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Discovery::close_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
   if (kind == RequestKind::Head) {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);

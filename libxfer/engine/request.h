@@ -37,7 +37,7 @@ struct Request {
   RequestOwner* owner;
   RequestKind kind;
   bool probe = false;  // Head: the per-origin protocol probe
-  // Head: connect-only, its socket kept for the transfer (Job::Impl::preconnected);
+  // Head: connect-only, its socket kept for the transfer (Discovery::take_preconnected);
   // the sockets it opened, which curl does not close.
   bool preconnect = false;
   std::vector<int> held;

@@ -38,7 +38,7 @@ void Job::Impl::arm_retry(uint64_t at_us) {
                       [](sd_event_source*, uint64_t, void* ud) {
                         auto* self = static_cast<Job::Impl*>(ud);
                         self->retry_at_us = 0;
-                        if (self->state == JobState::Discovering) self->dispatch_heads();
+                        if (self->state == JobState::Discovering) self->disc.dispatch();
                         else self->pump();
                         return 0;
                       },
@@ -141,7 +141,7 @@ void Job::Impl::drop_connection(Connection& s, bool requeue_rest) {
 }
 
 std::unique_ptr<Connection> Job::Impl::new_connection(Channel& ch, bool h1) {
-  KeptProbe& k = kept_probe;
+  Discovery::KeptProbe& k = disc.kept_probe;
   if (!k.multi || (k.needs_h2 && h1)) return std::make_unique<Connection>(&ch, std::make_unique<CurlMulti>(eng.loop()), h1);
   auto s = std::make_unique<Connection>(&ch, std::move(k.multi), h1);
   s->tls = k.tls;
