@@ -366,7 +366,7 @@ std::string Service::read_ca(int fd, const std::string& path, std::string* why) 
   lseek(fd, 0, SEEK_SET);  // read again when the job starts
   if (pem.size() > kMaxCaBytes)
     *why = "file " + xfer::shown(path) + " is larger than " + std::to_string(kMaxCaBytes) + " bytes";
-  else if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+  else if (!xfer::has_pem_certificate(pem))
     *why = "file " + xfer::shown(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
   return why->empty() ? pem : std::string();
 }
@@ -427,38 +427,82 @@ void Service::fail(JobEntry& j, const std::string& why) {
                   nlohmann::json{{"state", "failed"}, {"job", j.row.id}, {"error", why}}.dump());
 }
 
-void Service::start(JobEntry& j) {
-  uint64_t id = j.row.id;
-  if (j.check) return;  // its files are being opened as its owner
-  // Carried on after a restart: the destination and the job's CA file are
-  // opened again as the owner, by a child the loop does not wait for.
+// A job's destination and CA file, opened again as its owner when it is
+// carried on after a restart, by a child the loop does not wait for. True
+// when that is under way (start() is called again when it answers).
+bool Service::reopen_as_owner(JobEntry& j) {
   std::string ca_file = j.options.value("ca_file", std::string());
   bool need_dir = j.dir_fd < 0, need_ca = !ca_file.empty() && j.ca_fd < 0;
-  if (need_dir || need_ca) {
-    std::vector<OpenRequest> open;
-    if (need_dir) open.push_back({j.row.dest, OpenAs::WritableDirectory});
-    if (need_ca) open.push_back({ca_file, OpenAs::ReadableFile});
-    JobEntry* jp = &j;
-    std::string why;
-    j.check = checks.start(
-        caller_for(j.row.uid, j.row.gid), std::move(open),
-        [this, jp, need_dir, need_ca](std::vector<int> fds, const std::string& refused, size_t failed) {
-          jp->check = 0;
-          size_t i = 0;
-          if (need_dir) jp->dir_fd = fds[i++];
-          if (need_ca) jp->ca_fd = fds[i++];
-          if (!refused.empty()) {
-            fail(*jp, need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + refused : refused);
-          } else {
-            if (need_dir) jp->dest = dest_key(jp->dir_fd);
-            start(*jp);
-          }
-          start_queued();
-        },
-        &why);
-    if (!j.check) fail(j, need_dir ? why : "ca_file: " + why);
-    return;
+  if (!need_dir && !need_ca) return false;
+  std::vector<OpenRequest> open;
+  if (need_dir) open.push_back({j.row.dest, OpenAs::WritableDirectory});
+  if (need_ca) open.push_back({ca_file, OpenAs::ReadableFile});
+  JobEntry* jp = &j;
+  std::string why;
+  j.check = checks.start(
+      caller_for(j.row.uid, j.row.gid), std::move(open),
+      [this, jp, need_dir, need_ca](std::vector<int> fds, const std::string& refused, size_t failed) {
+        jp->check = 0;
+        size_t i = 0;
+        if (need_dir) jp->dir_fd = fds[i++];
+        if (need_ca) jp->ca_fd = fds[i++];
+        if (!refused.empty()) {
+          fail(*jp, need_ca && failed == (need_dir ? 1 : 0) ? "ca_file: " + refused : refused);
+        } else {
+          if (need_dir) jp->dest = dest_key(jp->dir_fd);
+          start(*jp);
+        }
+        start_queued();
+      },
+      &why);
+  if (!j.check) fail(j, need_dir ? why : "ca_file: " + why);
+  return true;
+}
+
+// https: the job's own CA bundle (opened as its owner at Submit), else the
+// policy's (the admin's, read as root), instead of the system's store.
+// "" with *why set when it is unusable.
+std::string Service::job_ca(JobEntry& j, std::string* why) {
+  std::string ca_pem;
+  if (j.ca_fd >= 0) {
+    std::string bad;
+    ca_pem = read_ca(j.ca_fd, j.options.value("ca_file", std::string()), &bad);
+    close(j.ca_fd);
+    j.ca_fd = -1;
+    if (!bad.empty()) *why = "ca_file: " + bad;
+  } else if (std::string path = j.policy.values.value("ca_file", std::string()); !path.empty()) {
+    try {
+      ca_pem = xfer::read_small_file(path, kMaxCaBytes, "file of PEM certificates");
+    } catch (const std::runtime_error& e) {
+      *why = std::string("policy ca_file: ") + e.what();
+      return "";
+    }
+    if (!xfer::has_pem_certificate(ca_pem))
+      *why = "policy ca_file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
   }
+  return why->empty() ? ca_pem : "";
+}
+
+// The kernel layer: one job at a time may turn it; the others tune the
+// application layer only, and kernel_note says why.
+xfer::KernelLayer* Service::lend_kernel(JobEntry& j, const xfer::JobSetup& setup) {
+  j.kernel_note.clear();
+  if (!j.policy.kernel) {
+    j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
+  } else if (!setup.kernel) {
+    j.kernel_note = "kernel layer off in the config ([kernel] mode)";
+  } else if (kernel_job) {
+    j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
+  } else {
+    kernel = xfer::open_kernel_layer(setup.kernel_config, &j.kernel_note);
+  }
+  if (!j.kernel_note.empty()) log::info("job {}: {}", j.row.id, j.kernel_note);
+  return j.kernel_note.empty() ? kernel.get() : nullptr;
+}
+
+void Service::start(JobEntry& j) {
+  uint64_t id = j.row.id;
+  if (j.check || reopen_as_owner(j)) return;  // its files are being opened as its owner
   if (!j.manifest) {  // carried on after a restart, or the job was paused before it started
     try {
       j.take_manifest(manifest_from_text(store->manifest(id), cfg.max_entries_per_job));
@@ -474,70 +518,44 @@ void Service::start(JobEntry& j) {
   } catch (const xfer::OptionError& e) {
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());  // the config changed since Submit
   }
-  // https: the job's own CA bundle (opened as its owner at Submit), else the
-  // policy's (the admin's, read as root), instead of the system's store.
-  std::string ca_pem;
-  if (j.ca_fd >= 0) {
-    std::string why;
-    ca_pem = read_ca(j.ca_fd, ca_file, &why);
-    close(j.ca_fd);
-    j.ca_fd = -1;
-    if (!why.empty()) return fail(j, "ca_file: " + why);
-  } else if (std::string path = j.policy.values.value("ca_file", std::string()); !path.empty()) {
-    try {
-      ca_pem = xfer::read_small_file(path, kMaxCaBytes, "file of PEM certificates");
-    } catch (const std::runtime_error& e) {
-      return fail(j, std::string("policy ca_file: ") + e.what());
-    }
-    if (ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-      return fail(j, "policy ca_file " + xfer::printable(path) + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
-  }
-
-  // The kernel layer: one job at a time may turn it; the others tune the
-  // application layer only and say so.
-  j.kernel_note.clear();
-  bool lend_kernel = false;
-  if (!j.policy.kernel) {
-    j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
-  } else if (!setup.kernel) {
-    j.kernel_note = "kernel layer off in the config ([kernel] mode)";
-  } else if (kernel_job) {
-    j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
-  } else {
-    kernel = xfer::open_kernel_layer(setup.kernel_config, &j.kernel_note);
-    lend_kernel = kernel != nullptr;
-  }
-  if (!j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
-  setup.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
+  std::string why;
+  std::string ca_pem = job_ca(j, &why);
+  if (!why.empty()) return fail(j, why);
 
   xfer::RunningJobSpec spec;
   spec.id = uint32_t(id);
   spec.algorithm = j.policy.algorithm;
   spec.tuner = setup.tuner;
-  spec.kernel = lend_kernel ? kernel.get() : nullptr;
-  spec.job.manifest = std::move(*j.manifest);
+  spec.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
+  spec.kernel = lend_kernel(j, setup);
+  spec.job = xfer::Job::Spec{std::move(*j.manifest), j.row.dest, setup.engine, j.dir_fd, {j.row.uid, j.row.gid}};
   j.manifest.reset();
-  spec.job.dest_dir = j.row.dest;
-  spec.job.opts = setup.engine;
   spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
   spec.job.opts.ca_pem = std::move(ca_pem);
-  spec.job.dest_dir_fd = j.dir_fd;
-  spec.job.owner = xfer::FileOwner{j.row.uid, j.row.gid};
   spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
   spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
   spec.run.link_source = cfg.values.contains("bandwidth_mbps") ? "configured" : "assumed";
+  bool lent = spec.kernel != nullptr;
   try {
     j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
                                                xfer::SharedParts{flows.get(), machine.get(), history.get()});
   } catch (const std::invalid_argument& e) {  // the tuner
-    if (lend_kernel) kernel.reset();
+    if (lent) kernel.reset();
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
   } catch (const std::exception& e) {  // the Job: its destination
-    if (lend_kernel) kernel.reset();
+    if (lent) kernel.reset();
     return fail(j, e.what());
   }
-  if (lend_kernel) kernel_job = id;
+  if (lent) kernel_job = id;
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
+  follow(j);
+  log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
+  j.run->start();
+}
+
+// What a running job tells the service: each interval (logged, its
+// properties announced), its state changes and its end.
+void Service::follow(JobEntry& j) {
   JobEntry* jp = &j;
   j.run->on_interval = [this, jp](const xfer::IntervalRecord& r) {
     JobEntry& x = *jp;
@@ -545,6 +563,7 @@ void Service::start(JobEntry& j) {
     x.params = r.decided ? *r.decided : o.params;
     x.throughput_bps = o.throughput_bps;
     x.joules = x.run->loop().joules().value_or(0);
+    x.progress = r.progress;
     if (x.kinds.empty())
       for (const xfer::ChunkStatus& c : r.chunks) x.kinds.push_back(xfer::to_string(c.kind));
     std::string ps;
@@ -554,7 +573,6 @@ void Service::start(JobEntry& j) {
     log::info("job {}: {:.1f} Mbit/s, {}, cores {} | {} | {}", x.row.id, o.throughput_bps / 1e6,
               o.joules ? fmt::format("{:.1f} J", *o.joules) : std::string("no energy figure"),
               o.cores ? std::to_string(*o.cores) : std::string("as they are"), ps, o.params.reason);
-    x.progress = r.progress;
     if (on_changed) on_changed(x);
   };
   xfer::Job& job = j.run->job();
@@ -569,8 +587,6 @@ void Service::start(JobEntry& j) {
       set_state(*jp, st);
   };
   job.on_finished = [this, jp] { finished(*jp); };
-  log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
-  j.run->start();
 }
 
 void Service::finished(JobEntry& j) {

@@ -165,6 +165,10 @@ struct Service {
   void forget_oldest_finished(uid_t uid);
   void start_queued();
   void start(JobEntry& j);
+  bool reopen_as_owner(JobEntry& j);  // true: its files are being opened again as its owner
+  std::string job_ca(JobEntry& j, std::string* why);
+  xfer::KernelLayer* lend_kernel(JobEntry& j, const xfer::JobSetup& setup);
+  void follow(JobEntry& j);  // hooks a running job's intervals, states and end to the service
   void fail(JobEntry& j, const std::string& why);  // a job that could not start ends Failed, with the reason
   void finished(JobEntry& j);
   // The one way a job ends: state, error and summary kept, stored, announced.

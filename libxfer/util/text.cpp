@@ -86,4 +86,6 @@ std::string shown(std::string_view s, size_t max_bytes) {
   return printable(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+bool has_pem_certificate(std::string_view text) { return text.find("-----BEGIN CERTIFICATE-----") != std::string_view::npos; }
+
 }  // namespace xfer

@@ -106,194 +106,204 @@ void raise_fd_limit() {
 
 
 
-int run(const RunArgs& a) {
-  xfer::log::set_level(a.log_level);
-  raise_fd_limit();
+// What `xferctl run` reads and checks before it fetches anything: a bad
+// manifest, option, table, CA file or history is a usage error with nothing
+// fetched.
+struct RunInputs {
   xfer::Manifest manifest;
+  std::string policy;
+  xfer::JobSetup setup;
+  std::string table_path;
+  std::shared_ptr<const xfer::hla::ParamTable> table;
+  std::unique_ptr<xfer::hla::History> history;
+};
+
+int prepare(const RunArgs& a, RunInputs& in) {
   try {
-    manifest = xfer::load_manifest(a.manifest);
+    in.manifest = xfer::load_manifest(a.manifest);
   } catch (const xfer::ManifestError& e) {
     fmt::print(stderr, "xferctl: manifest rejected, nothing fetched:\n{}\n", e.what());
     return kUsage;
   }
-
   const xfer::OptionValues& o = a.options;
   bool fixed = o.contains("cc") || o.contains("p") || o.contains("pp");
-  std::string policy = a.sla.empty() ? (fixed ? "static" : "min-energy") : a.sla;
+  in.policy = a.sla.empty() ? (fixed ? "static" : "min-energy") : a.sla;
   xfer::OptionLayers layers;
   layers.defaults = path_defaults();
   layers.job = o;
   layers.job_scope = xfer::kRun;
-  xfer::JobSetup setup;
   try {
-    setup = xfer::setup_job(policy, layers);
+    in.setup = xfer::setup_job(in.policy, layers);
   } catch (const std::invalid_argument& e) {  // OptionError
     fmt::print(stderr, "xferctl: {}\n", e.what());
     return kUsage;
   }
-  const xfer::OptionValues& v = setup.values;
-
-  // The parameter table from xfer-hla analyze, when given: checked here, so
-  // a wrong file is an error before anything is fetched.
-  std::shared_ptr<const xfer::hla::ParamTable> table;
-  std::string table_path = v.value("hla_table", std::string());
-  if (!table_path.empty()) {
+  const xfer::OptionValues& v = in.setup.values;
+  // The parameter table from xfer-hla analyze, when given.
+  in.table_path = v.value("hla_table", std::string());
+  if (!in.table_path.empty()) {
     try {
-      table = std::make_shared<const xfer::hla::ParamTable>(xfer::hla::load_table(table_path));
+      in.table = std::make_shared<const xfer::hla::ParamTable>(xfer::hla::load_table(in.table_path));
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: --hla-table: {}; nothing fetched\n", xfer::printable(e.what()));
       return kUsage;
     }
-    xfer::log::info("hla table: {}: {}", table_path, xfer::hla::describe(*table));
+    xfer::log::info("hla table: {}: {}", in.table_path, xfer::hla::describe(*in.table));
   }
-  setup.tuner.hla_table = table;
-
-  xfer::EngineOptions opts = setup.engine;
+  in.setup.tuner.hla_table = in.table;
   if (v.contains("ca_file")) {
     std::string ca_file = v["ca_file"].get<std::string>();
+    std::string& pem = in.setup.engine.ca_pem;
     try {
-      opts.ca_pem = xfer::read_small_file(ca_file, 1 << 20, "file of PEM certificates");
+      pem = xfer::read_small_file(ca_file, 1 << 20, "file of PEM certificates");
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: --ca-file: {}\n", xfer::printable(e.what()));
       return kUsage;
     }
-    if (opts.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    if (!xfer::has_pem_certificate(pem)) {
       fmt::print(stderr, "xferctl: --ca-file {}: not a file of PEM certificates\n", xfer::printable(ca_file));
       return kUsage;
     }
   }
-
   // The transfer history, when asked for: a path or a postgresql:// URL
   // (journaled locally first; a server that is away delays no transfer).
-  std::unique_ptr<xfer::hla::History> history;
   if (v.contains("history")) {
     xfer::hla::HistoryOptions ho;
     ho.journal = v.value("history_journal", std::string());
     try {
       if (ho.journal.empty() && xfer::hla::is_postgres_url(v["history"].get<std::string>())) ho.journal = default_journal();
-      history = xfer::hla::open_history(v["history"].get<std::string>(), ho);
+      in.history = xfer::hla::open_history(v["history"].get<std::string>(), ho);
     } catch (const std::exception& e) {
       fmt::print(stderr, "xferctl: --history: {}; nothing fetched\n", xfer::printable(e.what()));
       return kUsage;
     }
   }
+  return kOk;
+}
 
-  sd_event* loop = nullptr;
-  sd_event_new(&loop);
-  block_stop_signals();  // sd-event receives them
+// The progress bar on stderr, redrawn every 250 ms while the loop runs.
+struct ProgressDisplay {
+  xfer::Job* job;
+  xferctl::ProgressBar bar;
+  void attach(sd_event* loop) {
+    sd_event_add_time_relative(
+        loop, nullptr, CLOCK_MONOTONIC, 0, 50000,
+        [](sd_event_source* s, uint64_t, void* ud) {
+          auto* d = static_cast<ProgressDisplay*>(ud);
+          std::vector<xferctl::ChunkKnobs> knobs;
+          for (const xfer::ChunkStatus& c : d->job->chunks())
+            knobs.push_back({xfer::to_string(c.kind), c.params.cc, c.params.p, c.params.pp});
+          d->bar.draw(d->job->progress(), xferctl::params_in_words(knobs));
+          sd_event_source_set_time_relative(s, 250000);
+          sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+          return 0;
+        },
+        this);
+  }
+};
 
-  int rc = kOk;
+// The job, on the loop, with the shared parts (flow monitor, machine, kernel
+// layer, history); its result printed. Returns the exit code.
+int transfer(const RunArgs& a, RunInputs& in, sd_event* loop) {
+  const xfer::OptionValues& v = in.setup.values;
   std::unique_ptr<xfer::FlowMonitor> monitor;
   // Loaded while the job's discovery runs (signals are blocked by now, so
   // the loading thread takes none).
   if (v["flows"] != "off") monitor = xfer::make_flow_monitor_deferred(v["flows"] == "ebpf");
   std::unique_ptr<xfer::Machine> machine;
-  std::unique_ptr<xfer::KernelLayer> kernel;  // restores cores / frequency when it goes (after the job)
-  std::string kernel_note = setup.kernel ? "" : "--kernel off";
   try {
     machine = xfer::make_machine(xfer::load_power_model(v["power_model"].get<std::string>()),
                                  v["energy_scope"] == "process" ? xfer::EnergyScope::Process : xfer::EnergyScope::Machine);
   } catch (const std::exception& e) {
     fmt::print(stderr, "xferctl: {}\n", e.what());
-    sd_event_unref(loop);
     return kUsage;
   }
   // The transfer goes on without the kernel layer when it cannot have it
   // (someone else's journal, or this user may not keep one), and says so.
-  if (setup.kernel) {
-    kernel = xfer::open_kernel_layer(setup.kernel_config, &kernel_note);
+  // It restores cores and frequency when it goes, after the job.
+  std::string kernel_note = in.setup.kernel ? "" : "--kernel off";
+  std::unique_ptr<xfer::KernelLayer> kernel;
+  if (in.setup.kernel) {
+    kernel = xfer::open_kernel_layer(in.setup.kernel_config, &kernel_note);
     if (!kernel) xfer::log::warn("{}", kernel_note);
   }
-  {
-    xfer::Engine engine(loop);
-    xfer::RunningJobSpec spec;
-    spec.algorithm = policy;
-    spec.tuner = setup.tuner;
-    spec.kernel = kernel.get();
-    spec.job = xfer::Job::Spec{std::move(manifest), a.dest, opts};
-    spec.run.tool = "xferctl", spec.run.job_id = getpid(), spec.run.policy = policy, spec.run.algorithm = policy;
-    spec.run.link_source = o.contains("bandwidth_mbps") ? "configured" : "assumed";
-    if (v.contains("loss_pct")) spec.run.loss_pct = v["loss_pct"].get<double>();
-    if (v.contains("label")) spec.run.label = v["label"].get<std::string>();
-    std::unique_ptr<xfer::RunningJob> running;
-    try {
-      running = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
-                                                   xfer::SharedParts{monitor.get(), machine.get(), history.get()});
-    } catch (const std::invalid_argument& e) {  // an unknown --sla
-      fmt::print(stderr, "xferctl: {}\n", e.what());
-      sd_event_unref(loop);
-      return kUsage;
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "xferctl: {}; nothing fetched\n", e.what());
-      sd_event_unref(loop);
-      return kFatal;
-    }
-    xfer::Job* job = &running->job();
-    bool interrupted = false;
-    job->on_finished = [&] { sd_event_exit(loop, 0); };
-    auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
-      auto* st = static_cast<std::pair<xfer::Job*, bool*>*>(ud);
-      *st->second = true;
-      st->first->cancel();  // progress records are written; run again to resume
-      return 0;
-    };
-    std::pair<xfer::Job*, bool*> sigstate{job, &interrupted};
-    sd_event_add_signal(loop, nullptr, SIGINT, on_signal, &sigstate);
-    sd_event_add_signal(loop, nullptr, SIGTERM, on_signal, &sigstate);
-
-    bool show_bar = !a.no_progress && isatty(STDERR_FILENO);
-    struct BarState {
-      xfer::Job* job;
-      xferctl::ProgressBar bar;
-    } bar{job, {}};
-    if (show_bar) {
-      sd_event_add_time_relative(
-          loop, nullptr, CLOCK_MONOTONIC, 0, 50000,
-          [](sd_event_source* s, uint64_t, void* ud) {
-            auto* b = static_cast<BarState*>(ud);
-            std::vector<xferctl::ChunkKnobs> knobs;
-            for (const xfer::ChunkStatus& c : b->job->chunks())
-              knobs.push_back({xfer::to_string(c.kind), c.params.cc, c.params.p, c.params.pp});
-            b->bar.draw(b->job->progress(), xferctl::params_in_words(knobs));
-            sd_event_source_set_time_relative(s, 250000);
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-            return 0;
-          },
-          &bar);
-    }
-
-    running->start();
-    if (job->state() == xfer::JobState::Discovering || job->state() == xfer::JobState::Running) sd_event_loop(loop);
-    if (show_bar) bar.bar.finish();
-
-    nlohmann::json s = running->report();
-    if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
-    if (table)
-      s["hla_table"] = {{"file", table_path}, {"strata", table->strata.size()}, {"version", table->version},
-                        {"loaded", xfer::hla::describe(*table)}};
-    if (a.json) std::cout << s.dump(2) << std::endl;
-    else xferctl::print_result(s);
-    if (interrupted) {
-      fmt::print(stderr, "xferctl: interrupted; progress saved, run the same command again to resume\n");
-      rc = kInterrupted;
-    } else if (job->state() == xfer::JobState::Failed) {
-      rc = kFatal;
-    } else if (!job->failed().empty()) {
-      rc = kSomeFailed;
-    }
-    running->record_end(interrupted ? "cancelled" : xfer::to_string(job->state()));
-    if (history) {
-      if (!history->flush(5))
-        fmt::print(stderr, "xferctl: history: {} rows wait in the journal of {} ({}); they go at the next run\n",
-                   history->unshipped(), history->where(),
-                   xfer::printable(history->ship_error()));
-    }
-    running.reset();  // the loop, the recorder, the Job; then the kernel layer restores
+  xfer::Engine engine(loop);
+  xfer::RunningJobSpec spec;
+  spec.algorithm = in.policy;
+  spec.tuner = in.setup.tuner;
+  spec.kernel = kernel.get();
+  spec.job = xfer::Job::Spec{std::move(in.manifest), a.dest, in.setup.engine};
+  spec.run.tool = "xferctl", spec.run.job_id = getpid(), spec.run.policy = in.policy, spec.run.algorithm = in.policy;
+  spec.run.link_source = a.options.contains("bandwidth_mbps") ? "configured" : "assumed";
+  if (v.contains("loss_pct")) spec.run.loss_pct = v["loss_pct"].get<double>();
+  if (v.contains("label")) spec.run.label = v["label"].get<std::string>();
+  std::unique_ptr<xfer::RunningJob> running;
+  try {
+    running = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
+                                                 xfer::SharedParts{monitor.get(), machine.get(), in.history.get()});
+  } catch (const std::invalid_argument& e) {  // an unknown --sla
+    fmt::print(stderr, "xferctl: {}\n", e.what());
+    return kUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xferctl: {}; nothing fetched\n", e.what());
+    return kFatal;
   }
-  sd_event_unref(loop);
+  xfer::Job* job = &running->job();
+  bool interrupted = false;
+  job->on_finished = [&] { sd_event_exit(loop, 0); };
+  auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* ud) {
+    auto* st = static_cast<std::pair<xfer::Job*, bool*>*>(ud);
+    *st->second = true;
+    st->first->cancel();  // progress records are written; run again to resume
+    return 0;
+  };
+  std::pair<xfer::Job*, bool*> sigstate{job, &interrupted};
+  sd_event_add_signal(loop, nullptr, SIGINT, on_signal, &sigstate);
+  sd_event_add_signal(loop, nullptr, SIGTERM, on_signal, &sigstate);
+  ProgressDisplay display{job, {}};
+  bool show_bar = !a.no_progress && isatty(STDERR_FILENO);
+  if (show_bar) display.attach(loop);
+
+  running->start();
+  if (job->state() == xfer::JobState::Discovering || job->state() == xfer::JobState::Running) sd_event_loop(loop);
+  if (show_bar) display.bar.finish();
+
+  nlohmann::json s = running->report();
+  if (!kernel_note.empty()) s["kernel"]["note"] = kernel_note;
+  if (in.table)
+    s["hla_table"] = {{"file", in.table_path}, {"strata", in.table->strata.size()}, {"version", in.table->version},
+                      {"loaded", xfer::hla::describe(*in.table)}};
+  if (a.json) std::cout << s.dump(2) << std::endl;
+  else xferctl::print_result(s);
+  int rc = kOk;
+  if (interrupted) {
+    fmt::print(stderr, "xferctl: interrupted; progress saved, run the same command again to resume\n");
+    rc = kInterrupted;
+  } else if (job->state() == xfer::JobState::Failed) {
+    rc = kFatal;
+  } else if (!job->failed().empty()) {
+    rc = kSomeFailed;
+  }
+  running->record_end(interrupted ? "cancelled" : xfer::to_string(job->state()));
+  if (in.history && !in.history->flush(5))
+    fmt::print(stderr, "xferctl: history: {} rows wait in the journal of {} ({}); they go at the next run\n",
+               in.history->unshipped(), in.history->where(), xfer::printable(in.history->ship_error()));
+  running.reset();  // the loop, the recorder, the Job; then the kernel layer restores
   return rc;
 }
 
+int run(const RunArgs& a) {
+  xfer::log::set_level(a.log_level);
+  raise_fd_limit();
+  RunInputs in;
+  if (int rc = prepare(a, in); rc != kOk) return rc;
+  sd_event* loop = nullptr;
+  sd_event_new(&loop);
+  block_stop_signals();  // sd-event receives them
+  int rc = transfer(a, in, loop);
+  sd_event_unref(loop);
+  return rc;
+}
 
 // xferctl energy: the source and a reading every second until interrupted.
 int energy(const std::string& model_path, int count) {

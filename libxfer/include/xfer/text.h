@@ -21,6 +21,9 @@ std::string printable(std::string_view s);
 // is echoed into replies and logs bounded, however long it was.
 std::string shown(std::string_view s, size_t max_bytes = 256);
 
+// Whether text holds a PEM certificate (a CA bundle's "-----BEGIN CERTIFICATE-----").
+bool has_pem_certificate(std::string_view text);
+
 // s for XML/SVG text: <, > and & as entities.
 std::string xml_escape(std::string_view s);
 
