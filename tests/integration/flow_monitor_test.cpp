@@ -16,67 +16,16 @@
 #include <thread>
 
 #include "fixture.h"
+#include "link.h"
 #include "xfer/running_job.h"
 #include "xfer/control_loop.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/machine.h"
+#include "xfer/stats.h"
 
 namespace fs = std::filesystem;
 using namespace xtest;
 
-namespace {
-
-// A link with nginx in its server namespace, torn down on destruction.
-struct Link {
-  Link(const std::string& name, int index, const std::string& args, const Dataset& d) : name(name), index(index) {
-    work = make_temp_dir("flowlink");
-    pid = fork();
-    if (pid == 0) {
-      freopen((work + "/link.out").c_str(), "w", stdout);
-      execl("/bin/sh", "sh", "-c",
-            ("exec " + bin("xfer-linkemu") + " up --name " + name + " --index " + std::to_string(index) + " " + args).c_str(),
-            nullptr);
-      _exit(127);
-    }
-    for (int i = 0; i < 100; ++i) {
-      std::ifstream f(work + "/link.out");
-      std::string line;
-      if (std::getline(f, line) && line.find("\"ready\":true") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    server_ip = "10.201." + std::to_string(index) + ".2";
-    nginx_ok = sh("ip netns exec xfer-" + name + "-s bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh start " +
-                  work + "/nginx " + d.dir + " 8080 8081 2m " + server_ip + " > /dev/null") == 0;
-  }
-  ~Link() {
-    sh("bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh stop " + work + "/nginx");
-    kill(pid, SIGTERM);
-    waitpid(pid, nullptr, 0);
-    fs::remove_all(work);
-  }
-  // xferctl run in the client namespace; its --json result.
-  nlohmann::json run(const std::string& manifest_text, const std::string& args) {
-    std::ofstream(work + "/m.txt") << manifest_text;
-    fs::create_directories(work + "/dest");
-    int rc = sh("ip netns exec xfer-" + name + "-c " + bin("xferctl") + " run --manifest " + work + "/m.txt --dest " + work +
-                "/dest --json --no-progress " + args + " > " + work + "/out.json 2> " + work + "/err.txt");
-    EXPECT_EQ(rc, 0) << "see " << work << "/err.txt";
-    std::ifstream in(work + "/out.json");
-    return nlohmann::json::parse(in, nullptr, false);
-  }
-  std::string name, work, server_ip;
-  int index;
-  pid_t pid = -1;
-  bool nginx_ok = false;
-};
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 TEST(FlowMonitor, EbpfLoadsAndAttaches) {
   ASSERT_EQ(geteuid(), 0u) << "the suite runs as root";
@@ -114,7 +63,7 @@ TEST_P(FlowMonitorOverLink, RttBytesAndFlowsMatchTheLink) {
     if (e["rtt_ms"].get<double>() > 0) rtts.push_back(e["rtt_ms"].get<double>());
     most_flows = std::max(most_flows, e["flows"].get<int>());
   }
-  double m = median(rtts);
+  double m = xfer::median(rtts);
   std::printf("RTT %d ms: measured median %.2f ms over %zu intervals (error %.1f%%)\n", rtt, m, rtts.size(),
               100 * (m - rtt) / rtt);
   EXPECT_NEAR(m, rtt, 0.10 * rtt);
@@ -151,91 +100,8 @@ TEST(FlowMonitor, CrossTrafficShowsAsExternalLoad) {
     if (e.contains("ext_load")) ext.push_back(e["ext_load"].get<double>());
   ASSERT_GE(ext.size(), 8u);
   ext.erase(ext.begin());  // the first interval has no interface baseline
-  double m = median(ext);
+  double m = xfer::median(ext);
   std::printf("external load: median %.3f over %zu intervals (configured 0.40)\n", m, ext.size());
   EXPECT_NEAR(m, 0.40, 0.10);
 }
 
-// Two jobs at once over one 200 Mbit/s link, on one Machine as the daemon
-// has it: neither sees the other's traffic as external load, and their
-// joules add up to what the machine's meter counted while they ran (each is
-// charged its share, not the whole machine). Run in a child that enters the
-// link's client namespace.
-TEST(SharedMachine, TwoConcurrentJobsAreChargedTheirShareOnly) {
-  Dataset d = dataset(20, 4, 1, 0.5);
-  Link link("fm2", 249, "--rate-mbps 200 --rtt-ms 10 --queue-bytes 262144", d);
-  ASSERT_TRUE(link.nginx_ok);
-  Dataset video;
-  for (auto& f : d.files)
-    if (f.name.rfind("video-", 0) == 0) video.files.push_back(f), video.bytes += f.size;
-  ASSERT_EQ(video.files.size(), 1u);
-  std::string manifest = video.manifest("http://" + link.server_ip + ":8080/");
-  std::string out = link.work + "/two.json";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int ns = open(("/run/netns/xfer-" + link.name + "-c").c_str(), O_RDONLY | O_CLOEXEC);
-    if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
-    nlohmann::json result;
-    sd_event* ev = nullptr;
-    sd_event_new(&ev);
-    {
-      xfer::Engine engine(ev);
-      auto flows = xfer::make_flow_monitor(true);
-      auto machine = xfer::make_machine({}, xfer::EnergyScope::Machine);
-      xfer::EngineOptions opts;
-      opts.interval_ms = 500;
-      opts.bandwidth_mbps = 200;
-      std::vector<std::unique_ptr<xfer::RunningJob>> jobs;
-      int running = 2;
-      for (uint32_t i = 1; i <= 2; ++i) {
-        std::string dest = link.work + "/dest" + std::to_string(i);
-        fs::create_directories(dest);
-        xfer::RunningJobSpec spec;
-        spec.id = i;
-        spec.algorithm = "static";
-        spec.tuner.fixed = xfer::ChunkParams{1, 1, 1};
-        spec.job = xfer::Job::Spec{xfer::parse_manifest(manifest, "m"), dest, opts};
-        jobs.push_back(std::make_unique<xfer::RunningJob>(engine, std::move(spec),
-                                                          xfer::SharedParts{flows.get(), machine.get(), nullptr}));
-        jobs.back()->job().on_finished = [&] {
-          if (--running == 0) sd_event_exit(ev, 0);
-        };
-      }
-      for (auto& j : jobs) j->start();
-      sd_event_loop(ev);
-      for (auto& j : jobs) result["jobs"].push_back(j->report());
-      result["machine_joules"] = machine->joules_shared();
-      result["source"] = machine->meter()->source();
-      jobs.clear();
-    }
-    sd_event_unref(ev);
-    std::ofstream(out) << result.dump();
-    _exit(0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
-  std::ifstream in(out);
-  nlohmann::json r = nlohmann::json::parse(in, nullptr, false);
-  ASSERT_TRUE(r.is_object());
-  ASSERT_EQ(r["jobs"].size(), 2u);
-  double sum = 0;
-  for (const auto& j : r["jobs"]) {
-    ASSERT_EQ(j["state"], "done") << j.dump(1);
-    EXPECT_EQ(j["bytes_fetched"].get<uint64_t>(), video.bytes);
-    std::vector<double> ext;
-    for (const auto& e : j["timeline"])
-      if (e.contains("ext_load")) ext.push_back(e["ext_load"].get<double>());
-    ASSERT_GE(ext.size(), 6u);
-    double m = median(ext);
-    double joules = j["energy"]["joules"].get<double>();
-    std::printf("job: %zu intervals, external load median %.3f (the other job's traffic is not external), %.2f J (%s)\n",
-                ext.size(), m, joules, j["energy"]["source"].get<std::string>().c_str());
-    EXPECT_LT(m, 0.05);
-    EXPECT_GT(joules, 0);
-    sum += joules;
-  }
-  double machine = r["machine_joules"].get<double>();
-  std::printf("jobs' joules %.3f J, the machine's meter while they ran %.3f J\n", sum, machine);
-  EXPECT_NEAR(sum, machine, 1e-6 * machine);
-}
