@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "xfer/kernel_knobs.h"
 #include "xfer/log.h"
 
 namespace xfer {
@@ -184,8 +185,9 @@ IntervalRecord ControlLoop::observe() {
     o.cpu_pct = s.cpu_pct;
   }
   if (KernelLayer* k = parts_.kernel) {
-    o.cores = k->cores();
-    if (k->freq_khz() > 0) o.freq_khz = k->freq_khz();
+    Params set = k->in_effect();
+    for (const KernelKnobDef& d : kernel_knobs())
+      if (long v = d.get(set); v > 0) d.observe(o, v);
   }
   last_us_ = now;
   last_bytes_ = p.bytes_fetched;
@@ -194,13 +196,11 @@ IntervalRecord ControlLoop::observe() {
 
 void ControlLoop::apply_kernel(const Params& p) {
   KernelLayer* k = parts_.kernel;
-  bool changed = p.cores != current_.cores || p.freq_khz != current_.freq_khz;
-  if (!k || !changed || (p.cores <= 0 && p.freq_khz <= 0)) return;
-  std::string err = k->apply(p.cores, p.freq_khz);
+  if (!k || !kernel_differs(p, current_) || describe_kernel(p).empty()) return;
+  std::string err = k->apply(p);
   if (!err.empty()) kernel_error_ = err;
   ++kernel_changes_;
-  log::info("kernel: {} cores ({}){} ({})", k->cores(), k->mode_name(),
-            p.freq_khz > 0 ? fmt::format(", {} kHz", p.freq_khz) : std::string(), p.reason);
+  log::info("kernel: {} ({}) ({})", describe_kernel(k->in_effect()), k->mode_name(), p.reason);
 }
 
 void ControlLoop::apply(const Params& p) {

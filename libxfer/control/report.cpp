@@ -2,6 +2,7 @@
 // typed data. Its names are the ones `xferctl run --json`, the daemon's
 // stored summary and the README document.
 #include "xfer/control_loop.h"
+#include "xfer/kernel_knobs.h"
 
 namespace xfer {
 
@@ -34,8 +35,8 @@ json interval_json(const IntervalRecord& r) {
             {"reason", o.params.reason}};
   if (o.joules) e["joules"] = *o.joules;
   if (o.dynamic_joules) e["dynamic_joules"] = *o.dynamic_joules;
-  if (o.cores) e["cores"] = *o.cores;
-  if (o.freq_khz) e["freq_khz"] = *o.freq_khz;
+  for (const KernelKnobDef& d : kernel_knobs())
+    if (long v = d.observed(o); v > 0) e[d.column] = v;
   if (o.params.rate_cap_bps > 0) e["rate_cap_mbps"] = o.params.rate_cap_bps / 1e6;
   if (o.flow) {
     e["flow_throughput_mbps"] = o.flow->throughput_bps / 1e6;
@@ -111,8 +112,10 @@ json job_report(const Job& job, const ControlLoop* loop) {
                    {"share", Machine::kShareBasis}};
   }
   if (KernelLayer* k = parts.kernel) {
-    j["kernel"] = {{"mode", k->mode_name()}, {"cores", k->cores()}, {"changes", loop->kernel_changes()}};
-    if (k->freq_khz()) j["kernel"]["freq_khz"] = k->freq_khz();
+    j["kernel"] = {{"mode", k->mode_name()}, {"changes", loop->kernel_changes()}};
+    Params set = k->in_effect();
+    for (const KernelKnobDef& d : kernel_knobs())
+      if (long v = d.get(set); v > 0) j["kernel"][d.column] = v;
     if (!loop->kernel_error().empty()) j["kernel"]["error"] = loop->kernel_error();
   }
   if (FlowMonitor* f = parts.flows) {

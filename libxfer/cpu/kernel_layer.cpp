@@ -30,6 +30,13 @@ KernelLayer::~KernelLayer() = default;  // ~KernelJournal restores
 
 int KernelLayer::cores() const { return cores_.online(); }
 
+Params KernelLayer::in_effect() const {
+  Params p;
+  p.cores = cores();
+  p.freq_khz = freq_set_;
+  return p;
+}
+
 KernelCaps KernelLayer::caps() const {
   KernelCaps k;
   k.cores = true;

@@ -1,5 +1,7 @@
 #include "kernel_plan.h"
 
+#include "xfer/kernel_knobs.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -12,46 +14,19 @@ int KernelPlan::cores_for(int channels, const KernelCaps& caps) {
 
 namespace {
 
-// The kernel knobs as data: each one's name and unit, its levels from what
-// the kernel layer found, where a goal starts it, and where its value goes
-// in Params. In the down order (frequency first: the cheaper step back).
-// A new knob is one row here, its levels in KernelCaps, a field in Params
-// and its actuation in KernelLayer.
-struct KnobRow {
-  const char* name;
-  const char* unit;
-  std::vector<long> (*levels)(const KernelCaps& caps);
-  long (*start)(const KernelCaps& caps, KernelPlan::Goal goal, int channels);  // a level, or <= 0: the top
-  long (*get)(const Params& p);
-  void (*put)(Params& p, long v);
-};
+// Where a goal starts each knob of the table (xfer/kernel_knobs.h): a
+// level, or <= 0 for the top. A knob without a rule here starts at the top.
+long start_of(const KernelKnobDef& d, const KernelCaps& c, KernelPlan::Goal g, int channels) {
+  if (std::string(d.name) != "cores") return 0;
+  return g == KernelPlan::Goal::Raise   ? c.cores_present
+         : g == KernelPlan::Goal::Least ? std::max(1, c.min_cores)
+                                        : KernelPlan::cores_for(channels, c);
+}
 
-const KnobRow kKnobRows[] = {
-    {"frequency", "kHz",
-     [](const KernelCaps& c) { return c.freq ? c.freqs_khz : std::vector<long>{}; },
-     [](const KernelCaps&, KernelPlan::Goal, int) { return 0L; },  // the top
-     [](const Params& p) { return p.freq_khz; },
-     [](Params& p, long v) { p.freq_khz = v; }},
-    {"cores", "cores",
-     [](const KernelCaps& c) {
-       std::vector<long> l;
-       if (c.cores)
-         for (int n = std::max(1, c.min_cores); n <= std::max(1, c.cores_present); ++n) l.push_back(n);
-       return l;
-     },
-     [](const KernelCaps& c, KernelPlan::Goal g, int channels) {
-       return long(g == KernelPlan::Goal::Raise   ? c.cores_present
-                   : g == KernelPlan::Goal::Least ? std::max(1, c.min_cores)
-                                                  : KernelPlan::cores_for(channels, c));
-     },
-     [](const Params& p) { return long(p.cores); },
-     [](Params& p, long v) { p.cores = int(v); }},
-};
-
-const KnobRow& row_of(const KernelKnob& k) {
-  for (const KnobRow& r : kKnobRows)
-    if (k.name == r.name) return r;
-  return kKnobRows[0];  // not reached: every knob is made from a row
+const KernelKnobDef& def_of(const KernelKnob& k) {
+  for (const KernelKnobDef& d : kernel_knobs())
+    if (k.name == d.name) return d;
+  return kernel_knobs().front();  // not reached: every knob is made from a row
 }
 
 // The index of the level nearest v.
@@ -71,9 +46,9 @@ KernelKnob* KernelPlan::knob(const char* name) {
 }
 
 void KernelPlan::put(Params& p) const {
-  for (const KnobRow& r : kKnobRows) r.put(p, 0);
+  for (const KernelKnobDef& d : kernel_knobs()) d.set(p, 0);
   if (!enabled_) return;
-  for (const KernelKnob& k : knobs_) row_of(k).put(p, k.value());
+  for (const KernelKnob& k : knobs_) def_of(k).set(p, k.value());
 }
 
 bool KernelPlan::at_top() const {
@@ -93,10 +68,10 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   goal_ = goal;
   knobs_.clear();
   probe_ = -1;
-  for (const KnobRow& r : kKnobRows) {
-    KernelKnob k{r.name, r.unit, r.levels(caps)};
+  for (const KernelKnobDef& d : kernel_knobs()) {
+    KernelKnob k{d.name, d.unit, d.levels(caps)};
     if (k.levels.empty()) continue;
-    long start = r.start(caps, goal, channels);
+    long start = start_of(d, caps, goal, channels);
     k.index = goal == Goal::Hold ? -1 : start <= 0 ? int(k.levels.size()) - 1 : nearest(k.levels, start);
     knobs_.push_back(std::move(k));
   }
@@ -108,7 +83,7 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
   }
   put(p);
   if (goal == Goal::Hold) return "";
-  std::string r = fmt::format("kernel: {} cores{}", p.cores, p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : "");
+  std::string r = "kernel: " + describe_kernel(p);
   if (goal == Goal::Raise) r += " (all, top frequency: throughput first)";
   else if (goal == Goal::Least) r += fmt::format(" (the floor; one more only while the online cores are {:.0f}% busy and it lowers J/byte)", kBusyPct);
   else r += fmt::format(" (ceil({} channels / {}))", channels, kChannelsPerCore);
@@ -119,7 +94,7 @@ std::string KernelPlan::hold(const KernelCaps& caps, bool enabled, const Params&
   init(caps, enabled, Goal::Hold, 0, p);
   std::string said;
   for (KernelKnob& k : knobs_) {
-    long v = row_of(k).get(want);
+    long v = def_of(k).get(want);
     if (v <= 0) continue;  // left as the kernel has it
     k.index = nearest(k.levels, v);
     if (k.value() != v) said += fmt::format("{}{} {} asked, {} within reach", said.empty() ? "" : "; ", v, k.unit, k.value());
@@ -207,8 +182,7 @@ std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int cha
     k.settled = true;
     put(p);
     return changed(KernelStep::Kind::Raised, k,
-                   fmt::format("kernel: goal missed, up to {} cores{}", p.cores,
-                               p.freq_khz ? fmt::format(", {} kHz", p.freq_khz) : ""),
+                   "kernel: goal missed, up to " + describe_kernel(p),
                    p);
   }
   return std::nullopt;
@@ -221,8 +195,7 @@ nlohmann::json KernelPlan::summary() const {
   Params p;
   put(p);
   j["mode"] = caps_.cores_mode;
-  j["cores"] = p.cores;
-  j["freq_khz"] = p.freq_khz;
+  for (const KernelKnobDef& d : kernel_knobs()) j[d.column] = d.get(p);
   j["changes"] = changes_;
   return j;
 }

@@ -30,12 +30,11 @@
 // kernel's receive path (softirq), disk writeback and checksumming, whose
 // load grows with the number of connections. kChannelsPerCore is where the
 // Scale rule starts; Lower then corrects it by measurement.
-// The knobs are data (in the way thermal_daemon's cooling devices are): a
-// table of rows (kernel_plan.cpp: name, unit, levels, start, where the value
-// goes in Params) makes each KernelKnob, with its levels, ascending, and
-// where it stands; one controller steps any of them, in a given order (down:
-// frequency, then cores; up: cores, then frequency). A new knob (uncore
-// frequency, a RAPL power cap) is one more row.
+// The knobs are data (xfer/kernel_knobs.h, in the way thermal_daemon's
+// cooling devices are): each row of that table makes a KernelKnob, with its
+// levels, ascending, and where it stands; one controller steps any of them,
+// in the table's order (down: frequency, then cores; up: the reverse). A new
+// knob (uncore frequency, a RAPL power cap) is one more row there.
 #pragma once
 
 #include <nlohmann/json.hpp>

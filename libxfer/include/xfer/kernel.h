@@ -141,6 +141,9 @@ class KernelLayer {
   KernelCaps caps() const;
   // 0 leaves a knob alone. Returns "" or why it could not be done (logged).
   std::string apply(int cores, long freq_khz);
+  std::string apply(const Params& p) { return apply(p.cores, p.freq_khz); }
+  // Every knob of xfer/kernel_knobs.h as it stands now (0: not set by us).
+  Params in_effect() const;
   int cores() const;
   long freq_khz() const { return freq_set_; }
   const std::string& mode_name() const { return mode_; }

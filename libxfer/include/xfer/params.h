@@ -23,9 +23,6 @@ struct Params {
   long freq_khz = 0;                // 0: leave the kernel layer alone
   double rate_cap_bps = 0;          // 0: none; else the job's receive rate is held near this
   std::string reason;               // why the tuner chose these (logged, in the timeline)
-  bool same_knobs(const Params& o) const {
-    return chunks == o.chunks && cores == o.cores && freq_khz == o.freq_khz && rate_cap_bps == o.rate_cap_bps;
-  }
   int total_channels() const {  // the papers' channels: sum of cc over chunks
     int n = 0;
     for (const ChunkParams& c : chunks) n += c.cc;
