@@ -276,9 +276,7 @@ void check_config(const Config& c) {
       throw ConfigError(p.origin + ": policy " + name + ": '" + p.algorithm + "' " + t->run_only + "; it is for xferctl run");
     if (std::string why = xfer::check_layer(p.values, xfer::kPolicy, p.algorithm); !why.empty())
       throw ConfigError(p.origin + ": policy " + name + ": " + why);
-    std::vector<std::string> given;
-    for (const auto& [k, v] : p.values.items()) given.push_back(k);
-    if (std::string why = xfer::tuner_needs_problem(p.algorithm, given); !why.empty())
+    if (std::string why = xfer::tuner_needs_problem(p.algorithm, p.values); !why.empty())
       throw ConfigError(p.origin + ": policy " + name + ": " + p.algorithm + " " + why);
   }
   std::string where = c.files.empty() ? "built-in defaults" : c.files.back();

@@ -309,12 +309,6 @@ nlohmann::json option_from_text(const OptionSpec& o, const std::string& text, st
   return why->empty() ? v : nlohmann::json();
 }
 
-static std::vector<std::string> keys(const OptionValues& v) {
-  std::vector<std::string> out;
-  for (const auto& [k, x] : v.items()) out.push_back(k);
-  return out;
-}
-
 std::string check_layer(const OptionValues& v, OptionScope scope, const std::string& algorithm) {
   if (!v.is_object()) return "options must be a table of names and values";
   for (const auto& [name, value] : v.items()) {
@@ -330,7 +324,7 @@ std::string check_layer(const OptionValues& v, OptionScope scope, const std::str
   }
   if (v.contains("target_mbps") && v.contains("target_pct")) return "give target_mbps or target_pct, not both";
   if (!algorithm.empty())
-    if (std::string why = tuner_option_problem(algorithm, keys(v)); !why.empty()) return why;
+    if (std::string why = tuner_option_problem(algorithm, v); !why.empty()) return why;
   auto n = [&](const char* k) { return v.contains(k) ? v[k].get<double>() : 0.0; };
   if (n("max_cores") > 0 && n("min_cores") > n("max_cores")) return "min_cores is above max_cores";
   if (n("max_freq_khz") > 0 && n("min_freq_khz") > n("max_freq_khz")) return "min_freq_khz is above max_freq_khz";
@@ -371,7 +365,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
       else m[k] = v;
     }
   }
-  if (std::string why = tuner_needs_problem(algorithm, keys(m)); !why.empty())
+  if (std::string why = tuner_needs_problem(algorithm, m); !why.empty())
     throw OptionError("the " + algorithm + " algorithm " + why);
   if (m.value("max_cores", 0.0) > 0 && m["min_cores"].get<double>() > m["max_cores"].get<double>())
     throw OptionError("min_cores is above max_cores");

@@ -82,11 +82,11 @@ std::vector<std::string> takers(const std::string& k) {
 
 }  // namespace
 
-std::string tuner_option_problem(const std::string& algorithm, const std::vector<std::string>& given) {
+std::string tuner_option_problem(const std::string& algorithm, const nlohmann::json& given) {
   const TunerEntry* self = find_tuner(algorithm);
   for (const OptionSpec& o : option_table()) {
     const std::string& k = o.name;
-    if (!has(given, k) || (self && has(self->takes, k))) continue;
+    if (!given.contains(k) || (self && has(self->takes, k))) continue;
     std::vector<std::string> by = takers(k);
     if (by.empty()) continue;  // an option of every policy
     // Its fellows: the options taken by exactly the same policies.
@@ -105,12 +105,12 @@ std::string tuner_option_problem(const std::string& algorithm, const std::vector
   return "";
 }
 
-std::string tuner_needs_problem(const std::string& algorithm, const std::vector<std::string>& given) {
+std::string tuner_needs_problem(const std::string& algorithm, const nlohmann::json& given) {
   const TunerEntry* self = find_tuner(algorithm);
   if (!self) return "";
   for (const std::vector<std::string>& group : self->needs) {
     bool any = false;
-    for (const std::string& k : group) any |= has(given, k);
+    for (const std::string& k : group) any |= given.contains(k);
     if (!any) {
       std::string alts;
       for (size_t i = 0; i < group.size(); ++i) alts += (i == 0 ? "" : " or ") + group[i];

@@ -55,9 +55,9 @@ TEST(Registry, ThePolicyRulesAreReadFromIt) {
   EXPECT_EQ(xfer::check_layer({{"sweep", "1:1:1"}}, xfer::kRun, "hla-energy"),
             "sweep / sweep_hold go with the sweep algorithm, not hla-energy");
   // What a policy needs, over the merged layers.
-  EXPECT_EQ(xfer::tuner_needs_problem("throughput-target", {"label"}), "needs target_mbps or target_pct");
-  EXPECT_EQ(xfer::tuner_needs_problem("throughput-target", {"target_pct"}), "");
-  EXPECT_EQ(xfer::tuner_needs_problem("sweep", {}), "needs sweep");
+  EXPECT_EQ(xfer::tuner_needs_problem("throughput-target", {{"label", "x"}}), "needs target_mbps or target_pct");
+  EXPECT_EQ(xfer::tuner_needs_problem("throughput-target", {{"target_pct", 50}}), "");
+  EXPECT_EQ(xfer::tuner_needs_problem("sweep", nlohmann::json::object()), "needs sweep");
   xfer::OptionLayers l;
   l.job_scope = xfer::kRun;
   try {

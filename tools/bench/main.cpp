@@ -183,8 +183,7 @@ std::string hla_phase(const bench::Scenario& sc, bool quick, const std::string& 
 static std::string source_commit() {
   std::string dir = bench::source_dir();
   if (dir.find('\'') != std::string::npos) return "unknown (source path not quotable)";
-  std::string out = bench::capture("git -C '" + dir + "' describe --always --dirty --abbrev=7 2>/dev/null");
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::string out = bench::capture_line("git -C '" + dir + "' describe --always --dirty --abbrev=7 2>/dev/null");
   return out.empty() ? "unknown (not a git checkout)" : out;
 }
 

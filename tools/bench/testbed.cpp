@@ -137,15 +137,11 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
-namespace {
-
 std::string capture_line(const std::string& cmd) {
   std::string out = capture(cmd);
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
 }
-
-}  // namespace
 
 DestFs::DestFs(const std::string& kind, const std::string& out, uint64_t bytes) {
   root = out + "/work/dest-fs";

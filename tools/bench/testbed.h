@@ -68,6 +68,8 @@ class NginxInNs {
 
 // What a shell command printed on stdout ("" if it could not run).
 std::string capture(const std::string& cmd);
+// capture() without the trailing newline and spaces.
+std::string capture_line(const std::string& cmd);
 
 // Where the clients write their files. By default a journaled ext4 (what
 // mkfs.ext4 makes on Debian) in an image file under the bench's output,
