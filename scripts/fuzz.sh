@@ -8,7 +8,7 @@
 # (checked in); what a run finds new goes to build-fuzz/corpus/NAME/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(manifest progress config submit table power_model kernel_journal)
+targets=(manifest progress config submit table power_model kernel_journal)  # as tests/fuzz/sources.cmake
 
 build() {
   # -O1 and line tables only (libFuzzer's own advice): the tree compiles all of

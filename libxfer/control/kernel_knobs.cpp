@@ -7,13 +7,13 @@ namespace xfer {
 
 const std::vector<KernelKnobDef>& kernel_knobs() {
   static const std::vector<KernelKnobDef> knobs = {
-      {"frequency", "kHz", "freq_khz",
+      {"frequency", "kHz", "freq_khz", "there is no cpufreq driver",
        [](const KernelCaps& c) { return c.freq ? c.freqs_khz : std::vector<long>{}; },
        [](const Params& p) { return p.freq_khz; },
        [](Params& p, long v) { p.freq_khz = v; },
        [](Observation& o, long v) { o.freq_khz = v; },
        [](const Observation& o) { return o.freq_khz.value_or(0); }},
-      {"cores", "cores", "cores",
+      {"cores", "cores", "cores", "core control is off",
        [](const KernelCaps& c) {
          std::vector<long> l;
          if (c.cores)

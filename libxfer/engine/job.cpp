@@ -89,7 +89,7 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp
 
 Job::Impl::~Impl() {
   disc.drop_preconnected();
-  for (auto& [r, owned] : requests) r->multi->remove(r);
+  for (auto& [r, owned] : requests) transport->stop(r);
   requests.clear();
   chunks.clear();  // multi handles after the easy handles that used them
   warm.clear();
@@ -367,7 +367,7 @@ void Job::Impl::fatal(const std::string& reason) {
     Request* r = (it++)->first;
     if (r->kind == RequestKind::Get) preempt(r, false);
     else {
-      r->multi->remove(r);
+      transport->stop(r);
       take(r);
     }
   }
@@ -553,7 +553,7 @@ void Job::Impl::maybe_finish_job() {
 void Job::Impl::set_state(JobState s) {
   if (state == s) return;
   state = s;
-  if (self->on_state) self->on_state(s);
+  if (self && self->on_state) self->on_state(s);
 }
 
 void Job::Impl::finish_job(JobState s) {
@@ -578,7 +578,7 @@ void Job::Impl::finish_job(JobState s) {
   retry_src.reset();
   log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
             files_done, files.size(), files_skipped, files_failed, bytes_fetched, to_s(end_us - start_us));
-  if (self->on_finished) self->on_finished();
+  if (self && self->on_finished) self->on_finished();
 }
 
 void Job::Impl::pause(const std::string& reason) {
@@ -607,7 +607,7 @@ void Job::Impl::cancel(bool keep_partial) {
   if (state == JobState::Done || state == JobState::Failed || state == JobState::Cancelled) return;
   for (auto it = requests.begin(); it != requests.end();) {
     Request* r = (it++)->first;
-    r->multi->remove(r);
+    transport->stop(r);
     if (r->kind == RequestKind::Get) {
       --r->file->inflight;
       if (r->conn) std::erase(r->conn->inflight, r);

@@ -135,6 +135,16 @@ constexpr uint64_t kCommitGatherMs = 100;
 // A request with more than this left is re-issued when the rate cap changes.
 constexpr uint64_t kRecapBytes = 4 * 1024 * 1024;
 
+// Where the scheduler's GETs go: each to the multi handle of the connection
+// it was placed on. The scheduler's unit test (tests/unit/schedule_test.cpp)
+// puts a recorder here and checks its decisions with no server.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual void send(CurlMulti& m, Request* r) { m.add(r); }
+  virtual void stop(Request* r) { r->multi->remove(r); }  // one not completed
+};
+
 struct Job::Impl : RequestOwner {
   Impl(Job* self, Engine& e, Spec spec);
   ~Impl() override;
@@ -214,8 +224,10 @@ struct Job::Impl : RequestOwner {
   void note_connection(Request* r, CURLcode code);
   std::unique_ptr<Request> take(Request* r);
 
-  Job* self;
+  Job* self;  // null in the scheduler's unit test
   Engine& eng;
+  Transport curl_transport;
+  Transport* transport = &curl_transport;
   Spec spec;
   JobController* controller = nullptr;
   int dir_fd = -1;

@@ -113,7 +113,7 @@ void Job::Impl::retire_all_channels() {
 // Removes a request that has not completed. With requeue, the unreceived rest
 // of its range goes back to its chunk, at the front.
 void Job::Impl::preempt(Request* r, bool requeue_rest) {
-  r->multi->remove(r);
+  transport->stop(r);
   std::unique_ptr<Request> owned = take(r);
   FileTask* f = r->file;
   --f->inflight;
@@ -386,7 +386,7 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   s.inflight.push_back(r);
   s.used = true;
   ++f->inflight;
-  s.multi.add(r);
+  transport->send(s.multi, r);
 }
 
 bool Job::Impl::channel_busy(const Channel& ch) {

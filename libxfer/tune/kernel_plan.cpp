@@ -93,6 +93,9 @@ std::string KernelPlan::init(const KernelCaps& caps, bool enabled, Goal goal, in
 std::string KernelPlan::hold(const KernelCaps& caps, bool enabled, const Params& want, Params& p) {
   init(caps, enabled, Goal::Hold, 0, p);
   std::string said;
+  for (const KernelKnobDef& d : kernel_knobs())
+    if (long v = d.get(want); v > 0 && d.levels(caps).empty())
+      said += fmt::format("{}{} {} asked for but {}", said.empty() ? "" : "; ", v, d.unit, d.absent);
   for (KernelKnob& k : knobs_) {
     long v = def_of(k).get(want);
     if (v <= 0) continue;  // left as the kernel has it

@@ -6,30 +6,39 @@
 
 namespace xfer {
 
+namespace {
+
+// The caller's cores and frequency, through the one controller of the kernel
+// knobs (KernelPlan's Hold): each at the level nearest what was asked, and
+// the reason says what could not be had.
+std::string hold_kernel(tune::KernelPlan& plan, const KernelCaps& caps, int cores, long freq_khz, Params& p) {
+  Params want;
+  want.cores = cores, want.freq_khz = freq_khz;
+  std::string said = plan.hold(caps, true, want, p);
+  return said.empty() ? "" : "; kernel: " + said;
+}
+
+}  // namespace
+
 Params StaticTuner::init(const JobInfo& info) {
   Params p;
   p.chunks.assign(info.chunks.size(), fixed_);
-  p.cores = info.kernel.cores ? cores_ : 0;
-  p.freq_khz = info.kernel.freq ? freq_khz_ : 0;
-  p.reason = "static: fixed by the caller";
-  if (cores_ && !info.kernel.cores) p.reason += fmt::format("; {} cores asked for but core control is off", cores_);
-  if (freq_khz_ && !info.kernel.freq) p.reason += "; a frequency asked for but there is no cpufreq driver";
+  p.reason = "static: fixed by the caller" + hold_kernel(kernel_, info.kernel, cores_, freq_khz_, p);
   return p;
 }
 
-Params SweepTuner::at(size_t i) const {
+Params SweepTuner::at(size_t i) {
   const auto& pt = points_[i % points_.size()];
   Params p;
   p.chunks.assign(chunks_, ChunkParams{pt[0], pt[1], pt[2]});
-  p.cores = cores_ok_ ? pt[3] : 0;
-  p.reason = fmt::format("sweep: point {} of {}", i % points_.size() + 1, points_.size());
-  if (pt[3] && !cores_ok_) p.reason += fmt::format("; {} cores asked for but core control is off", pt[3]);
+  p.reason = fmt::format("sweep: point {} of {}", i % points_.size() + 1, points_.size()) +
+             hold_kernel(kernel_, caps_, pt[3], 0, p);
   return p;
 }
 
 Params SweepTuner::init(const JobInfo& info) {
   chunks_ = info.chunks.size();
-  cores_ok_ = info.kernel.cores;
+  caps_ = info.kernel;
   return at(0);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "kernel_plan.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
@@ -17,6 +18,7 @@ class StaticTuner : public Tuner {
   ChunkParams fixed_;
   int cores_;
   long freq_khz_;
+  tune::KernelPlan kernel_;
 };
 
 // `sweep`: static params that change on a schedule, for filling a history
@@ -33,12 +35,13 @@ class SweepTuner : public Tuner {
   std::optional<Params> decide(const Observation&) override;
 
  private:
-  Params at(size_t i) const;
+  Params at(size_t i);
   std::vector<std::array<int, 4>> points_;
   int hold_;
   size_t chunks_ = 0, point_ = 0;
   int held_ = 0;
-  bool cores_ok_ = false;
+  KernelCaps caps_;
+  tune::KernelPlan kernel_;
 };
 
 }  // namespace xfer

@@ -20,6 +20,7 @@ struct KernelKnobDef {
   const char* name;    // "cores", "frequency"
   const char* unit;    // how a value reads: "cores", "kHz"
   const char* column;  // its key in reports, the history and the table: "cores", "freq_khz"
+  const char* absent;  // why it has no levels when it has none: "core control is off"
   std::vector<long> (*levels)(const KernelCaps& caps);  // ascending; empty: not controllable here
   long (*get)(const Params& p);                         // 0: leave it as it is
   void (*set)(Params& p, long v);
