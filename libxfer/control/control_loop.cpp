@@ -24,6 +24,27 @@ ControlLoop::~ControlLoop() {
   if (tick_) sd_event_source_disable_unref(tick_);
   job_.set_controller(nullptr);
   leave_machine();
+  leave_arbiter();
+}
+
+void ControlLoop::leave_arbiter() {
+  if (parts_.arbiter && joined_) parts_.arbiter->leave(parts_.id);
+  joined_ = false;
+}
+
+Params ControlLoop::under_allotment(const Params& p) const {
+  if (allot_.cap_bps <= 0 || (p.rate_cap_bps > 0 && p.rate_cap_bps <= allot_.cap_bps)) return p;
+  Params q = p;
+  q.rate_cap_bps = allot_.cap_bps;
+  q.reason = (p.reason.empty() ? "" : p.reason + "; ") + "arbiter: " + allot_.reason;
+  return q;
+}
+
+// The arbiter's new allotment reaches the Job at once, under the params the
+// tuner chose last.
+void ControlLoop::set_allotment(const Allotment& a) {
+  allot_ = a;
+  if (running_ && !current_.chunks.empty()) job_.apply(under_allotment(current_));
 }
 
 std::optional<double> ControlLoop::joules(EnergyKind k) const {
@@ -51,11 +72,17 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
   }
   running_ = true;
   settling_ = true;  // the first interval is the set-up
+  if (parts_.arbiter) {
+    ArbiterJob claim = parts_.claim;
+    claim.id = parts_.id;
+    joined_ = true;
+    parts_.arbiter->join(claim, [this](const Allotment& a) { set_allotment(a); });
+  }
   Params first = tuner_->init(i);
   arm();
   apply_kernel(first);
   current_ = first;
-  return first;  // the Job applies the application layer
+  return under_allotment(first);  // the Job applies the application layer
 }
 
 void ControlLoop::transfer_ends() {
@@ -64,6 +91,7 @@ void ControlLoop::transfer_ends() {
   // the machine's shares (a finished job draws nothing).
   if (eng_.now_us() - last_us_ > 50000) record(observe());
   leave_machine();
+  leave_arbiter();
   running_ = false;
   if (tick_) sd_event_source_set_enabled(tick_, SD_EVENT_OFF);
 }
@@ -111,7 +139,10 @@ void ControlLoop::tick() {
     r.decided = tuner_->decide(r.obs);
     if (r.decided) apply(*r.decided);
   }
+  const double moved = st == JobState::Running ? r.obs.throughput_bps : 0;
   record(std::move(r));
+  // Last: the arbiter may give every job (this one too) a new allotment.
+  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved);
 }
 
 void ControlLoop::record(IntervalRecord r) {
@@ -138,6 +169,7 @@ IntervalRecord ControlLoop::observe() {
   o.near_end = p.bytes_total > p.bytes_done &&
                double(p.bytes_total - p.bytes_done) < 2 * interval_s * double(o.bytes_interval) / dt;
   o.params = current_;
+  o.allotted_bps = allot_.cap_bps;
   o.settling = settling_;
   settling_ = false;
   r.chunks = job_.chunks();
@@ -207,7 +239,7 @@ void ControlLoop::apply(const Params& p) {
   apply_kernel(p);
   if (p.chunks != current_.chunks) settling_ = true;
   current_ = p;
-  job_.apply(p);
+  job_.apply(under_allotment(p));
 }
 
 }  // namespace xfer

@@ -1,5 +1,7 @@
 #include "xfer/running_job.h"
 
+#include <algorithm>
+
 #include "xfer/log.h"
 
 namespace xfer {
@@ -13,6 +15,12 @@ std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std
   }
 }
 
+double job_floor_bps(const std::string& algorithm, const TunerOptions& t) {
+  const TunerEntry* e = find_tuner(algorithm);
+  if (!e || t.target_mbps <= 0) return 0;
+  return std::find(e->takes.begin(), e->takes.end(), "target_mbps") != e->takes.end() ? t.target_mbps * 1e6 : 0;
+}
+
 RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared) : kernel_(spec.kernel) {
   spec.tuner.kernel = spec.kernel != nullptr;
   std::unique_ptr<Tuner> tuner = make_tuner(spec.algorithm, spec.tuner);
@@ -24,6 +32,9 @@ RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& s
   parts.flows = shared.flows;
   parts.machine = shared.machine;
   parts.kernel = spec.kernel;
+  parts.arbiter = shared.arbiter;
+  parts.claim = spec.claim;
+  parts.claim.floor_bps = job_floor_bps(spec.algorithm, spec.tuner);
   parts.id = spec.id;
   loop_ = std::make_unique<ControlLoop>(engine, *job_, std::move(tuner), parts);
   loop_->on_interval = [this](const IntervalRecord& r) {

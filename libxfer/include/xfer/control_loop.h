@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/arbiter.h"
 #include "xfer/engine.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
@@ -44,7 +45,9 @@ struct LoopParts {
   FlowMonitor* flows = nullptr;   // per-flow figures (the Job must have the same monitor)
   Machine* machine = nullptr;     // energy, external load, CPU: shared among the jobs
   KernelLayer* kernel = nullptr;  // cores and frequency, when this job may turn them
-  uint32_t id = 1;                // the job's id in the flow monitor and the machine
+  uint32_t id = 1;                // the job's id in the flow monitor, the machine and the arbiter
+  Arbiter* arbiter = nullptr;     // what the jobs share (the link): the job's allotment
+  ArbiterJob claim;               // how the arbiter sees the job (its id is `id`)
 };
 // The interval and the link capacity (for the external load) are the job's
 // own options (EngineOptions::interval_ms, bandwidth_mbps). A tuner may ask
@@ -67,7 +70,8 @@ class ControlLoop : public JobController {
 
   const std::vector<IntervalRecord>& timeline() const { return timeline_; }
   const Tuner& tuner() const { return *tuner_; }
-  const Params& params() const { return current_; }  // in effect now
+  const Params& params() const { return current_; }  // the tuner's, in effect now
+  const Allotment& allotment() const { return allot_; }  // the arbiter's (none without one)
   const LoopParts& parts() const { return parts_; }
   // This job's joules so far (nullopt without a meter).
   std::optional<double> joules(EnergyKind k = EnergyKind::EndSystem) const;
@@ -85,6 +89,9 @@ class ControlLoop : public JobController {
   void record(IntervalRecord r);
   void apply_kernel(const Params& p);
   void leave_machine();
+  void leave_arbiter();
+  void set_allotment(const Allotment& a);
+  Params under_allotment(const Params& p) const;  // the tuner's params within the arbiter's cap
   void arm();
   uint64_t next_tick_usec() const;  // one interval, or sooner when the tuner asks (Tuner::next_look_s)
 
@@ -96,6 +103,8 @@ class ControlLoop : public JobController {
   bool running_ = false;
   bool settling_ = false;  // the next interval begins with new cc / p / pp
   bool left_ = false;  // the machine's shares
+  bool joined_ = false;  // the arbiter's jobs
+  Allotment allot_;
   std::vector<IntervalRecord> timeline_;
   uint64_t start_us_ = 0, last_us_ = 0, last_bytes_ = 0;
   std::vector<uint64_t> last_chunk_bytes_;

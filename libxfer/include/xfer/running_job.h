@@ -32,6 +32,7 @@ struct SharedParts {
   FlowMonitor* flows = nullptr;
   Machine* machine = nullptr;
   hla::History* history = nullptr;
+  Arbiter* arbiter = nullptr;  // the link among the jobs (xfer/arbiter.h)
 };
 
 struct RunningJobSpec {
@@ -40,6 +41,9 @@ struct RunningJobSpec {
   std::string algorithm;  // the tuner (tuner_registry)
   TunerOptions tuner;     // tuner.kernel follows `kernel` below
   KernelLayer* kernel = nullptr;  // lent to this job: it may turn cores and frequency
+  // How the arbiter sees the job (class, user, weight); its floor is the
+  // tuner's target_mbps when the policy takes one (a throughput floor).
+  ArbiterJob claim;
   // The job's run in the history (tool, job id, policy, label...): recorded
   // when SharedParts::history is set.
   hla::RunRow run;
@@ -49,6 +53,12 @@ struct RunningJobSpec {
 // journal is someone else's, the knobs are missing...): the job then tunes
 // the application layer only, as the note says.
 std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std::string* note);
+
+// The throughput a job with this policy is promised (bits/s): its absolute
+// target when the policy takes one (throughput-target, hla-throughput); 0:
+// none (a target in percent of the measured maximum is no figure to set
+// aside).
+double job_floor_bps(const std::string& algorithm, const TunerOptions& t);
 
 class RunningJob {
  public:

@@ -75,6 +75,9 @@ struct Observation {
   std::optional<double> energy(EnergyKind k) const { return k == EnergyKind::Dynamic ? dynamic_joules : joules; }
   std::optional<int> cores;        // online (or allowed) cores, when the job holds the kernel layer
   std::optional<long> freq_khz;    // the frequency set, when the job controls it
+  // The rate cap the arbiter allotted the job for the interval (many jobs on
+  // one machine, xfer/arbiter.h), under which the tuner decides; 0: none.
+  double allotted_bps = 0;
   bool near_end = false;  // what is left would take under two control intervals at this rate
   // The interval began with new cc / p / pp (or is the job's first): it holds
   // the change itself, connections opening or draining and slow start, so it

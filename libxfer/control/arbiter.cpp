@@ -1,0 +1,235 @@
+#include "xfer/arbiter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "xfer/log.h"
+
+namespace xfer {
+
+namespace {
+
+constexpr JobClass kClasses[] = {JobClass::Foreground, JobClass::High, JobClass::Normal, JobClass::Low,
+                                 JobClass::Background};
+
+double mbps(double bps) { return bps / 1e6; }
+
+// Max-min fair shares of total among items of weight w and demand d: an item
+// that asks for less than its weighted share gets what it asks for, and the
+// rest is shared again among the others.
+std::vector<double> waterfill(double total, const std::vector<double>& w, const std::vector<double>& d) {
+  std::vector<double> share(w.size(), 0);
+  std::vector<bool> done(w.size(), false);
+  double left = total;
+  for (;;) {
+    double weights = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (!done[i]) weights += w[i];
+    if (weights <= 0 || left <= 0) break;
+    bool any = false;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (!done[i] && d[i] <= left * w[i] / weights) share[i] = d[i], done[i] = true, any = true;
+    if (!any) {
+      for (size_t i = 0; i < w.size(); ++i)
+        if (!done[i]) share[i] = left * w[i] / weights;
+      break;
+    }
+    left = total;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (done[i]) left -= share[i];
+  }
+  return share;
+}
+
+}  // namespace
+
+const char* to_string(JobClass c) {
+  switch (c) {
+    case JobClass::Background: return "background";
+    case JobClass::Low: return "low";
+    case JobClass::Normal: return "normal";
+    case JobClass::High: return "high";
+    case JobClass::Foreground: return "foreground";
+  }
+  return "normal";
+}
+
+const std::vector<std::string>& job_class_names() {
+  static const std::vector<std::string> names = {"foreground", "high", "normal", "low", "background"};
+  return names;
+}
+
+std::optional<JobClass> job_class_from(const std::string& s) {
+  for (JobClass c : kClasses)
+    if (s == to_string(c)) return c;
+  return std::nullopt;
+}
+
+std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Claim>& claims, const ArbiterConfig& cfg) {
+  std::map<uint32_t, Allotment> out;
+  if (capacity <= 0) {
+    for (const Claim& c : claims) out[c.job.id] = {0, "link capacity not known yet: no cap"};
+    return out;
+  }
+  double aside = 0;
+  for (const Claim& c : claims)
+    if (c.job.floor_bps > 0) {
+      aside += c.job.floor_bps * (1 + cfg.floor_margin);
+      out[c.job.id] = {0, fmt::format("floor {:.0f} Mbit/s: never capped", mbps(c.job.floor_bps))};
+    }
+  double left = std::max(0.0, capacity - aside);
+  std::string above = aside > 0 ? fmt::format("{:.0f} Mbit/s set aside for floors", mbps(aside)) : "";
+  std::vector<std::pair<uint32_t, double>> finite;  // jobs allotted what they asked for
+  for (JobClass cls : kClasses) {
+    // The class's users, each with its jobs.
+    std::map<uint32_t, std::vector<const Claim*>> users;
+    for (const Claim& c : claims)
+      if (c.job.floor_bps <= 0 && c.job.cls == cls) users[c.job.user].push_back(&c);
+    if (users.empty()) continue;
+    std::vector<double> uw, ud;
+    for (const auto& [u, jobs] : users) {
+      double w = 0, d = 0;
+      for (const Claim* c : jobs) w = std::max(w, c->job.weight), d += c->demand_bps;
+      uw.push_back(std::max(w, 1e-3));
+      ud.push_back(d);
+    }
+    const double for_class = left;
+    std::vector<double> us = waterfill(for_class, uw, ud);
+    size_t ui = 0;
+    double given = 0;
+    for (const auto& [u, jobs] : users) {
+      std::vector<double> jw(jobs.size(), 1.0), jd;
+      for (const Claim* c : jobs) jd.push_back(c->demand_bps);
+      std::vector<double> js = waterfill(us[ui], jw, jd);
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        const Claim& c = *jobs[k];
+        given += js[k];
+        if (std::isfinite(c.demand_bps) && js[k] >= c.demand_bps) finite.push_back({c.job.id, js[k]});
+        Allotment& a = out[c.job.id];
+        if (js[k] >= capacity * 0.999) {
+          a = {0, fmt::format("alone on the link ({:.0f} Mbit/s): no cap", mbps(capacity))};
+          continue;
+        }
+        a.cap_bps = std::max(cfg.min_bps, js[k]);
+        std::string why = std::isfinite(c.demand_bps) && js[k] >= c.demand_bps
+                              ? fmt::format("moves under its share: {:.1f} Mbit/s, what it moves and a quarter",
+                                            mbps(a.cap_bps))
+                              : fmt::format("{:.1f} Mbit/s", mbps(a.cap_bps));
+        a.reason = fmt::format("{} class, {} of {:.0f} Mbit/s{}{}{}", to_string(cls), why, mbps(for_class),
+                               above.empty() ? "" : " (" + above + ")",
+                               users.size() > 1 ? fmt::format("; {} users share it by weight", users.size()) : "",
+                               jobs.size() > 1 ? fmt::format("; {} jobs of its user", jobs.size()) : "");
+      }
+      ++ui;
+    }
+    left = std::max(0.0, left - given);
+    above = fmt::format("{:.0f} Mbit/s taken by floors and higher classes", mbps(capacity - left));
+  }
+  // What nobody asked for goes to the jobs that moved under their shares,
+  // equally: no capacity idle, and each can grow into it.
+  if (left > 0 && !finite.empty()) {
+    double extra = left / double(finite.size());
+    for (const auto& [id, share] : finite) {
+      Allotment& a = out[id];
+      if (a.cap_bps > 0) a.cap_bps = std::max(cfg.min_bps, share + extra);
+    }
+  }
+  return out;
+}
+
+Arbiter::Arbiter(ArbiterConfig c) : cfg_(c) {}
+
+double Arbiter::capacity_bps() const {
+  if (cfg_.capacity_bps > 0) return cfg_.capacity_bps;
+  // Measured: a tenth above what was seen, so that jobs capped to it can
+  // show a faster link.
+  return measured_bps_ * 1.1;
+}
+
+void Arbiter::set_capacity(double bps) {
+  if (bps == cfg_.capacity_bps) return;
+  log::info("arbiter: link capacity {}", bps > 0 ? fmt::format("{:.0f} Mbit/s", mbps(bps)) : std::string("measured"));
+  cfg_.capacity_bps = bps;
+  divide();
+}
+
+double Arbiter::floors_bps() const {
+  double f = 0;
+  for (const auto& [id, m] : members_) f += m.job.floor_bps * (1 + cfg_.floor_margin);
+  return f;
+}
+
+std::string Arbiter::admit(double floor_bps, double pending_bps) const {
+  if (floor_bps <= 0) return "";
+  const double cap = capacity_bps();
+  if (cap <= 0) return "";  // nothing known to refuse by (the daemon logs it)
+  const double have = floors_bps() + pending_bps * (1 + cfg_.floor_margin);
+  const double want = floor_bps * (1 + cfg_.floor_margin);
+  if (have + want <= cap) return "";
+  return fmt::format("a floor of {:.0f} Mbit/s does not fit: the link is {:.0f} Mbit/s ({}), floors already "
+                     "admitted take {:.0f} Mbit/s and each floor sets aside {:.0f}% more than itself",
+                     mbps(floor_bps), mbps(cap), capacity_measured() ? "measured" : "configured", mbps(have),
+                     cfg_.floor_margin * 100);
+}
+
+void Arbiter::join(const ArbiterJob& j, Apply apply) {
+  Member& m = members_[j.id];
+  m.job = j;
+  m.apply = std::move(apply);
+  log::info("arbiter: job {} joins: {} class, user {}{}", j.id, to_string(j.cls), j.user,
+            j.floor_bps > 0 ? fmt::format(", floor {:.0f} Mbit/s", mbps(j.floor_bps)) : "");
+  divide();
+}
+
+void Arbiter::leave(uint32_t id) {
+  if (!members_.erase(id)) return;
+  divide();
+}
+
+void Arbiter::observe(uint32_t id, double bps) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  it->second.last_bps = bps;
+  ++it->second.seen;
+  double sum = 0;
+  for (const auto& [k, m] : members_) sum += m.last_bps;
+  measured_bps_ = std::max(measured_bps_ * 0.995, sum);
+  divide();
+}
+
+std::optional<Allotment> Arbiter::allotment(uint32_t id) const {
+  auto it = members_.find(id);
+  if (it == members_.end()) return std::nullopt;
+  return it->second.allot;
+}
+
+void Arbiter::divide() {
+  const double cap = capacity_bps();
+  std::vector<Claim> claims;
+  for (const auto& [id, m] : members_) {
+    Claim c{m.job};
+    // A job asks for what it moves and a quarter when it moved well under
+    // what it was allotted (its cap, or the whole link when it had none);
+    // new jobs and busy ones ask for all they can get.
+    double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : cap;
+    if (m.seen >= 2 && had > 0 && m.last_bps < cfg_.busy * had)
+      c.demand_bps = std::max(cfg_.min_bps, m.last_bps * cfg_.demand_slack);
+    claims.push_back(c);
+  }
+  std::map<uint32_t, Allotment> next = divide_link(cap, claims, cfg_);
+  for (auto& [id, m] : members_) {
+    const Allotment& a = next[id];
+    const bool moved = (a.cap_bps > 0) != (m.allot.cap_bps > 0) ||
+                       std::abs(a.cap_bps - m.allot.cap_bps) > 0.05 * std::max(a.cap_bps, m.allot.cap_bps);
+    const bool first = m.allot.reason.empty();
+    m.allot.reason = a.reason;
+    if (!moved && !first) continue;
+    m.allot = a;
+    log::info("arbiter: job {}: {} ({})", id, a.cap_bps > 0 ? fmt::format("cap {:.1f} Mbit/s", mbps(a.cap_bps)) : "no cap",
+              a.reason);
+    if (m.apply) m.apply(a);
+  }
+}
+
+}  // namespace xfer

@@ -1,0 +1,113 @@
+// The arbiter: what the jobs running at once share, owned in one place and
+// divided by their SLAs (DESIGN.md "Many jobs on one machine"). Today the
+// link; each job's tuner then decides within its allotment, which the
+// ControlLoop applies as a rate cap under the tuner's own.
+//
+//   floors first  a job with a throughput floor (throughput-target,
+//                 hla-throughput) is never capped, and its floor (plus a
+//                 margin) is set aside; the others share what is left
+//   classes       foreground > high > normal > low > background, as Windows
+//                 BITS has them: a class gets what the classes above it leave,
+//                 so background gets only capacity nobody else asks for
+//   users         within a class the rest is split among users by weight
+//                 (FTS3's activity shares), then among a user's jobs equally:
+//                 a user with ten jobs gets what a user with one gets
+//   demand        a job moving well under its cap does not need it: it is
+//                 allotted what it moves plus a quarter, and what it leaves
+//                 goes to the others (no capacity left idle); a job moving
+//                 near its cap, or new, asks for as much as it can get
+//
+// The capacity is the configured link (network.bandwidth_mbps in xferd.conf)
+// or, when none is configured, the most the jobs together were seen to move
+// (decaying, so that a link that slows is followed).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace xfer {
+
+enum class JobClass { Background, Low, Normal, High, Foreground };  // ascending priority
+const char* to_string(JobClass c);
+std::optional<JobClass> job_class_from(const std::string& s);
+// The class names, highest first (the config's and Submit's choices).
+const std::vector<std::string>& job_class_names();
+
+// A job as the arbiter sees it.
+struct ArbiterJob {
+  uint32_t id = 0;
+  uint32_t user = 0;
+  JobClass cls = JobClass::Normal;
+  double weight = 1;     // its user's weight within its class
+  double floor_bps = 0;  // throughput promised; 0: none
+};
+
+struct Allotment {
+  double cap_bps = 0;  // the job's rate cap; 0: none
+  std::string reason;  // why, with the figures
+  bool operator==(const Allotment&) const = default;
+};
+
+// One job's claim on the link for one division.
+struct Claim {
+  ArbiterJob job;
+  double demand_bps = std::numeric_limits<double>::infinity();  // infinity: as much as it can get
+};
+
+struct ArbiterConfig {
+  double capacity_bps = 0;     // the link; 0: measured
+  double floor_margin = 0.1;   // a floor sets aside this much more than itself
+  double min_bps = 1e6;        // no job is capped below this (it keeps moving)
+  double demand_slack = 1.25;  // a job under its cap is allotted what it moves times this
+  double busy = 0.8;           // a job moving at least this share of its cap asks for more
+};
+
+// The division itself, for a capacity and the claims (unit-tested alone).
+std::map<uint32_t, Allotment> divide_link(double capacity_bps, const std::vector<Claim>& claims,
+                                          const ArbiterConfig& cfg);
+
+class Arbiter {
+ public:
+  explicit Arbiter(ArbiterConfig c = {});
+
+  // A job's allotment changed: the callback given at join (the job's ControlLoop).
+  using Apply = std::function<void(const Allotment&)>;
+  void join(const ArbiterJob& j, Apply apply);
+  void leave(uint32_t id);
+  // A job's last interval: what it moved (bits/s). Divides again.
+  void observe(uint32_t id, double throughput_bps);
+
+  // The configured capacity changed (Reload, a schedule); 0: measured.
+  void set_capacity(double bps);
+  double capacity_bps() const;  // in use now (0: unknown yet)
+  bool capacity_measured() const { return cfg_.capacity_bps <= 0; }
+
+  // "" when a floor of floor_bps fits beside the floors of the jobs present
+  // (and those admitted but not yet started, `pending_bps`); else why, with
+  // the figures.
+  std::string admit(double floor_bps, double pending_bps = 0) const;
+  double floors_bps() const;  // set aside now, margins included
+
+  std::optional<Allotment> allotment(uint32_t id) const;
+  size_t jobs() const { return members_.size(); }
+
+ private:
+  struct Member {
+    ArbiterJob job;
+    Apply apply;
+    Allotment allot;
+    double last_bps = 0;
+    int seen = 0;  // intervals observed
+  };
+  void divide();
+  ArbiterConfig cfg_;
+  std::map<uint32_t, Member> members_;
+  double measured_bps_ = 0;
+};
+
+}  // namespace xfer

@@ -1,0 +1,154 @@
+// libxfer/control/arbiter.cpp: how the link is divided among the jobs.
+#include "xfer/arbiter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+using xfer::Allotment;
+using xfer::ArbiterJob;
+using xfer::Claim;
+using xfer::JobClass;
+
+namespace {
+
+constexpr double M = 1e6;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Claim claim(uint32_t id, uint32_t user, JobClass cls, double demand = kInf, double floor = 0, double weight = 1) {
+  Claim c;
+  c.job = ArbiterJob{id, user, cls, weight, floor};
+  c.demand_bps = demand;
+  return c;
+}
+
+}  // namespace
+
+// A floor is set aside (with its margin) and never capped; the bulk job gets
+// the rest.
+TEST(Arbiter, AFloorIsSetAsideBeforeTheBulkJob) {
+  auto a = xfer::divide_link(300 * M, {claim(1, 0, JobClass::Normal, kInf, 120 * M), claim(2, 0, JobClass::Normal)}, {});
+  EXPECT_EQ(a[1].cap_bps, 0);
+  EXPECT_NE(a[1].reason.find("floor 120 Mbit/s"), std::string::npos) << a[1].reason;
+  EXPECT_NEAR(a[2].cap_bps, 300 * M - 132 * M, 1);
+  EXPECT_NE(a[2].reason.find("132 Mbit/s set aside for floors"), std::string::npos) << a[2].reason;
+}
+
+// A job alone on the link is not capped at all (the capacity is an estimate
+// or a configured figure; a cap would only slow it).
+TEST(Arbiter, AJobAloneIsNotCapped) {
+  auto a = xfer::divide_link(300 * M, {claim(1, 0, JobClass::Normal)}, {});
+  EXPECT_EQ(a[1].cap_bps, 0);
+  EXPECT_NE(a[1].reason.find("alone"), std::string::npos);
+  auto unknown = xfer::divide_link(0, {claim(1, 0, JobClass::Normal), claim(2, 1, JobClass::Low)}, {});
+  EXPECT_EQ(unknown[1].cap_bps, 0);
+  EXPECT_EQ(unknown[2].cap_bps, 0);
+  EXPECT_NE(unknown[2].reason.find("not known"), std::string::npos);
+}
+
+// Background gets only what nobody else asks for: nothing (the minimum that
+// keeps it moving) beside a job that wants all, the idle rest beside one
+// that wants little.
+TEST(Arbiter, BackgroundTakesOnlyIdleCapacity) {
+  xfer::ArbiterConfig cfg;
+  auto busy = xfer::divide_link(100 * M, {claim(1, 0, JobClass::Foreground), claim(2, 1, JobClass::Background)}, cfg);
+  EXPECT_EQ(busy[1].cap_bps, 0);  // all of the link: no cap
+  EXPECT_EQ(busy[2].cap_bps, cfg.min_bps);
+  auto idle =
+      xfer::divide_link(100 * M, {claim(1, 0, JobClass::Foreground, 20 * M), claim(2, 1, JobClass::Background)}, cfg);
+  EXPECT_NEAR(idle[1].cap_bps, 20 * M, 1);
+  EXPECT_NEAR(idle[2].cap_bps, 80 * M, 1);
+}
+
+// Higher classes first: high before normal before low.
+TEST(Arbiter, ClassesAreServedInOrder) {
+  auto a = xfer::divide_link(
+      100 * M, {claim(1, 0, JobClass::High, 60 * M), claim(2, 0, JobClass::Normal, 30 * M), claim(3, 0, JobClass::Low)},
+      {});
+  EXPECT_NEAR(a[1].cap_bps, 60 * M, 1);
+  EXPECT_NEAR(a[2].cap_bps, 30 * M, 1);
+  EXPECT_NEAR(a[3].cap_bps, 10 * M, 1);
+}
+
+// A user with ten jobs gets what a user with one gets; weights shift it.
+TEST(Arbiter, UsersShareByWeightNotByJobCount) {
+  std::vector<Claim> c;
+  for (uint32_t i = 1; i <= 10; ++i) c.push_back(claim(i, 1000, JobClass::Normal));
+  c.push_back(claim(11, 2000, JobClass::Normal));
+  auto a = xfer::divide_link(110 * M, c, {});
+  double ten = 0;
+  for (uint32_t i = 1; i <= 10; ++i) ten += a[i].cap_bps;
+  EXPECT_NEAR(ten, 55 * M, 1);
+  EXPECT_NEAR(a[11].cap_bps, 55 * M, 1);
+  EXPECT_NEAR(a[3].cap_bps, 5.5 * M, 1);
+
+  auto w = xfer::divide_link(100 * M, {claim(1, 1000, JobClass::Normal, kInf, 0, 3), claim(2, 2000, JobClass::Normal)},
+                             {});
+  EXPECT_NEAR(w[1].cap_bps, 75 * M, 1);
+  EXPECT_NEAR(w[2].cap_bps, 25 * M, 1);
+}
+
+// What one job does not use goes to the others.
+TEST(Arbiter, WhatAJobDoesNotUseGoesToTheOthers) {
+  auto a = xfer::divide_link(100 * M, {claim(1, 0, JobClass::Normal, 10 * M), claim(2, 1, JobClass::Normal)}, {});
+  EXPECT_NEAR(a[1].cap_bps, 10 * M, 1);
+  EXPECT_NEAR(a[2].cap_bps, 90 * M, 1);
+  // Both under their shares: the rest is split between them, not left idle.
+  auto b =
+      xfer::divide_link(100 * M, {claim(1, 0, JobClass::Normal, 10 * M), claim(2, 1, JobClass::Normal, 30 * M)}, {});
+  EXPECT_NEAR(b[1].cap_bps + b[2].cap_bps, 100 * M, 1);
+}
+
+// The live arbiter: a job that joins gets its allotment at once (background
+// yields at the moment a foreground job arrives); a job moving well under
+// its cap is allotted what it moves and a quarter, and the rest goes to the
+// other; a leaving job gives its share back.
+TEST(Arbiter, AllotmentsFollowJoinsObservationsAndLeaves) {
+  xfer::ArbiterConfig cfg;
+  cfg.capacity_bps = 100 * M;
+  xfer::Arbiter arb(cfg);
+  std::map<uint32_t, Allotment> got;
+  auto apply = [&](uint32_t id) { return [&got, id](const Allotment& a) { got[id] = a; }; };
+  arb.join(ArbiterJob{1, 0, JobClass::Background}, apply(1));
+  EXPECT_EQ(got[1].cap_bps, 0);  // alone
+  arb.join(ArbiterJob{2, 1, JobClass::Foreground}, apply(2));
+  EXPECT_EQ(got[1].cap_bps, cfg.min_bps);
+  EXPECT_EQ(got[2].cap_bps, 0);
+  // The foreground job moves 20 Mbit/s of the 100 it may have, twice.
+  arb.observe(2, 20 * M);
+  arb.observe(2, 20 * M);
+  EXPECT_NEAR(got[2].cap_bps, 25 * M, 1);
+  EXPECT_NEAR(got[1].cap_bps, 75 * M, 1);
+  // Busy at its new cap: it asks for all again.
+  arb.observe(2, 24 * M);
+  EXPECT_EQ(got[2].cap_bps, 0);
+  EXPECT_EQ(got[1].cap_bps, cfg.min_bps);
+  arb.leave(2);
+  EXPECT_EQ(got[1].cap_bps, 0);
+  EXPECT_EQ(arb.jobs(), 1u);
+}
+
+// A floor is admitted only when it fits beside the floors already admitted.
+TEST(Arbiter, AFloorThatDoesNotFitIsRefusedWithTheFigures) {
+  xfer::ArbiterConfig cfg;
+  cfg.capacity_bps = 300 * M;
+  xfer::Arbiter arb(cfg);
+  arb.join(ArbiterJob{1, 0, JobClass::Normal, 1, 120 * M}, nullptr);
+  EXPECT_EQ(arb.admit(100 * M), "");
+  std::string no = arb.admit(160 * M);  // 132 + 176 > 300
+  EXPECT_NE(no.find("a floor of 160 Mbit/s does not fit"), std::string::npos) << no;
+  EXPECT_NE(no.find("the link is 300 Mbit/s (configured)"), std::string::npos) << no;
+  EXPECT_NE(no.find("take 132 Mbit/s"), std::string::npos) << no;
+  // Floors admitted but not started yet count too.
+  EXPECT_NE(arb.admit(100 * M, 60 * M), "");
+}
+
+TEST(Arbiter, ClassNamesRoundTrip) {
+  for (const std::string& n : xfer::job_class_names()) {
+    auto c = xfer::job_class_from(n);
+    ASSERT_TRUE(c) << n;
+    EXPECT_EQ(xfer::to_string(*c), n);
+  }
+  EXPECT_FALSE(xfer::job_class_from("urgent"));
+}
