@@ -132,7 +132,10 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
     double extra = left / double(finite.size());
     for (const auto& [id, share] : finite) {
       Allotment& a = out[id];
-      if (a.cap_bps > 0) a.cap_bps = std::max(cfg.min_bps, share + extra);
+      if (a.cap_bps <= 0) continue;
+      a.cap_bps = std::max(cfg.min_bps, share + extra);
+      if (a.cap_bps >= capacity * 0.999) a = {0, fmt::format("the link ({:.0f} Mbit/s) is nobody else's: no cap", mbps(capacity))};
+      else a.reason += fmt::format("; with {:.1f} Mbit/s nobody asked for", mbps(extra));
     }
   }
   return out;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "xfer/arbiter.h"
 #include "xfer/log.h"
 #include "xfer/text.h"
 
@@ -80,6 +81,14 @@ std::vector<OptionSpec> make_table() {
       text("ca_file", OptionType::Path, kPolicy | kJob | kRun,
            "PEM CA certificates to verify https servers against instead of the system's store"),
       text("label", OptionType::Text, kJob | kRun, "a name for the job, shown by list and status (and kept in the history)", 200),
+      // Many jobs on one machine (xfer/arbiter.h).
+      choice("class", job_class_names(), "normal", kPolicy | kJob,
+             "priority class for the link: foreground, high, normal, low, background (only what nobody else asks "
+             "for); a job's only lowers its policy's"),
+      number("weight", 0.001, 1000, 1, kPolicy, "its users' weight against other users within the class"),
+      choice("admission", {"refuse", "queue"}, "refuse", kPolicy,
+             "a floor (target_mbps) that does not fit beside the floors running: refused at Submit, or queued until "
+             "it fits"),
       // The tuner.
       number("target_mbps", 0.001, 1e7, nullptr, kPolicy | kJob | kRun,
              "throughput-target, hla-throughput: the throughput floor in Mbit/s"),
@@ -362,6 +371,10 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
       else if (k == "max_freq_khz" && m.value(k, 0.0) > 0 && v.get<double>() > 0)
         m[k] = std::min(m[k].get<double>(), v.get<double>());
       else if (k == "max_channels" && layer == &layers.job) m[k] = std::min(m[k].get<double>(), v.get<double>());
+      else if (k == "class" && layer == &layers.job &&
+               *job_class_from(v.get<std::string>()) > *job_class_from(m[k].get<std::string>()))
+        throw OptionError("class " + v.get<std::string>() + " is above the policy's (" + m[k].get<std::string>() +
+                          "); a job may only lower its class");
       else m[k] = v;
     }
   }
@@ -385,6 +398,9 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.loss_pct = d("loss_pct", -1);
   e.max_channels = int(i("max_channels"));
   e.max_file_bytes = uint64_t(i("max_file_bytes"));
+  s.cls = *job_class_from(m["class"].get<std::string>());
+  s.weight = d("weight", 1);
+  s.queue_unfit = m["admission"] == "queue";
   TunerOptions& t = s.tuner;
   if (algorithm == "static") {
     t.fixed = ChunkParams{int(i("cc", 1)), int(i("p", 1)), int(i("pp", 1))};

@@ -29,6 +29,7 @@ json interval_json(const IntervalRecord& r) {
     params.push_back(cj);
   }
   json e = {{"t", o.t_s},
+            {"interval_s", o.interval_s},
             {"throughput_mbps", o.throughput_bps / 1e6},
             {"bytes_done", o.bytes_done},
             {"params", params},
@@ -38,6 +39,8 @@ json interval_json(const IntervalRecord& r) {
   for (const KernelKnobDef& d : kernel_knobs())
     if (long v = d.observed(o); v > 0) e[d.column] = v;
   if (o.params.rate_cap_bps > 0) e["rate_cap_mbps"] = o.params.rate_cap_bps / 1e6;
+  if (o.allotted_bps > 0) e["allotted_mbps"] = o.allotted_bps / 1e6;  // the arbiter's cap
+  if (o.near_end) e["near_end"] = true;
   if (o.flow) {
     e["flow_throughput_mbps"] = o.flow->throughput_bps / 1e6;
     e.update(flow_json(*o.flow));

@@ -51,6 +51,32 @@ int ThroughputTargetTuner::jump(int cc, double target_bps, double actual_bps, in
   return std::clamp(want, cc + 1, std::max(cc + 1, max_channels));
 }
 
+int ThroughputTargetTuner::start_channels(const JobInfo& info, double target_bps, std::string* why) {
+  if (info.rtt_s <= 0 || target_bps <= 0) return 1;
+  constexpr double kMss = 1448;
+  double per = info.bandwidth_bps > 0 ? info.bandwidth_bps : 1e12;
+  std::string bound = "the link";
+  auto at_most = [&](double bps, const char* what) {
+    if (bps > 0 && bps < per) per = bps, bound = what;
+  };
+  at_most(double(info.tcp_buf_bytes) * 8 / info.rtt_s, "the TCP window over the RTT");
+  if (info.loss_pct > 0) at_most(kMss * 8 / info.rtt_s * 1.22 / std::sqrt(info.loss_pct / 100), "Mathis's loss bound");
+  // A file fetched on one connection takes a request round trip and the slow
+  // start rounds its size needs (initial window of 10 segments).
+  double bytes = 0, files = 0;
+  for (const ChunkPlan& c : info.chunks) bytes += double(c.bytes), files += double(c.files.size());
+  if (files > 0 && bytes > 0) {
+    double size = bytes / files;
+    double rounds = 2 + std::log2(1 + size / (10 * kMss));
+    at_most(size * 8 / (info.rtt_s * rounds), "a file's slow start");
+  }
+  int n = std::clamp(int(std::ceil(target_bps / per)), 1, std::max(1, info.max_channels));
+  if (why)
+    *why = fmt::format("start at {} channel{}: {:.1f} Mbit/s each at most ({}, RTT {:.0f} ms)", n, n == 1 ? "" : "s",
+                       per / 1e6, bound, info.rtt_s * 1e3);
+  return n;
+}
+
 void ThroughputTargetTuner::allocate(const Observation* obs) {
   std::vector<bool> active = tune::active_chunks(obs, info_.chunks.size());
   if (phase_ == Phase::Control && !rearranged_) {
@@ -94,7 +120,9 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
   if (opts_.target_mbps > 0) {
     target_bps_ = opts_.target_mbps * 1e6;
     phase_ = Phase::Control;
-    current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; start at one channel", opts_.target_mbps);
+    std::string start = "start at one channel";
+    total_ = start_channels(info, target_bps_, &start);
+    current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; {}", opts_.target_mbps, start);
   } else {
     phase_ = Phase::Probe;
     current_.reason = fmt::format("throughput-target: {:g}% of the maximum; measuring it with {} channels",
@@ -102,7 +130,7 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
   }
   allocate(nullptr);
   std::string k = kernel_.init(info.kernel, opts_.kernel, tune::KernelPlan::Goal::Lower,
-                               phase_ == Phase::Probe ? info.max_channels : 1, current_);
+                               phase_ == Phase::Probe ? info.max_channels : total_, current_);
   if (!k.empty()) current_.reason += "; " + k;
   return current_;
 }
@@ -135,8 +163,11 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     if (thr >= lo * (1 - kBand) && thr <= hi) ++in_band_;
   }
   // The interval after a change of channels or pipelining holds the change
-  // itself (connections opening or draining, slow start): not a measurement.
-  if (obs.settling) return std::nullopt;
+  // itself (connections opening or draining, slow start): not a measurement,
+  // except below the target after channels were added, where it can only
+  // under-state them (a floor is reached sooner; an overshoot is capped).
+  if (obs.settling && !(raised_ && thr < lo)) return std::nullopt;
+  const int before = total_;
   std::string why;
   auto kernel_step = [&](bool holds) {
     std::optional<tune::KernelStep> k = kernel_.step(holds, cost, current_.total_channels(), current_);
@@ -151,17 +182,19 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       why = current_.rate_cap_bps > 0 ? fmt::format("{:.1f} of {:.1f} Mbit/s: rate cap raised to {:.1f}", thr / 1e6,
                                                     target_bps_ / 1e6, current_.rate_cap_bps / 1e6)
                                       : "below target: rate cap lifted";
-    } else if (!kernel_.at_top() && kernel_step(false)) {
+    } else if (obs.cpu_pct && *obs.cpu_pct >= tune::KernelPlan::kBusyPct && !kernel_.at_top() && kernel_step(false)) {
+      // Cores and frequency first only where the CPU is what holds it back.
     } else if (scale_pp(lo / std::max(thr, 1.0), obs)) {
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: pipelining raised back toward MinE's", thr / 1e6, target_bps_ / 1e6);
-    } else if (!jumped_) {
-      int next = jump(total_, target_bps_, thr, info_.max_channels);
-      why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: jump to {} (cc * target / actual)", thr / 1e6,
-                        target_bps_ / 1e6, total_, next);
-      total_ = next, jumped_ = true;
     } else if (total_ < info_.max_channels) {
-      ++total_;
-      why = fmt::format("{:.1f} of {:.1f} Mbit/s: additive increase to {} channels", thr / 1e6, target_bps_ / 1e6, total_);
+      // Alg. 3 l. 10-12's jump, taken again at every interval below the
+      // target (the paper then adds one channel per interval: a floor on a
+      // long or lossy path took tens of intervals to reach).
+      int next = jump(total_, target_bps_, thr, info_.max_channels);
+      why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: {} to {} (cc * target / actual)", thr / 1e6,
+                        target_bps_ / 1e6, total_, jumped_ ? "correct" : "jump", next);
+      total_ = next, jumped_ = true;
+    } else if (!kernel_.at_top() && kernel_step(false)) {
     } else if (!rearranged_) {
       rearranged_ = true;
       why = "at the channel limit below target: channels re-arranged, Large gets its share";
@@ -178,7 +211,8 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     } else if (scale_pp(target_bps_ / thr, obs)) {
       why = fmt::format("{:.1f} Mbit/s still over {:.1f} under the cap: pipelining lowered", thr / 1e6, target_bps_ / 1e6);
     } else {
-      current_.rate_cap_bps = std::max(current_.rate_cap_bps * target_bps_ / thr, target_bps_ * 0.9);
+      // Never under the target itself: it is a floor (the arbiter sets it aside).
+      current_.rate_cap_bps = std::max(current_.rate_cap_bps * target_bps_ / thr, target_bps_);
       why = fmt::format("{:.1f} Mbit/s over {:.1f}: rate cap lowered to {:.1f}", thr / 1e6, target_bps_ / 1e6,
                         current_.rate_cap_bps / 1e6);
     }
@@ -186,6 +220,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     kernel_step(true);  // in band: fewer resources if it holds
   }
   if (why.empty()) return std::nullopt;
+  raised_ = total_ > before;
   allocate(&obs);
   current_.reason = "throughput-target: " + why;
   return current_;

@@ -24,6 +24,11 @@ class ThroughputTargetTuner : public Tuner {
 
   // Alg. 3 line 11: the concurrency the target asks for, from what `cc` gave.
   static int jump(int cc, double target_bps, double actual_bps, int max_channels);
+  // The channels to start with for an absolute target: the target over what
+  // one channel can carry on this path (the least of the TCP window over the
+  // RTT, Mathis's loss bound, a file's slow start, the link); 1 when the RTT
+  // is not known. Why, into *why.
+  static int start_channels(const JobInfo& info, double target_bps, std::string* why);
   double target_bps() const { return target_bps_; }
 
  private:
@@ -38,6 +43,10 @@ class ThroughputTargetTuner : public Tuner {
   double max_bps_ = 0, target_bps_ = 0;
   int total_ = 1;
   bool jumped_ = false, rearranged_ = false, out_of_reach_ = false;
+  // The last decision raised channels (or the job just started): below the
+  // target, the settling interval that follows is used, since it can only
+  // under-state what the new channels carry (an overshoot is held by the cap).
+  bool raised_ = true;
   tune::KernelPlan kernel_;
   Params current_;
   // Deviation: from the first interval at or above the target to the tail.

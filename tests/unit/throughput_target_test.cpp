@@ -10,7 +10,8 @@ using namespace xfer;
 using namespace xfer::testing;
 
 // Linear 40 Mbit/s per channel, target 200: one channel gives 40, the jump
-// goes straight to 5 = 200 Mbit/s, and it stays there.
+// goes straight to 5 = 200 Mbit/s, and it stays there. Below the target the
+// first interval decides (its set-up can only under-state the channel).
 TEST(ThroughputTarget, JumpsToTheEstimatedConcurrency) {
   TunerOptions o;
   o.target_mbps = 200;
@@ -18,17 +19,18 @@ TEST(ThroughputTarget, JumpsToTheEstimatedConcurrency) {
   SimEngine sim{[](const Params& p) { return 40.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
   Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 10);
   EXPECT_EQ(sim.applied[0].total_channels(), 1);
-  EXPECT_EQ(sim.applied[1].total_channels(), 1);  // the first interval is set-up: not a measurement
-  EXPECT_EQ(sim.applied[2].total_channels(), 5);
+  EXPECT_EQ(sim.applied[1].total_channels(), 5);
   EXPECT_EQ(end.total_channels(), 5);
   EXPECT_NEAR(t.summary()["deviation_pct"].get<double>(), 0.0, 1e-6);
 }
 
-// Concave 60 sqrt(n): 1 -> 60, jump to ceil(200/60) = 4 -> 120, then +1 a
-// time (each change followed by one settling interval) until 12 (207.8 >=
-// 200); with only 8 channels allowed it reaches the limit, re-arranges
-// (Large gets channels), and reports the target out of reach.
-TEST(ThroughputTarget, AdditiveIncreaseThenChannelLimit) {
+// Concave 60 sqrt(n): 1 -> 60, jump to ceil(200/60) = 4 -> 120, then the
+// jump again at each interval below the target (the settling interval after
+// added channels counts: it can only under-state them): 7, 9, 10, 11, 12
+// (207.8 >= 200), not one channel at a time; with only 8 channels allowed it
+// reaches the limit, re-arranges (Large gets channels), and reports the
+// target out of reach.
+TEST(ThroughputTarget, CorrectsMultiplicativelyThenChannelLimit) {
   auto curve = [](const Params& p) { return 60.0 * std::sqrt(double(p.total_channels())); };
   {
     TunerOptions o;
@@ -36,9 +38,10 @@ TEST(ThroughputTarget, AdditiveIncreaseThenChannelLimit) {
     ThroughputTargetTuner t(o);
     SimEngine sim{curve, [](const Params&) { return 10.0; }};
     Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 40);
-    EXPECT_EQ(sim.applied[2].total_channels(), 4);
-    EXPECT_EQ(sim.applied[3].total_channels(), 4);  // settling
-    EXPECT_EQ(sim.applied[4].total_channels(), 5);
+    EXPECT_EQ(sim.applied[1].total_channels(), 4);
+    EXPECT_EQ(sim.applied[2].total_channels(), 7);
+    EXPECT_EQ(sim.applied[3].total_channels(), 9);
+    EXPECT_EQ(sim.applied[4].total_channels(), 10);
     EXPECT_EQ(end.total_channels(), 12);
     EXPECT_FALSE(t.summary()["out_of_reach"].get<bool>());
   }
@@ -124,4 +127,30 @@ TEST(ThroughputTarget, ProbeWaitsForTheRateToStopRising) {
   }
   EXPECT_NEAR(t.target_bps(), 225e6, 1);  // 50% of 450, not of 47
   EXPECT_EQ(p.total_channels(), 1);       // and control has begun
+}
+
+// An absolute target starts from what one channel can carry on the path: a
+// lossy 60 ms path (Mathis: 1448 B / 60 ms x 1.22 / sqrt(1e-4) = 23.6 Mbit/s)
+// or small files' slow start, whichever is less; one channel when the RTT is
+// not known.
+TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
+  JobInfo info = wan_info({plan(ChunkKind::Large, 3, 700'000'000)}, 64);
+  info.bandwidth_bps = 300e6;
+  std::string why;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(info, 120e6, &why), 1);  // no RTT
+  info.rtt_s = 0.06;
+  info.loss_pct = 0.01;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(info, 120e6, &why), 6);  // 120 / 23.6
+  EXPECT_NE(why.find("Mathis"), std::string::npos) << why;
+  // 600 files of 100 kB: 2 + log2(1 + 100000 / 14480) = 4.98 round trips of
+  // 60 ms for 800 kbit: 2.7 Mbit/s a channel.
+  JobInfo small = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
+  small.rtt_s = 0.06;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 45);
+  EXPECT_NE(why.find("slow start"), std::string::npos) << why;
+  // The tuner starts there.
+  TunerOptions o;
+  o.target_mbps = 120;
+  ThroughputTargetTuner t(o);
+  EXPECT_EQ(t.init(info).total_channels(), 6);
 }

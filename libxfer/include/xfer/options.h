@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "xfer/engine.h"
+#include "xfer/arbiter.h"
 #include "xfer/kernel.h"
 #include "xfer/tuner.h"
 
@@ -78,6 +79,10 @@ struct JobSetup {
   TunerOptions tuner;
   bool kernel = false;  // the tuner may turn the kernel layer (kernel_mode is not "off")
   KernelLayer::Config kernel_config;
+  // Many jobs on one machine: how the arbiter sees the job.
+  JobClass cls = JobClass::Normal;
+  double weight = 1;
+  bool queue_unfit = false;  // a floor that does not fit waits (else Submit refuses it)
 };
 
 // Checks every value against the table and its layer's scope, and what
