@@ -27,6 +27,7 @@ inline constexpr const char* kConfig = "org.xferd.Xferd1.Error.ConfigInvalid";
 inline constexpr const char* kNotPrivileged = "org.xferd.Xferd1.Error.NotPrivileged";
 inline constexpr const char* kInternal = "org.xferd.Xferd1.Error.Internal";
 inline constexpr const char* kNameInUse = "org.xferd.Xferd1.Error.NameInUse";
+inline constexpr const char* kFloorDoesNotFit = "org.xferd.Xferd1.Error.FloorDoesNotFit";
 }  // namespace err
 
 // A refusal: the D-Bus error name and its message.

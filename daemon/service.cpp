@@ -1,5 +1,6 @@
 #include "service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <malloc.h>
 
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <set>
 #include <fmt/format.h>
 #include <sstream>
 
@@ -95,6 +97,10 @@ Service::Service(sd_event* l, Options o, Config c)
   load_hla_table();
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
+  arbiter.set_capacity(link_capacity_bps());
+  if (arbiter.capacity_measured())
+    log::info("arbiter: no network.bandwidth_mbps in the config: the link's capacity is measured from what the jobs "
+              "move, and floors are admitted against that");
   // A journal a crashed xferd left: cores and frequency go back now.
   if (cfg.text("kernel_mode") != "off") {
     try {
@@ -109,8 +115,11 @@ Service::Service(sd_event* l, Options o, Config c)
       loop, &reap_,
       [](sd_event_source*, void* ud) {
         auto* s = static_cast<Service*>(ud);
-        for (auto& [id, j] : s->jobs)
+        for (auto& [id, j] : s->jobs) {
           if (j->finished() && j->run) s->retire(*j);
+          if (j->yield && j->run && !j->finished()) s->unseat(*j, "yields its slot");
+          j->yield = false;
+        }
         s->start_queued();
         return 0;
       },
@@ -135,6 +144,87 @@ void Service::retire(JobEntry& j) {
     kernel_job = 0;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
+}
+
+bool Service::slot_wanted() const {
+  if (running() < size_t(cfg.max_running_jobs)) return false;
+  for (const auto& [id, j] : jobs)
+    if (j->state == xfer::JobState::Queued && !j->run && !j->check && j->waiting.empty()) return true;
+  return false;
+}
+
+std::string JobEntry::allotment() const {
+  if (!run || run->loop().allotment().reason.empty()) return "";
+  const xfer::Allotment& a = run->loop().allotment();
+  return (a.cap_bps > 0 ? fmt::format("cap {:.1f} Mbit/s", a.cap_bps / 1e6) : std::string("no cap")) + ": " + a.reason;
+}
+
+double Service::link_capacity_bps() const {
+  return cfg.values.contains("bandwidth_mbps") ? cfg.values["bandwidth_mbps"].get<double>() * 1e6 : 0;
+}
+
+double Service::admitted_floors(const JobEntry* except, bool running_only) const {
+  double f = 0;
+  for (const auto& [id, j] : jobs)
+    if (j.get() != except && !j->finished() && j->state != xfer::JobState::Paused && (!running_only || j->run))
+      f += j->floor_bps;
+  return f;
+}
+
+std::map<uid_t, size_t> Service::slots_by_user() const {
+  std::map<uid_t, size_t> n;
+  for (const auto& [id, j] : jobs)
+    if (j->run || j->check) ++n[j->row.uid];
+  return n;
+}
+
+// A job waiting for a slot whose user holds fewer than a fair share of them
+// (the slots over the users who want one) takes one from the user holding the
+// most above that share: that user's newest running job goes back to the
+// queue, its progress kept. One at a time.
+void Service::share_slots() {
+  if (running() < size_t(cfg.max_running_jobs)) return;
+  for (const auto& [id, j] : jobs)
+    if (j->yield) return;  // one is already on its way out
+  std::map<uid_t, size_t> held = slots_by_user();
+  std::set<uid_t> waiting;
+  for (const auto& [id, j] : jobs)
+    if (j->state == xfer::JobState::Queued && !j->run && !j->check && j->waiting.empty()) waiting.insert(j->row.uid);
+  std::set<uid_t> users = waiting;
+  for (const auto& [u, n] : held) users.insert(u);
+  if (waiting.empty() || users.size() < 2) return;
+  const size_t fair = (size_t(cfg.max_running_jobs) + users.size() - 1) / users.size();
+  bool starved = false;
+  for (uid_t u : waiting) starved = starved || held[u] < fair;
+  if (!starved) return;
+  uid_t most = 0;
+  size_t top = 0;
+  for (const auto& [u, n] : held)
+    if (n > top) most = u, top = n;
+  if (top <= fair) return;
+  JobEntry* newest = nullptr;
+  for (auto& [id, j] : jobs)
+    if (j->row.uid == most && j->run && j->state == xfer::JobState::Running &&
+        (!newest || j->queued_seq > newest->queued_seq))
+      newest = j.get();
+  if (!newest) return;
+  log::info("job {}: yields its slot: its user (uid {}) holds {} of {} slots, above a fair {} while {} user(s) wait",
+            newest->row.id, most, top, cfg.max_running_jobs, fair, waiting.size());
+  newest->yield = true;
+  sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
+}
+
+void Service::unseat(JobEntry& j, const std::string& why) {
+  if (!j.run) return;
+  log::info("job {}: {}; its progress is kept and it goes on from there", j.row.id, why);
+  j.job()->pause();  // checkpoints every .part
+  j.run->record_end("interrupted");  // the next start is a new run
+  retire(j);
+  j.slow_since_us = 0;
+  if (j.state != xfer::JobState::Paused || why != "paused") {
+    set_state(j, xfer::JobState::Queued);
+    j.queued_seq = ++next_seq_;
+  }
 }
 
 std::string Service::hla_table_state() const {
@@ -252,11 +342,17 @@ struct Fd {
 void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   const Policy& p = policy_for(c, req.policy);
   // The options with the policy's and the config's, as the job will start.
+  xfer::JobSetup setup;
   try {
-    xfer::setup_job(p.algorithm, layers(p, req.options));
+    setup = xfer::setup_job(p.algorithm, layers(p, req.options));
   } catch (const xfer::OptionError& e) {
     throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
   }
+  // A floor is admitted only if it fits beside the floors admitted already
+  // (or waits for room, when its policy says admission = "queue").
+  if (double floor = xfer::job_floor_bps(p.algorithm, setup.tuner); floor > 0 && !setup.queue_unfit)
+    if (std::string why = arbiter.admit(floor, admitted_floors()); !why.empty())
+      throw Refusal(err::kFloorDoesNotFit, why + "; nothing fetched (policy '" + p.name + "')");
   check_user_limits(c, req.manifest.entries.size());
   if (checks.pending(c.uid) >= kMaxChecksPerUser)
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} submissions whose destination is still being checked; wait "
@@ -322,6 +418,14 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   j->options = options;
   j->label = options.value("label", "");
   j->state = xfer::JobState::Queued;
+  j->queued_seq = ++next_seq_;
+  try {
+    xfer::JobSetup setup = xfer::setup_job(p.algorithm, layers(p, options));
+    j->cls = setup.cls;
+    j->floor_bps = xfer::job_floor_bps(p.algorithm, setup.tuner);
+  } catch (const xfer::OptionError& e) {  // the config changed since the check above
+    throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
+  }
   try {
     store->insert(j->row);
   } catch (const StoreError& e) {
@@ -378,20 +482,49 @@ size_t Service::running() const {
   return n;
 }
 
+// The queue: the next job is the oldest in the queue of the user holding
+// the fewest slots (a user with ten jobs waits behind a user with one), among
+// those that fit: under limits.max_running_entries and, for a floor, beside
+// the floors running.
 void Service::start_queued() {
   if (stopping) return;
   size_t entries = 0;
   for (const auto& [id, j] : jobs)
     if (j->run) entries += j->progress.files_total;
-  for (auto& [id, j] : jobs) {
+  std::map<uid_t, size_t> held = slots_by_user();
+  std::vector<JobEntry*> queue;
+  for (auto& [id, j] : jobs)
+    if (j->state == xfer::JobState::Queued && !j->run && !j->check) queue.push_back(j.get());
+  std::stable_sort(queue.begin(), queue.end(), [](const JobEntry* a, const JobEntry* b) { return a->queued_seq < b->queued_seq; });
+  for (;;) {
     if (running() >= size_t(cfg.max_running_jobs)) break;
-    if (j->state != xfer::JobState::Queued || j->run) continue;
-    // Memory grows with the entries of the running jobs: a job waits until it
-    // fits under limits.max_running_entries (alone, any job runs).
-    if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) continue;
-    start(*j);
-    if (j->run) entries += j->progress.files_total;
+    JobEntry* next = nullptr;
+    for (JobEntry* j : queue) {
+      if (!j || j->state != xfer::JobState::Queued || j->run || j->check) continue;
+      // Memory grows with the entries of the running jobs: a job waits until it
+      // fits under limits.max_running_entries (alone, any job runs).
+      if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) {
+        j->waiting = fmt::format("room under limits.max_running_entries ({} entries running)", entries);
+        continue;
+      }
+      if (j->floor_bps > 0) {
+        std::string why = arbiter.admit(j->floor_bps, admitted_floors(j, true));
+        if (!why.empty()) {
+          if (j->waiting != why) log::info("job {}: waits: {}", j->row.id, why);
+          j->waiting = why;
+          continue;
+        }
+      }
+      j->waiting.clear();
+      if (!next || held[j->row.uid] < held[next->row.uid]) next = j;
+    }
+    if (!next) break;
+    std::replace(queue.begin(), queue.end(), next, static_cast<JobEntry*>(nullptr));
+    start(*next);
+    if (next->run || next->check) ++held[next->row.uid];
+    if (next->run) entries += next->progress.files_total;
   }
+  share_slots();
   // A job that waits keeps its file names (for name clashes) and totals; its
   // manifest is read from the store again when it starts.
   for (auto& [id, j] : jobs)
@@ -528,6 +661,9 @@ void Service::start(JobEntry& j) {
   spec.tuner = setup.tuner;
   spec.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
   spec.kernel = lend_kernel(j, setup);
+  spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
+  j.cls = setup.cls;
+  j.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
   spec.job = xfer::Job::Spec{std::move(*j.manifest), j.row.dest, setup.engine, j.dir_fd, {j.row.uid, j.row.gid}};
   j.manifest.reset();
   spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
@@ -538,7 +674,7 @@ void Service::start(JobEntry& j) {
   bool lent = spec.kernel != nullptr;
   try {
     j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
-                                               xfer::SharedParts{flows.get(), machine.get(), history.get()});
+                                               xfer::SharedParts{flows.get(), machine.get(), history.get(), &arbiter});
   } catch (const std::invalid_argument& e) {  // the tuner
     if (lent) kernel.reset();
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
@@ -573,6 +709,22 @@ void Service::follow(JobEntry& j) {
     log::info("job {}: {:.1f} Mbit/s, {}, cores {} | {} | {}", x.row.id, o.throughput_bps / 1e6,
               o.joules ? fmt::format("{:.1f} J", *o.joules) : std::string("no energy figure"),
               o.cores ? std::to_string(*o.cores) : std::string("as they are"), ps, o.params.reason);
+    // A job that moves almost nothing (stalled, or a server dripping) while
+    // another waits for a slot gives its slot up after a while; it goes on
+    // later from where it is.
+    const uint64_t now = engine.now_us();
+    if (x.state == xfer::JobState::Running && o.throughput_bps < kYieldBelowBps && slot_wanted()) {
+      if (!x.slow_since_us) {
+        x.slow_since_us = now;
+      } else if (now - x.slow_since_us >= kYieldAfterUs && !x.yield) {
+        log::info("job {}: under {:.0f} kbit/s for {:.0f} s while a job waits for a slot: it yields its slot", x.row.id,
+                  kYieldBelowBps / 1e3, double(now - x.slow_since_us) / 1e6);
+        x.yield = true;
+        sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
+      }
+    } else {
+      x.slow_since_us = 0;
+    }
     if (on_changed) on_changed(x);
   };
   xfer::Job& job = j.run->job();
@@ -688,7 +840,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
     if (j.state != xfer::JobState::Running)
       throw Refusal(err::kBadState,
                     fmt::format("job {} is {}; it can be paused once it runs", j.row.id, xfer::to_string(j.state)));
-    j.job()->pause();
+    unseat(j, "paused");  // a paused job holds no slot
   } else if (j.check) {  // its files were being opened: again at Resume
     checks.cancel(j.check);
     j.check = 0;
@@ -708,6 +860,7 @@ void Service::resume(const Caller& c, JobEntry& j) {
     j.job()->resume();
   } else {
     set_state(j, xfer::JobState::Queued);
+    j.queued_seq = ++next_seq_;
     start_queued();
   }
 }
@@ -725,6 +878,7 @@ std::string Service::reload() {
   }
   xfer::log::set_level(cfg.log_level);
   log::info("reload: {} policies from {} file(s)", cfg.policies.size(), cfg.files.size());
+  arbiter.set_capacity(link_capacity_bps());
   if (std::string why = load_hla_table(); !why.empty()) return why;
   start_queued();
   return "";
@@ -757,6 +911,16 @@ void Service::restore_jobs() {
         e.take_manifest(manifest_from_text(store->manifest(e.row.id), cfg.max_entries_per_job));
       } catch (const std::exception&) {
         // start() reads it again and fails the job with the reason
+      }
+      e.queued_seq = ++next_seq_;
+      if (p != cfg.policies.end()) {
+        try {
+          xfer::JobSetup setup = xfer::setup_job(e.policy.algorithm, layers(e.policy, e.options));
+          e.cls = setup.cls;
+          e.floor_bps = xfer::job_floor_bps(e.policy.algorithm, setup.tuner);
+        } catch (const xfer::OptionError&) {
+          // start() sets it up again and fails the job with the reason
+        }
       }
       if (p == cfg.policies.end()) {
         fail(e, "policy '" + e.row.policy + "' is no longer in the configuration");

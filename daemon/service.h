@@ -19,6 +19,7 @@
 #include "config.h"
 #include "store.h"
 #include "submit_args.h"
+#include "xfer/arbiter.h"
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
@@ -63,6 +64,14 @@ struct JobEntry {
   std::unique_ptr<xfer::RunningJob> run;  // the Job, its control loop and its history rows
   std::string kernel_note;
   std::vector<std::string> kinds;  // chunk names, Params order
+  // Many jobs on one machine: how the arbiter sees it (from its policy and
+  // options), its place in the queue, and why it waits when it does.
+  xfer::JobClass cls = xfer::JobClass::Normal;
+  double floor_bps = 0;     // its throughput floor (target_mbps); 0: none
+  uint64_t queued_seq = 0;  // queue order: set at Submit and each time it goes back to the queue
+  std::string waiting;      // what a queued job waits for ("" when it only waits for a slot)
+  bool yield = false;       // to go back to the queue at the next turn of the loop (a slot for another)
+  uint64_t slow_since_us = 0;  // moving under limits.yield_below_kbps since (0: not)
   // Last known figures (kept after the job ends):
   xfer::JobProgress progress;
   xfer::Params params;
@@ -80,6 +89,8 @@ struct JobEntry {
   // The Job's figures while it runs, else the last known.
   xfer::JobProgress live_progress() const { return run ? run->job().progress() : progress; }
   std::string path() const;
+  // The arbiter's allotment while it runs ("cap N Mbit/s: why", "no cap: why"), else "".
+  std::string allotment() const;
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
   void take_manifest(xfer::Manifest m);
   bool finished() const { return xfer::finished(state); }
@@ -119,6 +130,11 @@ struct Service {
   // Energy, interface bytes and CPU, measured once and shared among the jobs.
   std::unique_ptr<xfer::Machine> machine;
   std::unique_ptr<xfer::KernelLayer> kernel;  // lent to one running kernel job at a time
+  // The link among the running jobs: floors first, then classes, users by
+  // weight (xfer/arbiter.h). Its capacity is network.bandwidth_mbps when the
+  // config sets it, else measured.
+  xfer::Arbiter arbiter;
+  double link_capacity_bps() const;
   uint64_t kernel_job = 0;
   sd_bus* bus = nullptr;
   std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;
@@ -164,6 +180,20 @@ struct Service {
   // At most limits.max_finished_per_user finished jobs per user are kept.
   void forget_oldest_finished(uid_t uid);
   void start_queued();
+  // A running job leaves its slot and goes back to the queue, its progress
+  // kept (a pause, a yield to another user's or a starved job).
+  void unseat(JobEntry& j, const std::string& why);
+  uint64_t next_seq_ = 0;
+  // The floors of the jobs admitted (running or waiting; not paused), bits/s.
+  double admitted_floors(const JobEntry* except = nullptr, bool running_only = false) const;
+  // Slots held per user, and who should give one up for a waiting user.
+  std::map<uid_t, size_t> slots_by_user() const;
+  void share_slots();
+  bool slot_wanted() const;  // every slot is held and a job waits for one alone
+  // A running job moving under this for this long gives its slot to a
+  // waiting job (issue 39: 16 dripping jobs of one user held every slot).
+  static constexpr double kYieldBelowBps = 64e3;
+  static constexpr uint64_t kYieldAfterUs = 20'000'000;
   void start(JobEntry& j);
   bool reopen_as_owner(JobEntry& j);  // true: its files are being opened again as its owner
   std::string job_ca(JobEntry& j, std::string* why);

@@ -157,17 +157,11 @@ void Arbiter::set_capacity(double bps) {
   divide();
 }
 
-double Arbiter::floors_bps() const {
-  double f = 0;
-  for (const auto& [id, m] : members_) f += m.job.floor_bps * (1 + cfg_.floor_margin);
-  return f;
-}
-
-std::string Arbiter::admit(double floor_bps, double pending_bps) const {
+std::string Arbiter::admit(double floor_bps, double admitted_bps) const {
   if (floor_bps <= 0) return "";
   const double cap = capacity_bps();
   if (cap <= 0) return "";  // nothing known to refuse by (the daemon logs it)
-  const double have = floors_bps() + pending_bps * (1 + cfg_.floor_margin);
+  const double have = admitted_bps * (1 + cfg_.floor_margin);
   const double want = floor_bps * (1 + cfg_.floor_margin);
   if (have + want <= cap) return "";
   return fmt::format("a floor of {:.0f} Mbit/s does not fit: the link is {:.0f} Mbit/s ({}), floors already "

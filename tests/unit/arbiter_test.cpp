@@ -134,14 +134,15 @@ TEST(Arbiter, AFloorThatDoesNotFitIsRefusedWithTheFigures) {
   xfer::ArbiterConfig cfg;
   cfg.capacity_bps = 300 * M;
   xfer::Arbiter arb(cfg);
-  arb.join(ArbiterJob{1, 0, JobClass::Normal, 1, 120 * M}, nullptr);
-  EXPECT_EQ(arb.admit(100 * M), "");
-  std::string no = arb.admit(160 * M);  // 132 + 176 > 300
+  EXPECT_EQ(arb.admit(100 * M, 120 * M), "");
+  std::string no = arb.admit(160 * M, 120 * M);  // 132 + 176 > 300
   EXPECT_NE(no.find("a floor of 160 Mbit/s does not fit"), std::string::npos) << no;
   EXPECT_NE(no.find("the link is 300 Mbit/s (configured)"), std::string::npos) << no;
   EXPECT_NE(no.find("take 132 Mbit/s"), std::string::npos) << no;
-  // Floors admitted but not started yet count too.
-  EXPECT_NE(arb.admit(100 * M, 60 * M), "");
+  EXPECT_NE(arb.admit(100 * M, 180 * M), "");
+  // Without a capacity (none configured, nothing measured yet) nothing is refused.
+  xfer::Arbiter blind;
+  EXPECT_EQ(blind.admit(1000 * M, 1000 * M), "");
 }
 
 TEST(Arbiter, ClassNamesRoundTrip) {

@@ -66,7 +66,8 @@ TEST(Options, OneCheckerOneWording) {
 }
 
 TEST(Options, ScopesAndCombinationsAreCheckedOnce) {
-  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob), "cc cannot be set in a job's options (there: max_channels, ca_file, label, target_mbps, target_pct, energy_budget_j_per_gb)");
+  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob), "cc cannot be set in a job's options (there: max_channels, ca_file, label, class, target_mbps, target_pct, "
+            "energy_budget_j_per_gb)");
   EXPECT_NE(xfer::check_layer({{"warp", 9}}, xfer::kPolicy).find("unknown option 'warp'"), std::string::npos);
   EXPECT_EQ(xfer::check_layer({{"target_mbps", 100}, {"target_pct", 50}}, xfer::kRun), "give target_mbps or target_pct, not both");
   EXPECT_EQ(xfer::check_layer({{"target_pct", 50}}, xfer::kJob, "min-energy"),
@@ -109,4 +110,26 @@ TEST(Options, LayersMergeAsTheDaemonDocumentsThem) {
   EXPECT_EQ(*st.tuner.fixed, (xfer::ChunkParams{4, 1, 8}));
   EXPECT_FALSE(st.kernel);
   EXPECT_FALSE(st.tuner.kernel);
+}
+
+// A job's class only lowers its policy's (issue 39: a job may ask for a lower
+// class, never a higher one than its policy allows); weight is the policy's.
+TEST(Options, AJobMayOnlyLowerItsClass) {
+  xfer::OptionLayers l;
+  l.policy = {{"class", "high"}, {"weight", 2.5}};
+  l.job = {{"class", "background"}};
+  xfer::JobSetup s = xfer::setup_job("min-energy", l);
+  EXPECT_EQ(s.cls, xfer::JobClass::Background);
+  EXPECT_DOUBLE_EQ(s.weight, 2.5);
+  l.job = {{"class", "foreground"}};
+  try {
+    xfer::setup_job("min-energy", l);
+    FAIL() << "a higher class than the policy's was accepted";
+  } catch (const xfer::OptionError& e) {
+    EXPECT_STREQ(e.what(), "class foreground is above the policy's (high); a job may only lower its class");
+  }
+  l.job = xfer::OptionValues::object();
+  EXPECT_EQ(xfer::setup_job("min-energy", l).cls, xfer::JobClass::High);
+  EXPECT_EQ(xfer::setup_job("min-energy", xfer::OptionLayers{}).cls, xfer::JobClass::Normal);
+  EXPECT_NE(xfer::check_layer({{"weight", 2}}, xfer::kJob), "");  // a caller cannot raise its own weight
 }

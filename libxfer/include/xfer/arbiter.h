@@ -87,11 +87,10 @@ class Arbiter {
   double capacity_bps() const;  // in use now (0: unknown yet)
   bool capacity_measured() const { return cfg_.capacity_bps <= 0; }
 
-  // "" when a floor of floor_bps fits beside the floors of the jobs present
-  // (and those admitted but not yet started, `pending_bps`); else why, with
-  // the figures.
-  std::string admit(double floor_bps, double pending_bps = 0) const;
-  double floors_bps() const;  // set aside now, margins included
+  // "" when a floor of floor_bps fits on the link beside the floors already
+  // admitted (admitted_bps: the jobs running and those waiting, which the
+  // daemon knows), each with its margin; else why, with the figures.
+  std::string admit(double floor_bps, double admitted_bps) const;
 
   std::optional<Allotment> allotment(uint32_t id) const;
   size_t jobs() const { return members_.size(); }
