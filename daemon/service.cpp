@@ -847,6 +847,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
   }
   log::info("job {}: paused by {}", j.row.id, c.name);
   set_state(j, xfer::JobState::Paused);
+  start_queued();  // its slot is free
 }
 
 void Service::resume(const Caller& c, JobEntry& j) {

@@ -1,0 +1,139 @@
+// Many jobs on one xferd (daemon/service.cpp with the arbiter): floors are
+// admitted only when they fit, a paused job holds no slot, and a user with
+// many jobs does not keep another user's job waiting.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "daemon_env.h"
+
+using namespace xtest;
+
+namespace {
+
+// Policies for these tests; the built-in ones are gone once a file defines
+// one, so nobody's default is defined too.
+const char* kPolicies =
+    "[policy.min-energy]\nalgorithm = \"min-energy\"\n"
+    "[policy.app-min-energy]\nalgorithm = \"min-energy\"\n"
+    "[policy.bulk]\nalgorithm = \"min-energy\"\n"
+    "[policy.floor]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\n"
+    "[policy.floor-queued]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\nadmission = \"queue\"\n";
+
+// The video over /slow/ (4 MB/s per connection): a job that runs for seconds.
+std::string slow_video(Env& env) {
+  for (const auto& f : env.data.files)
+    if (f.name.find("video") != std::string::npos) return env.nginx.url(false, "/slow/") + f.name + "\n";
+  return "";
+}
+
+Shell submit(Env& env, const std::string& policy, const std::string& manifest, uid_t as = 0) {
+  std::string m = env.manifest_file(manifest);
+  if (as) {
+    chmod(std::string(m, 0, m.rfind('/')).c_str(), 0755);
+    chmod(m.c_str(), 0644);
+  }
+  std::string cmd = bin("xferctl") + " submit --policy " + policy + " --manifest " + m + " --dest " + env.dest(as);
+  return run(as ? as_nobody(cmd) : cmd);
+}
+
+bool eventually(const std::function<bool()>& f, double seconds = 30) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return f();
+}
+
+}  // namespace
+
+// On a 300 Mbit/s link (configured), a 200 Mbit/s floor sets aside 220: a
+// second one does not fit. Refused at Submit with the figures, or queued
+// with what it waits for when its policy says so; it starts once the first
+// is gone.
+TEST(ManyJobs, AFloorThatDoesNotFitIsRefusedOrQueued) {
+  Env env(std::string("[network]\nbandwidth_mbps = 300\n") + kPolicies);
+  Shell a = submit(env, "floor", slow_video(env));
+  ASSERT_EQ(a.status, 0) << a.out;
+  std::string first = path_in(a.out);
+  Shell b = submit(env, "floor", slow_video(env));
+  EXPECT_NE(b.status, 0);
+  EXPECT_NE(b.out.find("org.xferd.Xferd1.Error.FloorDoesNotFit"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("a floor of 200 Mbit/s does not fit: the link is 300 Mbit/s (configured), floors already "
+                       "admitted take 220 Mbit/s"),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("nothing fetched"), std::string::npos) << b.out;
+  Shell c = submit(env, "floor-queued", slow_video(env));
+  ASSERT_EQ(c.status, 0) << c.out;
+  std::string waiting = path_in(c.out);
+  EXPECT_EQ(job_property(waiting, "State"), "queued");
+  EXPECT_NE(job_property(waiting, "Waiting").find("does not fit"), std::string::npos)
+      << job_property(waiting, "Waiting");
+  // A job without a floor is not held back by them.
+  Shell d = submit(env, "bulk", slow_video(env));
+  ASSERT_EQ(d.status, 0) << d.out;
+  std::string bulk = path_in(d.out);
+  EXPECT_EQ(wait_state(bulk, {"running"}), "running");
+  ASSERT_EQ(run(bin("xferctl") + " cancel " + first).status, 0);
+  EXPECT_EQ(wait_state(waiting, {"running"}), "running");
+  EXPECT_EQ(job_property(waiting, "Waiting"), "");
+  EXPECT_EQ(job_property(waiting, "Class"), "normal");
+  // Running beside another job, each says what the arbiter allotted it.
+  EXPECT_TRUE(eventually([&] { return job_property(waiting, "Allotment").find("floor 200 Mbit/s") != std::string::npos; }))
+      << job_property(waiting, "Allotment");
+  EXPECT_TRUE(eventually([&] { return job_property(bulk, "Allotment").find("cap ") == 0; }))
+      << job_property(bulk, "Allotment");
+  for (const std::string& p : {waiting, bulk}) run(bin("xferctl") + " cancel " + p);
+}
+
+// One slot: a paused job gives it up, so the next job runs; resumed, the
+// paused job waits in the queue and goes on from where it was.
+TEST(ManyJobs, APausedJobHoldsNoSlot) {
+  Env env(std::string("[limits]\nmax_running_jobs = 1\n") + kPolicies);
+  std::string a = path_in(submit(env, "bulk", slow_video(env)).out);
+  ASSERT_EQ(wait_state(a, {"running"}), "running");
+  wait_bytes(a, 2 << 20);
+  std::string b = path_in(submit(env, "bulk", slow_video(env)).out);
+  EXPECT_EQ(job_property(b, "State"), "queued");
+  ASSERT_EQ(run(bin("xferctl") + " pause " + a).status, 0);
+  EXPECT_EQ(job_property(a, "State"), "paused");
+  uint64_t at_pause = bytes_done(a);
+  EXPECT_EQ(wait_state(b, {"running"}), "running") << "the paused job kept the only slot";
+  ASSERT_EQ(run(bin("xferctl") + " resume " + a).status, 0);
+  EXPECT_EQ(job_property(a, "State"), "queued");
+  ASSERT_EQ(run(bin("xferctl") + " cancel " + b).status, 0);
+  EXPECT_EQ(wait_state(a, {"running"}), "running");
+  wait_bytes(a, at_pause + (1 << 20), 30);
+  EXPECT_GE(bytes_done(a), at_pause + (1 << 20)) << "it went on from its bytes";
+  run(bin("xferctl") + " cancel " + a);
+}
+
+// Two slots, nobody's four jobs hold both; root's one job does not wait for
+// them to finish: nobody's newest gives its slot up (fair share: one each).
+TEST(ManyJobs, AUserWithManyJobsDoesNotKeepAnotherWaiting) {
+  Env env(std::string("[limits]\nmax_running_jobs = 2\n") + kPolicies);
+  std::vector<std::string> mine;
+  for (int i = 0; i < 4; ++i) {
+    Shell s = submit(env, "app-min-energy", slow_video(env), kNobody);
+    ASSERT_EQ(s.status, 0) << s.out;
+    mine.push_back(path_in(s.out));
+  }
+  ASSERT_EQ(wait_state(mine[0], {"running"}), "running");
+  ASSERT_EQ(wait_state(mine[1], {"running"}), "running");
+  EXPECT_EQ(job_property(mine[2], "State"), "queued");
+  std::string root = path_in(submit(env, "bulk", slow_video(env)).out);
+  EXPECT_EQ(wait_state(root, {"running"}, 20), "running") << env.xferd.log().substr(0, 4000);
+  auto running = [&] {
+    int n = 0;
+    for (const std::string& p : mine) n += job_property(p, "State") == "running";
+    return n;
+  };
+  EXPECT_EQ(running(), 1);
+  EXPECT_NE(env.xferd.log().find("yields its slot"), std::string::npos);
+  for (const std::string& p : mine) run(as_nobody(bin("xferctl") + " cancel " + p));
+  run(bin("xferctl") + " cancel " + root);
+}
