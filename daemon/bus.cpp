@@ -224,7 +224,7 @@ const JobProperty kJobProperties[] = {
      }},
     {"Cores", "i", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return int32_t(j.params.cores); }},
     {"KernelNote", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.kernel_note; }},
-    {"Class", "s", false,
+    {"Class", "s", true,
      [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.cls)); }},
     {"Allotment", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.allotment(); }},
     {"Waiting", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.waiting; }},

@@ -104,9 +104,11 @@ TEST(HostileUser, AnEndIsFinalWhateverResumeFinds) {
   ASSERT_EQ(p.status, 0) << p.out << " (the check ended before the pause: make big.bin larger)";
   ASSERT_TRUE(wait_idle(env.xferd, 60)) << "the checksum did not end";
   EXPECT_EQ(job_property(path, "State"), "paused");
+  // A paused job holds no slot (issue 39): resumed, it starts again from the
+  // queue and checks the file again.
   Shell r = run(as_nobody(bin("xferctl") + " resume " + id));
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(wait_state(path, {"done", "failed", "cancelled"}, 10), "done");
+  EXPECT_EQ(wait_state(path, {"done", "failed", "cancelled"}, 90), "done");
   EXPECT_NE(failure_of(summary_of(path), "big.bin").find("sha256"), std::string::npos) << summary_of(path).dump(1);
   // An end is final: neither Pause nor Cancel changes it.
   for (const char* verb : {"pause", "cancel", "resume"}) {
