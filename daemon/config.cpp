@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "xfer/bw_schedule.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -181,6 +183,7 @@ void apply_table(const std::string& file, const std::string& where, const std::s
       if (std::string why = xfer::check_option(*o, value); !why.empty())
         throw ConfigError(at(file, v.source()) + ": [" + where + "] " + why);
       values[o->name] = value;
+      if constexpr (std::is_same_v<T, Config>) target.from_files.insert(o->name);
       continue;
     }
     std::vector<std::string> known;
@@ -257,6 +260,13 @@ void apply_file(const std::string& file, Config& c) { apply_config_text(read_con
 
 // What holds across keys and files, checked once everything is read.
 void check_config(const Config& c) {
+  if (std::string s = c.text("bandwidth_schedule"); !s.empty()) {
+    try {
+      xfer::BandwidthSchedule::parse(s);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError((c.files.empty() ? "built-in defaults" : c.files.back()) + ": [network] schedule: " + e.what());
+    }
+  }
   // A NUL would cut a path where the daemon hands it to the kernel: the
   // file checked here would not be the one used.
   auto no_nul = [](const xfer::OptionValues& values, const std::string& where) {

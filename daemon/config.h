@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct Config {
   // model, bandwidth_mbps, http, flows. Holds every such option: the
   // table's default, the daemon's paths, then what the files say.
   xfer::OptionValues values = xfer::OptionValues::object();
+  // Those of them a file set (the others hold the table's defaults).
+  std::set<std::string> from_files;
+  bool configured(const std::string& name) const { return from_files.count(name) > 0; }
   // One of them, as a string (a Choice or Path).
   // A text option's value; "" when it has no value (no default, not set).
   std::string text(const char* name) const {

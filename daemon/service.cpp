@@ -98,6 +98,17 @@ Service::Service(sd_event* l, Options o, Config c)
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   arbiter.set_capacity(link_capacity_bps());
+  schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked at load
+  apply_schedule();
+  sd_event_add_time_relative(
+      loop, &schedule_timer_, CLOCK_MONOTONIC, 30'000'000, 1'000'000,
+      [](sd_event_source* s, uint64_t, void* ud) {
+        static_cast<Service*>(ud)->apply_schedule();
+        sd_event_source_set_time_relative(s, 30'000'000);
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(schedule_timer_, SD_EVENT_ON);
   if (arbiter.capacity_measured())
     log::info("arbiter: no network.bandwidth_mbps in the config: the link's capacity is measured from what the jobs "
               "move, and floors are admitted against that");
@@ -129,6 +140,7 @@ Service::Service(sd_event* l, Options o, Config c)
 
 Service::~Service() {
   sd_event_source_unref(reap_);
+  sd_event_source_disable_unref(schedule_timer_);
   jobs.clear();
   kernel.reset();
 }
@@ -159,8 +171,13 @@ std::string JobEntry::allotment() const {
   return (a.cap_bps > 0 ? fmt::format("cap {:.1f} Mbit/s", a.cap_bps / 1e6) : std::string("no cap")) + ": " + a.reason;
 }
 
+void Service::apply_schedule() {
+  std::optional<double> mbps = schedule.mbps_now();
+  arbiter.set_limit(mbps ? *mbps * 1e6 : 0);
+}
+
 double Service::link_capacity_bps() const {
-  return cfg.values.contains("bandwidth_mbps") ? cfg.values["bandwidth_mbps"].get<double>() * 1e6 : 0;
+  return cfg.configured("bandwidth_mbps") ? cfg.values["bandwidth_mbps"].get<double>() * 1e6 : 0;
 }
 
 double Service::admitted_floors(const JobEntry* except, bool running_only) const {
@@ -670,7 +687,7 @@ void Service::start(JobEntry& j) {
   spec.job.opts.ca_pem = std::move(ca_pem);
   spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
   spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
-  spec.run.link_source = cfg.values.contains("bandwidth_mbps") ? "configured" : "assumed";
+  spec.run.link_source = cfg.configured("bandwidth_mbps") ? "configured" : "assumed";
   bool lent = spec.kernel != nullptr;
   try {
     j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
@@ -880,6 +897,8 @@ std::string Service::reload() {
   xfer::log::set_level(cfg.log_level);
   log::info("reload: {} policies from {} file(s)", cfg.policies.size(), cfg.files.size());
   arbiter.set_capacity(link_capacity_bps());
+  schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked by load_config
+  apply_schedule();
   if (std::string why = load_hla_table(); !why.empty()) return why;
   start_queued();
   return "";

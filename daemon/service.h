@@ -20,6 +20,7 @@
 #include "store.h"
 #include "submit_args.h"
 #include "xfer/arbiter.h"
+#include "xfer/bw_schedule.h"
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"
@@ -135,6 +136,10 @@ struct Service {
   // config sets it, else measured.
   xfer::Arbiter arbiter;
   double link_capacity_bps() const;
+  // [network] schedule: the link's rate by day and hour, applied as a limit
+  // the arbiter divides; looked at every 30 s and at Reload.
+  xfer::BandwidthSchedule schedule;
+  void apply_schedule();
   uint64_t kernel_job = 0;
   sd_bus* bus = nullptr;
   std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;
@@ -212,7 +217,8 @@ struct Service {
   // pre-v3 store's intervals into it.
   void open_history(const std::string& state_dir);
   std::string last_status_;
-  sd_event_source* reap_ = nullptr;  // retires finished jobs outside their own callbacks
+  sd_event_source* reap_ = nullptr;
+  sd_event_source* schedule_timer_ = nullptr;  // retires finished jobs outside their own callbacks
 };
 
 bool may_change_kernel(const Config& cfg, const Caller& c);

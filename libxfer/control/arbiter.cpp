@@ -72,6 +72,11 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
     for (const Claim& c : claims) out[c.job.id] = {0, "link capacity not known yet: no cap"};
     return out;
   }
+  // A limit (the schedule) in force caps a job alone too; the link's own
+  // capacity does not (it is a figure, and the link holds itself).
+  const bool limited = cfg.limit_bps > 0 && cfg.limit_bps <= capacity * 1.001;
+  const std::string whole = limited ? fmt::format("the schedule's {:.0f} Mbit/s", mbps(capacity))
+                                    : fmt::format("alone on the link ({:.0f} Mbit/s): no cap", mbps(capacity));
   double aside = 0;
   for (const Claim& c : claims)
     if (c.job.floor_bps > 0) {
@@ -108,7 +113,7 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
         if (std::isfinite(c.demand_bps) && js[k] >= c.demand_bps) finite.push_back({c.job.id, js[k]});
         Allotment& a = out[c.job.id];
         if (js[k] >= capacity * 0.999) {
-          a = {0, fmt::format("alone on the link ({:.0f} Mbit/s): no cap", mbps(capacity))};
+          a = {limited ? capacity : 0, whole};
           continue;
         }
         a.cap_bps = std::max(cfg.min_bps, js[k]);
@@ -134,7 +139,7 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
       Allotment& a = out[id];
       if (a.cap_bps <= 0) continue;
       a.cap_bps = std::max(cfg.min_bps, share + extra);
-      if (a.cap_bps >= capacity * 0.999) a = {0, fmt::format("the link ({:.0f} Mbit/s) is nobody else's: no cap", mbps(capacity))};
+      if (a.cap_bps >= capacity * 0.999) a = {limited ? capacity : 0, whole};
       else a.reason += fmt::format("; with {:.1f} Mbit/s nobody asked for", mbps(extra));
     }
   }
@@ -144,10 +149,20 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
 Arbiter::Arbiter(ArbiterConfig c) : cfg_(c) {}
 
 double Arbiter::capacity_bps() const {
-  if (cfg_.capacity_bps > 0) return cfg_.capacity_bps;
   // Measured: a tenth above what was seen, so that jobs capped to it can
   // show a faster link.
-  return measured_bps_ * 1.1;
+  double link = cfg_.capacity_bps > 0 ? cfg_.capacity_bps : measured_bps_ * 1.1;
+  if (cfg_.limit_bps > 0) return link > 0 ? std::min(link, cfg_.limit_bps) : cfg_.limit_bps;
+  return link;
+}
+
+void Arbiter::set_limit(double bps) {
+  if (bps == cfg_.limit_bps) return;
+  log::info("arbiter: bandwidth schedule: {}", bps > 0 ? fmt::format("{:.0f} Mbit/s", mbps(bps)) : std::string("no limit"));
+  // A measured link was seen through the old limit: measured again.
+  if (capacity_measured() && (bps <= 0 || bps > cfg_.limit_bps)) measured_bps_ = 0;
+  cfg_.limit_bps = bps;
+  divide();
 }
 
 void Arbiter::set_capacity(double bps) {

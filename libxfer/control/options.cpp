@@ -82,6 +82,10 @@ std::vector<OptionSpec> make_table() {
            "PEM CA certificates to verify https servers against instead of the system's store"),
       text("label", OptionType::Text, kJob | kRun, "a name for the job, shown by list and status (and kept in the history)", 200),
       // Many jobs on one machine (xfer/arbiter.h).
+      in(text("bandwidth_schedule", OptionType::Text, kGlobal,
+              "the link's rate for xferd by day and hour, e.g. \"Mon-Fri 08:00 200, Mon-Fri 18:00 off\" (xfer/bw_schedule.h)",
+              4096),
+         "network.schedule"),
       choice("class", job_class_names(), "normal", kPolicy | kJob,
              "priority class for the link: foreground, high, normal, low, background (only what nobody else asks "
              "for); a job's only lowers its policy's"),

@@ -16,7 +16,7 @@ set(fuzz_sources
   libxfer/engine/part_file.cpp libxfer/engine/progress_record.cpp libxfer/engine/group_commit.cpp
   libxfer/engine/write_backend.cpp
   libxfer/energy/model_meter.cpp
-  libxfer/control/options.cpp libxfer/control/kernel_knobs.cpp libxfer/control/arbiter.cpp
+  libxfer/control/options.cpp libxfer/control/kernel_knobs.cpp libxfer/control/arbiter.cpp libxfer/control/bw_schedule.cpp
   libxfer/tune/registry.cpp libxfer/tune/common.cpp libxfer/tune/kernel_plan.cpp libxfer/tune/static_tuner.cpp
   libxfer/tune/min_energy.cpp libxfer/tune/max_throughput.cpp libxfer/tune/energy_efficient.cpp
   libxfer/tune/throughput_target.cpp libxfer/tune/hla_tuner.cpp

@@ -151,3 +151,43 @@ TEST(ArbiterLink, AFloorHoldsWhileABulkJobSharesTheLink) {
   ASSERT_GE(bulk_share.size(), 3u) << "the bulk job was never capped";
   EXPECT_GE(bulk_median, 0.9);
 }
+
+// A background job alone takes the idle link; when a foreground job arrives
+// it gives the link back within two intervals (BITS's background class), and
+// takes it again when the foreground job is done.
+TEST(ArbiterLink, BackgroundTakesTheIdleLinkAndYieldsWithinTwoIntervals) {
+  Dataset d = dataset(0, 40, 2, 1.0);
+  Link link("arbbg", 245, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
+  ASSERT_TRUE(link.nginx_ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  Planned bg{manifest_of(d, "video-", base), "max-throughput", {}, {0, 0, xfer::JobClass::Background}, 0};
+  Planned fg{manifest_of(d, "image-", base), "max-throughput", {}, {0, 1, xfer::JobClass::Foreground}, 4};
+  nlohmann::json r = run_together(link, {bg, fg}, 300);
+  ASSERT_TRUE(r.is_object());
+  ASSERT_EQ(r["jobs"].size(), 2u);
+  for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);
+  const auto& tl = r["jobs"][0]["timeline"];
+  // The background job's intervals by its own clock; the foreground job
+  // started about 4 s in (after its discovery) and ran its images.
+  double alone = 0;
+  int alone_n = 0;
+  std::vector<double> capped;
+  for (const auto& e : tl) {
+    const double t = e["t"].get<double>(), mbps = e["throughput_mbps"].get<double>();
+    if (t > 1.5 && t <= 4 && !e.contains("allotted_mbps")) alone += mbps, ++alone_n;
+    if (e.value("allotted_mbps", 0.0) > 0) capped.push_back(mbps);
+    std::printf("background t=%.1f s: %.1f Mbit/s%s\n", t, mbps,
+                e.contains("allotted_mbps") ? (" (allotted " + std::to_string(e["allotted_mbps"].get<double>()) + ")").c_str()
+                                            : "");
+  }
+  ASSERT_GT(alone_n, 0);
+  ASSERT_GE(capped.size(), 3u) << "the background job was never held back";
+  std::printf("background alone: %.0f Mbit/s; held back: %zu intervals, the second on %.1f Mbit/s\n", alone / alone_n,
+              capped.size(), capped[1]);
+  EXPECT_GE(alone / alone_n, 0.8 * 300);
+  // By its second interval held back (the first is partly before the
+  // foreground job came) it moves no more than a few Mbit/s: its minimum of
+  // 1 Mbit/s and what was in flight. (Later it may take what the foreground
+  // job leaves.)
+  EXPECT_LT(capped[1], 15);
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -87,6 +88,9 @@ TEST(ManyJobs, AFloorThatDoesNotFitIsRefusedOrQueued) {
       << job_property(waiting, "Allotment");
   EXPECT_TRUE(eventually([&] { return job_property(bulk, "Allotment").find("cap ") == 0; }))
       << job_property(bulk, "Allotment");
+  Shell st = run(bin("xferctl") + " status " + bulk);
+  EXPECT_NE(st.out.find("  Class          normal"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("  Allotment      cap "), std::string::npos) << st.out;
   for (const std::string& p : {waiting, bulk}) run(bin("xferctl") + " cancel " + p);
 }
 
@@ -136,4 +140,30 @@ TEST(ManyJobs, AUserWithManyJobsDoesNotKeepAnotherWaiting) {
   EXPECT_NE(env.xferd.log().find("yields its slot"), std::string::npos);
   for (const std::string& p : mine) run(as_nobody(bin("xferctl") + " cancel " + p));
   run(bin("xferctl") + " cancel " + root);
+}
+
+// [network] schedule: the rate in force caps even a job alone; a Reload
+// that lifts it reaches the running job without restarting it. A schedule
+// that does not parse stops the Reload and keeps the one in use.
+TEST(ManyJobs, TheBandwidthScheduleAppliesAndReloadChangesItLive) {
+  Env env(std::string("[network]\nschedule = \"00:00 20\"\n") + kPolicies);
+  std::string a = path_in(submit(env, "bulk", slow_video(env)).out);
+  ASSERT_EQ(wait_state(a, {"running"}), "running");
+  EXPECT_TRUE(eventually([&] { return job_property(a, "Allotment").find("cap 20.0 Mbit/s: the schedule's 20 Mbit/s") == 0; }))
+      << job_property(a, "Allotment");
+  std::string dropin = env.xferd.config_dir + "/60-schedule.conf";
+  std::ofstream(dropin) << "[network]\nschedule = \"00:00 20, 25:00 off\"\n";
+  Shell bad = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("[network] schedule: schedule entry 2 '25:00 off': the time is HH:MM"), std::string::npos)
+      << bad.out;
+  EXPECT_EQ(job_property(a, "Allotment").find("cap 20.0 Mbit/s"), 0u) << "the schedule in use changed";
+  std::ofstream(dropin) << "[network]\nschedule = \"00:00 off\"\n";
+  Shell r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(eventually([&] { return job_property(a, "Allotment").find("no cap") == 0; }))
+      << job_property(a, "Allotment");
+  EXPECT_EQ(job_property(a, "State"), "running");
+  EXPECT_NE(env.xferd.log().find("arbiter: bandwidth schedule: no limit"), std::string::npos);
+  run(bin("xferctl") + " cancel " + a);
 }

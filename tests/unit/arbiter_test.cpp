@@ -153,3 +153,24 @@ TEST(Arbiter, ClassNamesRoundTrip) {
   }
   EXPECT_FALSE(xfer::job_class_from("urgent"));
 }
+
+// The schedule's limit caps even a job alone, and the division follows it;
+// lifted, the job alone is not capped.
+TEST(Arbiter, AScheduleLimitCapsEvenAJobAlone) {
+  xfer::ArbiterConfig cfg;
+  cfg.capacity_bps = 300 * M;
+  xfer::Arbiter arb(cfg);
+  Allotment got;
+  arb.join(ArbiterJob{1, 0, JobClass::Normal}, [&](const Allotment& a) { got = a; });
+  EXPECT_EQ(got.cap_bps, 0);
+  arb.set_limit(50 * M);
+  EXPECT_NEAR(got.cap_bps, 50 * M, 1);
+  EXPECT_NE(got.reason.find("the schedule's 50 Mbit/s"), std::string::npos) << got.reason;
+  EXPECT_NEAR(arb.capacity_bps(), 50 * M, 1);
+  arb.set_limit(0);
+  EXPECT_EQ(got.cap_bps, 0);
+  // A limit above the link does not bind.
+  arb.set_limit(500 * M);
+  EXPECT_EQ(got.cap_bps, 0);
+  EXPECT_NEAR(arb.capacity_bps(), 300 * M, 1);
+}

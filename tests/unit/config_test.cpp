@@ -59,20 +59,36 @@ TEST(Config, ShippedFileIsTheBuiltInDefaults) {
     EXPECT_EQ(s.values, b.values) << name;
   }
   ASSERT_EQ(shipped.files.size(), 1u);
+  // The link is not configured there: the arbiter measures it.
+  EXPECT_FALSE(shipped.configured("bandwidth_mbps"));
+  EXPECT_TRUE(shipped.configured("interval_ms"));
+}
+
+// A value a file sets is told from the table's default (the link's capacity
+// is the arbiter's only when an admin wrote it).
+TEST(Config, AValueAFileSetsIsToldFromADefault) {
+  TempDir d;
+  std::string main = d.write("xferd.conf", "[network]\nbandwidth_mbps = 1000\n");
+  xferd::Config c = xferd::load_config(main, d.path + "/none");
+  EXPECT_TRUE(c.configured("bandwidth_mbps"));
+  EXPECT_FALSE(c.configured("http"));
+  EXPECT_FALSE(xferd::builtin_config().configured("bandwidth_mbps"));
 }
 
 TEST(Config, EveryKeyOfTheShippedFileHasAComment) {
   std::ifstream in(XFER_SOURCE_DIR "/systemd/xferd.conf");
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
-  // Every global key: set in its section, a comment right above it.
+  // Every global key: set in its section, a comment right above it; a key
+  // whose absence means something of its own (the link: measured; no
+  // schedule) is shown commented out, "#key = example".
   for (const std::string& sk : xferd::config_keys()) {
     std::string section = sk.substr(0, sk.find('.')), key = sk.substr(sk.find('.') + 1);
     std::string current;
     bool found = false;
     for (size_t i = 0; i < lines.size(); ++i) {
       if (lines[i].rfind("[", 0) == 0) current = lines[i].substr(1, lines[i].find(']') - 1);
-      if (current == section && lines[i].rfind(key + " = ", 0) == 0) {
+      if (current == section && (lines[i].rfind(key + " = ", 0) == 0 || lines[i].rfind("#" + key + " = ", 0) == 0)) {
         found = true;
         EXPECT_TRUE(i > 0 && lines[i - 1].rfind("#", 0) == 0) << sk << " has no comment above it";
       }

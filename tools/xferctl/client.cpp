@@ -305,7 +305,7 @@ int status(const std::string& job, bool json) {
   }
   for (const char* k : {"Id", "State", "Owner", "Policy", "Label", "Destination", "FilesDone", "FilesTotal", "FilesFailed",
                         "BytesDone", "BytesTotal", "ThroughputBps", "EnergyJoules", "EnergySource", "Cores", "KernelNote",
-                        "Error"}) {
+                        "Class", "Allotment", "Waiting", "Error"}) {
     const auto& v = props[k];
     std::string s = v.is_string() ? v.get<std::string>() : v.dump();
     if (std::string(k) == "ThroughputBps") s = fmt::format("{:.1f} Mbit/s", v.get<double>() / 1e6);

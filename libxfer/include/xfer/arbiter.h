@@ -61,6 +61,7 @@ struct Claim {
 
 struct ArbiterConfig {
   double capacity_bps = 0;     // the link; 0: measured
+  double limit_bps = 0;        // a limit below the link (the bandwidth schedule); 0: none
   double floor_margin = 0.1;   // a floor sets aside this much more than itself
   double min_bps = 1e6;        // no job is capped below this (it keeps moving)
   double demand_slack = 1.25;  // a job under its cap is allotted what it moves times this
@@ -82,8 +83,11 @@ class Arbiter {
   // A job's last interval: what it moved (bits/s). Divides again.
   void observe(uint32_t id, double throughput_bps);
 
-  // The configured capacity changed (Reload, a schedule); 0: measured.
+  // The configured capacity changed (Reload); 0: measured.
   void set_capacity(double bps);
+  // The schedule's limit in force changed; 0: none. Unlike the link's
+  // capacity, a limit caps a job alone too.
+  void set_limit(double bps);
   double capacity_bps() const;  // in use now (0: unknown yet)
   bool capacity_measured() const { return cfg_.capacity_bps <= 0; }
 
