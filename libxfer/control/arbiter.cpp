@@ -75,7 +75,7 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
   // A limit (the schedule) in force caps a job alone too; the link's own
   // capacity does not (it is a figure, and the link holds itself).
   const bool limited = cfg.limit_bps > 0 && cfg.limit_bps <= capacity * 1.001;
-  const std::string whole = limited ? fmt::format("the schedule's {:.0f} Mbit/s", mbps(capacity))
+  const std::string whole = limited ? fmt::format("limited by the schedule to {:.0f} Mbit/s", mbps(capacity))
                                     : fmt::format("alone on the link ({:.0f} Mbit/s): no cap", mbps(capacity));
   double aside = 0;
   for (const Claim& c : claims)

@@ -190,7 +190,9 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       // Alg. 3 l. 10-12's jump, taken again at every interval below the
       // target (the paper then adds one channel per interval: a floor on a
       // long or lossy path took tens of intervals to reach).
-      int next = jump(total_, target_bps_, thr, info_.max_channels);
+      // Aimed at the middle of the band, not its lower edge: a floor that
+      // lands just under itself misses in every interval that dips.
+      int next = jump(total_, target_bps_ * (1 + kBand / 2), thr, info_.max_channels);
       why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: {} to {} (cc * target / actual)", thr / 1e6,
                         target_bps_ / 1e6, total_, jumped_ ? "correct" : "jump", next);
       total_ = next, jumped_ = true;

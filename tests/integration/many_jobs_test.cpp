@@ -146,18 +146,18 @@ TEST(ManyJobs, AUserWithManyJobsDoesNotKeepAnotherWaiting) {
 // that lifts it reaches the running job without restarting it. A schedule
 // that does not parse stops the Reload and keeps the one in use.
 TEST(ManyJobs, TheBandwidthScheduleAppliesAndReloadChangesItLive) {
-  Env env(std::string("[network]\nschedule = \"00:00 20\"\n") + kPolicies);
+  Env env(std::string("[network]\nschedule = \"00:00 8\"\n") + kPolicies);
   std::string a = path_in(submit(env, "bulk", slow_video(env)).out);
   ASSERT_EQ(wait_state(a, {"running"}), "running");
-  EXPECT_TRUE(eventually([&] { return job_property(a, "Allotment").find("cap 20.0 Mbit/s: the schedule's 20 Mbit/s") == 0; }))
+  EXPECT_TRUE(eventually([&] { return job_property(a, "Allotment").find("cap 8.0 Mbit/s: limited by the schedule to 8 Mbit/s") == 0; }))
       << job_property(a, "Allotment");
   std::string dropin = env.xferd.config_dir + "/60-schedule.conf";
-  std::ofstream(dropin) << "[network]\nschedule = \"00:00 20, 25:00 off\"\n";
+  std::ofstream(dropin) << "[network]\nschedule = \"00:00 8, 25:00 off\"\n";
   Shell bad = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("[network] schedule: schedule entry 2 '25:00 off': the time is HH:MM"), std::string::npos)
       << bad.out;
-  EXPECT_EQ(job_property(a, "Allotment").find("cap 20.0 Mbit/s"), 0u) << "the schedule in use changed";
+  EXPECT_EQ(job_property(a, "Allotment").find("cap 8.0 Mbit/s"), 0u) << "the schedule in use changed";
   std::ofstream(dropin) << "[network]\nschedule = \"00:00 off\"\n";
   Shell r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
   EXPECT_EQ(r.status, 0) << r.out;

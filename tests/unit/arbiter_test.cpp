@@ -165,7 +165,7 @@ TEST(Arbiter, AScheduleLimitCapsEvenAJobAlone) {
   EXPECT_EQ(got.cap_bps, 0);
   arb.set_limit(50 * M);
   EXPECT_NEAR(got.cap_bps, 50 * M, 1);
-  EXPECT_NE(got.reason.find("the schedule's 50 Mbit/s"), std::string::npos) << got.reason;
+  EXPECT_NE(got.reason.find("limited by the schedule to 50 Mbit/s"), std::string::npos) << got.reason;
   EXPECT_NEAR(arb.capacity_bps(), 50 * M, 1);
   arb.set_limit(0);
   EXPECT_EQ(got.cap_bps, 0);
