@@ -128,7 +128,7 @@ Service::Service(sd_event* l, Options o, Config c)
         auto* s = static_cast<Service*>(ud);
         for (auto& [id, j] : s->jobs) {
           if (j->finished() && j->run) s->retire(*j);
-          if (j->yield && j->run && !j->finished()) s->unseat(*j, "yields its slot");
+          if (j->yield && j->run && !j->finished()) s->unseat(*j, "yields its slot", true);
           j->yield = false;
         }
         s->start_queued();
@@ -231,14 +231,14 @@ void Service::share_slots() {
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
 }
 
-void Service::unseat(JobEntry& j, const std::string& why) {
+void Service::unseat(JobEntry& j, const std::string& why, bool requeue) {
   if (!j.run) return;
   log::info("job {}: {}; its progress is kept and it goes on from there", j.row.id, why);
   j.job()->pause();  // checkpoints every .part
   j.run->record_end("interrupted");  // the next start is a new run
   retire(j);
   j.slow_since_us = 0;
-  if (j.state != xfer::JobState::Paused || why != "paused") {
+  if (requeue) {
     set_state(j, xfer::JobState::Queued);
     j.queued_seq = ++next_seq_;
   }
@@ -857,7 +857,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
     if (j.state != xfer::JobState::Running)
       throw Refusal(err::kBadState,
                     fmt::format("job {} is {}; it can be paused once it runs", j.row.id, xfer::to_string(j.state)));
-    unseat(j, "paused");  // a paused job holds no slot
+    unseat(j, "paused", false);  // a paused job holds no slot
   } else if (j.check) {  // its files were being opened: again at Resume
     checks.cancel(j.check);
     j.check = 0;

@@ -185,9 +185,9 @@ struct Service {
   // At most limits.max_finished_per_user finished jobs per user are kept.
   void forget_oldest_finished(uid_t uid);
   void start_queued();
-  // A running job leaves its slot and goes back to the queue, its progress
-  // kept (a pause, a yield to another user's or a starved job).
-  void unseat(JobEntry& j, const std::string& why);
+  // A running job leaves its slot, its progress kept: paused (requeue false)
+  // or back to the end of the queue (a yield to another user's or a starved job).
+  void unseat(JobEntry& j, const std::string& why, bool requeue);
   uint64_t next_seq_ = 0;
   // The floors of the jobs admitted (running or waiting; not paused), bits/s.
   double admitted_floors(const JobEntry* except = nullptr, bool running_only = false) const;
