@@ -202,10 +202,12 @@ void Arbiter::leave(uint32_t id) {
 void Arbiter::observe(uint32_t id, double bps) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
-  it->second.last_bps = bps;
-  ++it->second.seen;
+  Member& m = it->second;
+  const double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : capacity_bps();
+  m.last_bps = bps;
+  m.low = had > 0 && bps < cfg_.busy * had ? m.low + 1 : 0;
   double sum = 0;
-  for (const auto& [k, m] : members_) sum += m.last_bps;
+  for (const auto& [k, other] : members_) sum += other.last_bps;
   measured_bps_ = std::max(measured_bps_ * 0.995, sum);
   divide();
 }
@@ -222,11 +224,11 @@ void Arbiter::divide() {
   for (const auto& [id, m] : members_) {
     Claim c{m.job};
     // A job asks for what it moves and a quarter when it moved well under
-    // what it was allotted (its cap, or the whole link when it had none);
-    // new jobs and busy ones ask for all they can get.
-    double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : cap;
-    if (m.seen >= 2 && had > 0 && m.last_bps < cfg_.busy * had)
-      c.demand_bps = std::max(cfg_.min_bps, m.last_bps * cfg_.demand_slack);
+    // what it was allotted (its cap, or the whole link when it had none) for
+    // several intervals in a row: one slow interval (a ramp, requests that
+    // started under an older cap) does not shrink its share. New jobs and
+    // busy ones ask for all they can get.
+    if (m.low >= cfg_.low_intervals) c.demand_bps = std::max(cfg_.min_bps, m.last_bps * cfg_.demand_slack);
     claims.push_back(c);
   }
   std::map<uint32_t, Allotment> next = divide_link(cap, claims, cfg_);

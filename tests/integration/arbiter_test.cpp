@@ -195,3 +195,4 @@ TEST(ArbiterLink, BackgroundTakesTheIdleLinkAndYieldsWithinTwoIntervals) {
   // job leaves.)
   EXPECT_LT(capped[1], 15);
 }
+

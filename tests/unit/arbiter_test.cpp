@@ -115,8 +115,12 @@ TEST(Arbiter, AllotmentsFollowJoinsObservationsAndLeaves) {
   arb.join(ArbiterJob{2, 1, JobClass::Foreground}, apply(2));
   EXPECT_EQ(got[1].cap_bps, cfg.min_bps);
   EXPECT_EQ(got[2].cap_bps, 0);
-  // The foreground job moves 20 Mbit/s of the 100 it may have, twice.
+  // The foreground job moves 20 Mbit/s of the 100 it may have: one or two
+  // such intervals change nothing (a ramp), the third in a row does.
   arb.observe(2, 20 * M);
+  arb.observe(2, 20 * M);
+  EXPECT_EQ(got[2].cap_bps, 0);
+  EXPECT_EQ(got[1].cap_bps, cfg.min_bps);
   arb.observe(2, 20 * M);
   EXPECT_NEAR(got[2].cap_bps, 25 * M, 1);
   EXPECT_NEAR(got[1].cap_bps, 75 * M, 1);

@@ -66,6 +66,7 @@ struct ArbiterConfig {
   double min_bps = 1e6;        // no job is capped below this (it keeps moving)
   double demand_slack = 1.25;  // a job under its cap is allotted what it moves times this
   double busy = 0.8;           // a job moving at least this share of its cap asks for more
+  int low_intervals = 3;       // ...and one under it this many intervals in a row asks for what it moves
 };
 
 // The division itself, for a capacity and the claims (unit-tested alone).
@@ -105,7 +106,7 @@ class Arbiter {
     Apply apply;
     Allotment allot;
     double last_bps = 0;
-    int seen = 0;  // intervals observed
+    int low = 0;  // intervals in a row it moved under cfg.busy of what it was allotted
   };
   void divide();
   ArbiterConfig cfg_;
