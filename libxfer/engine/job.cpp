@@ -279,6 +279,12 @@ void Job::Impl::apply(const Params& p) {
   }
   bool changed = p.chunks != current.chunks || p.rate_cap_bps != current.rate_cap_bps;
   bool cap_toggled = (p.rate_cap_bps > 0) != (current.rate_cap_bps > 0);
+  // Lifted, or raised to twice or more (the arbiter's allotments move so
+  // when jobs come and go): requests held to the old limit for more than a
+  // second of what they still fetch are re-issued too. Left alone, a
+  // background job held to 1 Mbit/s kept fetching its 4 MiB remainders at
+  // that rate for minutes after the link was its own again.
+  const bool raised = current.rate_cap_bps > 0 && (p.rate_cap_bps <= 0 || p.rate_cap_bps >= 2 * current.rate_cap_bps);
   current = p;
   current.cores = 0;
   current.freq_khz = 0;
@@ -294,6 +300,14 @@ void Job::Impl::apply(const Params& p) {
       if (r->kind == RequestKind::Get && r->end_known && r->end > r->pos && r->end - r->pos > kRecapBytes)
         long_ones.push_back(r);
     for (Request* r : long_ones) preempt(r, true);
+  }
+  if (raised) {
+    std::vector<Request*> held;
+    for (const auto& [r, owned] : requests)
+      if (r->kind == RequestKind::Get && r->end_known && r->end > r->pos && r->max_Bps > 0 &&
+          double(r->end - r->pos) > r->max_Bps)
+        held.push_back(r);
+    for (Request* r : held) preempt(r, true);
   }
   if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {

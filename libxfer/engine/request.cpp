@@ -312,7 +312,8 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     if (current.rate_cap_bps > 0) {  // the job's cap shared by the requests in flight (libcurl reads it at start)
       size_t gets = 1;
       for (const auto& [req, _] : requests) gets += req->kind == RequestKind::Get;
-      curl_easy_setopt(e, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(current.rate_cap_bps / 8 / double(gets)));
+      r->max_Bps = current.rate_cap_bps / 8 / double(gets);
+      curl_easy_setopt(e, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(r->max_Bps));
     }
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);

@@ -1,101 +1,18 @@
 // control/arbiter.cpp with real jobs over xfer-linkemu: a floor holds while a
 // bulk job shares the link.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
 #include "link.h"
-#include "xfer/arbiter.h"
-#include "xfer/flow_monitor.h"
-#include "xfer/machine.h"
-#include "xfer/manifest.h"
-#include "xfer/running_job.h"
+#include "together.h"
 
-namespace fs = std::filesystem;
 using namespace xtest;
 
 namespace {
-
-// Runs jobs in the link's client namespace (a child process), each started
-// after its delay, all on one flow monitor, machine and arbiter as xferd has
-// them; returns their reports.
-struct Planned {
-  std::string manifest, algorithm;
-  xfer::TunerOptions tuner;
-  xfer::ArbiterJob claim;
-  double start_s = 0;
-};
-
-nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, double link_mbps) {
-  std::string out = link.work + "/together.json";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int ns = open(("/run/netns/xfer-" + link.name + "-c").c_str(), O_RDONLY | O_CLOEXEC);
-    if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
-    nlohmann::json result;
-    sd_event* ev = nullptr;
-    sd_event_new(&ev);
-    {
-      xfer::Engine engine(ev);
-      auto flows = xfer::make_flow_monitor(true);
-      auto machine = xfer::make_machine({}, xfer::EnergyScope::Machine);
-      xfer::ArbiterConfig ac;
-      ac.capacity_bps = link_mbps * 1e6;
-      xfer::Arbiter arbiter(ac);
-      xfer::EngineOptions opts;
-      opts.interval_ms = 1000;
-      opts.bandwidth_mbps = link_mbps;
-      std::vector<std::unique_ptr<xfer::RunningJob>> jobs;
-      std::vector<sd_event_source*> timers;
-      int running = int(plan.size());
-      for (size_t i = 0; i < plan.size(); ++i) {
-        std::string dest = link.work + "/dest" + std::to_string(i);
-        fs::create_directories(dest);
-        xfer::RunningJobSpec spec;
-        spec.id = uint32_t(i + 1);
-        spec.algorithm = plan[i].algorithm;
-        spec.tuner = plan[i].tuner;
-        spec.claim = plan[i].claim;
-        spec.job = xfer::Job::Spec{xfer::parse_manifest(plan[i].manifest, "m"), dest, opts};
-        jobs.push_back(std::make_unique<xfer::RunningJob>(
-            engine, std::move(spec), xfer::SharedParts{flows.get(), machine.get(), nullptr, &arbiter}));
-        jobs.back()->job().on_finished = [&] {
-          if (--running == 0) sd_event_exit(ev, 0);
-        };
-        sd_event_source* t = nullptr;
-        sd_event_add_time_relative(
-            ev, &t, CLOCK_MONOTONIC, uint64_t(plan[i].start_s * 1e6) + 1, 1000,
-            [](sd_event_source*, uint64_t, void* ud) {
-              static_cast<xfer::RunningJob*>(ud)->start();
-              return 0;
-            },
-            jobs.back().get());
-        timers.push_back(t);
-      }
-      sd_event_loop(ev);
-      for (auto& j : jobs) result["jobs"].push_back(j->report());
-      for (sd_event_source* t : timers) sd_event_source_unref(t);
-      jobs.clear();
-    }
-    sd_event_unref(ev);
-    std::ofstream(out) << result.dump();
-    _exit(0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
-  std::ifstream in(out);
-  return nlohmann::json::parse(in, nullptr, false);
-}
 
 std::string manifest_of(const Dataset& d, const std::string& prefix, const std::string& base) {
   Dataset part;
@@ -121,7 +38,7 @@ TEST(ArbiterLink, AFloorHoldsWhileABulkJobSharesTheLink) {
   Planned bulk{manifest_of(d, "video-", base), "max-throughput", {}, {0, 0, xfer::JobClass::Normal}, 0};
   Planned floor{manifest_of(d, "image-", base), "throughput-target", {}, {0, 0, xfer::JobClass::Normal}, 3};
   floor.tuner.target_mbps = 120;
-  nlohmann::json r = run_together(link, {bulk, floor}, 300);
+  nlohmann::json r = run_together(link, {bulk, floor}, Together{300});
   ASSERT_TRUE(r.is_object());
   ASSERT_EQ(r["jobs"].size(), 2u);
   for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);
@@ -166,7 +83,7 @@ TEST(ArbiterLink, BackgroundTakesTheIdleLinkAndYieldsWithinTwoIntervals) {
   const std::string base = "http://" + link.server_ip + ":8080/";
   Planned bg{manifest_of(d, "video-", base), "max-throughput", {}, {0, 0, xfer::JobClass::Background}, 0};
   Planned fg{manifest_of(d, "image-", base), "max-throughput", {}, {0, 1, xfer::JobClass::Foreground}, 4};
-  nlohmann::json r = run_together(link, {bg, fg}, 300);
+  nlohmann::json r = run_together(link, {bg, fg}, Together{300});
   ASSERT_TRUE(r.is_object());
   ASSERT_EQ(r["jobs"].size(), 2u);
   for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);

@@ -15,6 +15,7 @@
 
 #include "fixture.h"
 #include "link.h"
+#include "together.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/machine.h"
 #include "xfer/stats.h"
@@ -39,53 +40,9 @@ TEST(SharedMachine, TwoConcurrentJobsAreChargedTheirShareOnly) {
     if (f.name.rfind("video-", 0) == 0) video.files.push_back(f), video.bytes += f.size;
   ASSERT_EQ(video.files.size(), 1u);
   std::string manifest = video.manifest("http://" + link.server_ip + ":8080/");
-  std::string out = link.work + "/two.json";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int ns = open(("/run/netns/xfer-" + link.name + "-c").c_str(), O_RDONLY | O_CLOEXEC);
-    if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
-    nlohmann::json result;
-    sd_event* ev = nullptr;
-    sd_event_new(&ev);
-    {
-      xfer::Engine engine(ev);
-      auto flows = xfer::make_flow_monitor(true);
-      auto machine = xfer::make_machine({}, xfer::EnergyScope::Machine);
-      xfer::EngineOptions opts;
-      opts.interval_ms = 500;
-      opts.bandwidth_mbps = 200;
-      std::vector<std::unique_ptr<xfer::RunningJob>> jobs;
-      int running = 2;
-      for (uint32_t i = 1; i <= 2; ++i) {
-        std::string dest = link.work + "/dest" + std::to_string(i);
-        fs::create_directories(dest);
-        xfer::RunningJobSpec spec;
-        spec.id = i;
-        spec.algorithm = "static";
-        spec.tuner.fixed = xfer::ChunkParams{1, 1, 1};
-        spec.job = xfer::Job::Spec{xfer::parse_manifest(manifest, "m"), dest, opts};
-        jobs.push_back(std::make_unique<xfer::RunningJob>(engine, std::move(spec),
-                                                          xfer::SharedParts{flows.get(), machine.get(), nullptr}));
-        jobs.back()->job().on_finished = [&] {
-          if (--running == 0) sd_event_exit(ev, 0);
-        };
-      }
-      for (auto& j : jobs) j->start();
-      sd_event_loop(ev);
-      for (auto& j : jobs) result["jobs"].push_back(j->report());
-      result["machine_joules"] = machine->joules_shared();
-      result["source"] = machine->meter()->source();
-      jobs.clear();
-    }
-    sd_event_unref(ev);
-    std::ofstream(out) << result.dump();
-    _exit(0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
-  std::ifstream in(out);
-  nlohmann::json r = nlohmann::json::parse(in, nullptr, false);
+  Planned job{manifest, "static", {}, {}, 0};
+  job.tuner.fixed = xfer::ChunkParams{1, 1, 1};
+  nlohmann::json r = run_together(link, {job, job}, Together{200, 500, false});
   ASSERT_TRUE(r.is_object());
   ASSERT_EQ(r["jobs"].size(), 2u);
   double sum = 0;

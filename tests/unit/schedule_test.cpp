@@ -245,3 +245,31 @@ TEST(Scheduler, ABackedOffPieceWaitsForItsTime) {
   ASSERT_EQ(s.gets().size(), 1u);
   EXPECT_EQ(s.gets()[0]->end, 2 * kMiB);
 }
+
+// libcurl holds a request to the limit it started with: when the cap is
+// lifted (or doubled), a request held to the old limit for more than a
+// second of what it still fetches is re-issued at once, however short.
+TEST(Scheduler, ALiftedCapReachesTheRequestsHeldToIt) {
+  ScheduledJob s({3 * kMiB});
+  xfer::ChunkKind kind = s.job->chunks[0]->plan.kind;
+  s.set(kind, {1, 1, 1}, 8e6);  // 1 MB/s; the request in flight (3 MiB, under kRecapBytes) keeps going unlimited
+  EXPECT_TRUE(s.net.stopped.empty());
+  s.job->preempt(s.gets()[0], true);
+  s.job->pump();
+  ASSERT_EQ(s.gets().size(), 1u);
+  EXPECT_DOUBLE_EQ(s.gets()[0]->max_Bps, 1e6);
+  s.gets()[0]->pos = kMiB;  // 2 MiB left: two seconds at its limit
+  s.set(kind, {1, 1, 1}, 0);
+  ASSERT_EQ(s.net.stopped.size(), 2u);
+  EXPECT_EQ(s.net.stopped[1].pos, kMiB);
+  ASSERT_EQ(s.gets().size(), 1u);
+  EXPECT_EQ(s.gets()[0]->req_begin, kMiB);
+  EXPECT_EQ(s.gets()[0]->max_Bps, 0);
+  // A small raise leaves it alone.
+  s.set(kind, {1, 1, 1}, 8e6);
+  s.job->preempt(s.gets()[0], true);
+  s.job->pump();
+  const size_t stopped = s.net.stopped.size();
+  s.set(kind, {1, 1, 1}, 12e6);
+  EXPECT_EQ(s.net.stopped.size(), stopped);
+}

@@ -1,0 +1,107 @@
+// Jobs run together in a test link's client namespace, in a child process,
+// on one flow monitor and machine (and an arbiter, when asked) as xferd has
+// them: each started after its delay; their reports and the machine's
+// figures come back as JSON.
+#pragma once
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "link.h"
+#include "xfer/arbiter.h"
+#include "xfer/flow_monitor.h"
+#include "xfer/machine.h"
+#include "xfer/manifest.h"
+#include "xfer/running_job.h"
+
+namespace xtest {
+
+struct Planned {
+  std::string manifest, algorithm;
+  xfer::TunerOptions tuner;
+  xfer::ArbiterJob claim;
+  double start_s = 0;
+};
+
+struct Together {
+  double link_mbps = 0;      // the jobs' bandwidth_mbps, and the arbiter's capacity
+  long interval_ms = 1000;
+  bool arbiter = true;       // false: the jobs share no arbiter
+};
+
+// {"jobs": [report...], "machine_joules": J, "source": the meter's}.
+inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
+  std::string out = link.work + "/together.json";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int ns = open(("/run/netns/xfer-" + link.name + "-c").c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
+    nlohmann::json result;
+    sd_event* ev = nullptr;
+    sd_event_new(&ev);
+    {
+      xfer::Engine engine(ev);
+      auto flows = xfer::make_flow_monitor(true);
+      auto machine = xfer::make_machine({}, xfer::EnergyScope::Machine);
+      xfer::ArbiterConfig ac;
+      ac.capacity_bps = how.link_mbps * 1e6;
+      xfer::Arbiter arbiter(ac);
+      xfer::EngineOptions opts;
+      opts.interval_ms = how.interval_ms;
+      opts.bandwidth_mbps = how.link_mbps;
+      std::vector<std::unique_ptr<xfer::RunningJob>> jobs;
+      std::vector<sd_event_source*> timers;
+      int running = int(plan.size());
+      for (size_t i = 0; i < plan.size(); ++i) {
+        std::string dest = link.work + "/dest" + std::to_string(i);
+        std::filesystem::create_directories(dest);
+        xfer::RunningJobSpec spec;
+        spec.id = uint32_t(i + 1);
+        spec.algorithm = plan[i].algorithm;
+        spec.tuner = plan[i].tuner;
+        spec.claim = plan[i].claim;
+        spec.job = xfer::Job::Spec{xfer::parse_manifest(plan[i].manifest, "m"), dest, opts};
+        jobs.push_back(std::make_unique<xfer::RunningJob>(
+            engine, std::move(spec),
+            xfer::SharedParts{flows.get(), machine.get(), nullptr, how.arbiter ? &arbiter : nullptr}));
+        jobs.back()->job().on_finished = [&] {
+          if (--running == 0) sd_event_exit(ev, 0);
+        };
+        sd_event_source* t = nullptr;
+        sd_event_add_time_relative(
+            ev, &t, CLOCK_MONOTONIC, uint64_t(plan[i].start_s * 1e6) + 1, 1000,
+            [](sd_event_source*, uint64_t, void* ud) {
+              static_cast<xfer::RunningJob*>(ud)->start();
+              return 0;
+            },
+            jobs.back().get());
+        timers.push_back(t);
+      }
+      sd_event_loop(ev);
+      for (auto& j : jobs) result["jobs"].push_back(j->report());
+      result["machine_joules"] = machine->joules_shared();
+      result["source"] = machine->meter() ? machine->meter()->source() : "none";
+      for (sd_event_source* t : timers) sd_event_source_unref(t);
+      jobs.clear();
+    }
+    sd_event_unref(ev);
+    std::ofstream(out) << result.dump();
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  std::ifstream in(out);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+}  // namespace xtest
