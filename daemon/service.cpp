@@ -97,9 +97,7 @@ Service::Service(sd_event* l, Options o, Config c)
   load_hla_table();
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
-  arbiter.set_capacity(link_capacity_bps());
-  schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked at load
-  apply_schedule();
+  apply_link_config();
   sd_event_add_time_relative(
       loop, &schedule_timer_, CLOCK_MONOTONIC, 30'000'000, 1'000'000,
       [](sd_event_source* s, uint64_t, void* ud) {
@@ -169,6 +167,12 @@ std::string JobEntry::allotment() const {
   if (!run || run->loop().allotment().reason.empty()) return "";
   const xfer::Allotment& a = run->loop().allotment();
   return (a.cap_bps > 0 ? fmt::format("cap {:.1f} Mbit/s", a.cap_bps / 1e6) : std::string("no cap")) + ": " + a.reason;
+}
+
+void Service::apply_link_config() {
+  arbiter.set_capacity(link_capacity_bps());
+  schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked by load_config
+  apply_schedule();
 }
 
 void Service::apply_schedule() {
@@ -896,9 +900,7 @@ std::string Service::reload() {
   }
   xfer::log::set_level(cfg.log_level);
   log::info("reload: {} policies from {} file(s)", cfg.policies.size(), cfg.files.size());
-  arbiter.set_capacity(link_capacity_bps());
-  schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked by load_config
-  apply_schedule();
+  apply_link_config();
   if (std::string why = load_hla_table(); !why.empty()) return why;
   start_queued();
   return "";

@@ -140,6 +140,7 @@ struct Service {
   // the arbiter divides; looked at every 30 s and at Reload.
   xfer::BandwidthSchedule schedule;
   void apply_schedule();
+  void apply_link_config();  // the capacity and the schedule from cfg (start, Reload)
   uint64_t kernel_job = 0;
   sd_bus* bus = nullptr;
   std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;

@@ -288,26 +288,22 @@ void Job::Impl::apply(const Params& p) {
   current = p;
   current.cores = 0;
   current.freq_khz = 0;
-  if (cap_toggled) {
+  if (cap_toggled || raised) {
     // libcurl takes a request's rate limit when the request starts: when a
     // cap is set or lifted, long requests in flight are re-issued (the rest
-    // of their range; nothing received is lost) so that it reaches them now.
+    // of their range; nothing received is lost) so that it reaches them now;
+    // when it is lifted or raised (above), so are those held to the old limit.
     // Later adjustments reach the next pieces, which a cap keeps short
     // (piece_bytes): re-issuing at every adjustment stalled HTTP/2
     // connections for seconds (measured: 0 Mbit/s for 2 s at 500 Mbit/s).
-    std::vector<Request*> long_ones;
-    for (const auto& [r, owned] : requests)
-      if (r->kind == RequestKind::Get && r->end_known && r->end > r->pos && r->end - r->pos > kRecapBytes)
-        long_ones.push_back(r);
-    for (Request* r : long_ones) preempt(r, true);
-  }
-  if (raised) {
-    std::vector<Request*> held;
-    for (const auto& [r, owned] : requests)
-      if (r->kind == RequestKind::Get && r->end_known && r->end > r->pos && r->max_Bps > 0 &&
-          double(r->end - r->pos) > r->max_Bps)
-        held.push_back(r);
-    for (Request* r : held) preempt(r, true);
+    std::vector<Request*> again;
+    for (const auto& [r, owned] : requests) {
+      if (r->kind != RequestKind::Get || !r->end_known || r->end <= r->pos) continue;
+      const uint64_t left = r->end - r->pos;
+      if ((cap_toggled && left > kRecapBytes) || (raised && r->max_Bps > 0 && double(left) > r->max_Bps))
+        again.push_back(r);
+    }
+    for (Request* r : again) preempt(r, true);
   }
   if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {
