@@ -171,6 +171,7 @@ std::string JobEntry::allotment() const {
 
 void Service::apply_link_config() {
   arbiter.set_capacity(link_capacity_bps());
+  arbiter.set_origin_connections(int(cfg.values["max_connections_per_origin"].get<double>()));
   schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked by load_config
   apply_schedule();
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "xfer/log.h"
+#include "xfer/text.h"
 
 namespace xfer {
 
@@ -42,7 +43,77 @@ std::vector<double> waterfill(double total, const std::vector<double>& w, const 
   return share;
 }
 
+// Whole shares of n units for fractional ones: each share rounded down (at
+// least `least`), then the units left to the largest remainders.
+std::vector<int> whole_shares(int n, const std::vector<double>& s, int least) {
+  std::vector<int> out(s.size());
+  int used = 0;
+  for (size_t i = 0; i < s.size(); ++i) used += out[i] = std::max(least, int(std::floor(s[i] + 1e-9)));
+  std::vector<size_t> order(s.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s[a] - std::floor(s[a]) > s[b] - std::floor(s[b]); });
+  for (size_t k = 0; used < n && k < order.size(); ++k)
+    if (double(out[order[k]]) < s[order[k]]) ++out[order[k]], ++used;
+  return out;
+}
+
 }  // namespace
+
+std::map<uint32_t, std::map<std::string, int>> divide_connections(int limit, const std::vector<Claim>& claims) {
+  std::map<uint32_t, std::map<std::string, int>> out;
+  if (limit <= 0) return out;
+  std::map<std::string, std::vector<const Claim*>> by_origin;
+  for (const Claim& c : claims)
+    for (const std::string& o : c.job.origins) by_origin[o].push_back(&c);
+  for (const auto& [origin, jobs] : by_origin) {
+    // A job asks for what its tuner wants and one more; 0: all it can get.
+    auto want = [&](const Claim* c) { return c->connections > 0 ? double(c->connections + 1) : double(limit); };
+    std::vector<double> share(jobs.size(), 0);
+    size_t others = 0;
+    for (const Claim* c : jobs) others += c->job.floor_bps <= 0;
+    // Floors first: between them what leaves each other job one.
+    std::vector<size_t> idx;
+    std::vector<double> w, d;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (jobs[i]->job.floor_bps > 0) idx.push_back(i), w.push_back(1), d.push_back(want(jobs[i]));
+    double left = double(limit);
+    if (!idx.empty()) {
+      std::vector<double> s = waterfill(std::max(double(idx.size()), left - double(others)), w, d);
+      for (size_t k = 0; k < idx.size(); ++k) share[idx[k]] = s[k], left -= s[k];
+    }
+    // Then the classes in order, each leaving one to every job of the classes
+    // below: users by weight, then their jobs equally.
+    size_t below = others;
+    for (JobClass cls : kClasses) {
+      std::map<uint32_t, std::vector<size_t>> users;
+      for (size_t i = 0; i < jobs.size(); ++i)
+        if (jobs[i]->job.floor_bps <= 0 && jobs[i]->job.cls == cls) users[jobs[i]->job.user].push_back(i), --below;
+      if (users.empty()) continue;
+      std::vector<double> uw, ud;
+      for (const auto& [u, js] : users) {
+        double wt = 0, dm = 0;
+        for (size_t i : js) wt = std::max(wt, jobs[i]->job.weight), dm += want(jobs[i]);
+        uw.push_back(std::max(wt, 1e-3));
+        ud.push_back(dm);
+      }
+      std::vector<double> us = waterfill(std::max(0.0, left - double(below)), uw, ud);
+      size_t ui = 0;
+      for (const auto& [u, js] : users) {
+        std::vector<double> jd;
+        for (size_t i : js) jd.push_back(want(jobs[i]));
+        std::vector<double> s = waterfill(us[ui++], std::vector<double>(js.size(), 1.0), jd);
+        for (size_t k = 0; k < js.size(); ++k) share[js[k]] = s[k], left -= s[k];
+      }
+    }
+    // What nobody asked for is shared equally, so each can grow into it.
+    if (left >= 1)
+      for (double& s : share) s += left / double(share.size());
+    std::vector<int> whole = whole_shares(limit, share, 1);
+    for (size_t i = 0; i < jobs.size(); ++i) out[jobs[i]->job.id][origin] = whole[i];
+  }
+  return out;
+}
 
 const char* to_string(JobClass c) {
   switch (c) {
@@ -151,7 +222,7 @@ Arbiter::Arbiter(ArbiterConfig c) : cfg_(c) {}
 double Arbiter::capacity_bps() const {
   // Measured: a tenth above what was seen, so that jobs capped to it can
   // show a faster link.
-  double link = cfg_.capacity_bps > 0 ? cfg_.capacity_bps : measured_bps_ * 1.1;
+  double link = cfg_.capacity_bps > 0 ? cfg_.capacity_bps * cfg_.goodput : measured_bps_ * 1.1;
   if (cfg_.limit_bps > 0) return link > 0 ? std::min(link, cfg_.limit_bps) : cfg_.limit_bps;
   return link;
 }
@@ -162,6 +233,13 @@ void Arbiter::set_limit(double bps) {
   // A measured link was seen through the old limit: measured again.
   if (capacity_measured() && (bps <= 0 || bps > cfg_.limit_bps)) measured_bps_ = 0;
   cfg_.limit_bps = bps;
+  divide();
+}
+
+void Arbiter::set_origin_connections(int n) {
+  if (n == cfg_.origin_connections) return;
+  log::info("arbiter: connections per origin over all jobs: {}", n > 0 ? std::to_string(n) : std::string("no limit"));
+  cfg_.origin_connections = n;
   divide();
 }
 
@@ -181,8 +259,11 @@ std::string Arbiter::admit(double floor_bps, double admitted_bps) const {
   if (have + want <= cap) return "";
   return fmt::format("a floor of {:.0f} Mbit/s does not fit: the link is {:.0f} Mbit/s ({}), floors already "
                      "admitted take {:.0f} Mbit/s and each floor sets aside {:.0f}% more than itself",
-                     mbps(floor_bps), mbps(cap), capacity_measured() ? "measured" : "configured", mbps(have),
-                     cfg_.floor_margin * 100);
+                     mbps(floor_bps), mbps(cap),
+                     capacity_measured() ? std::string("measured")
+                                         : fmt::format("{:.0f}% of the configured {:.0f}: the rest is headers",
+                                                       cfg_.goodput * 100, mbps(cfg_.capacity_bps)),
+                     mbps(have), cfg_.floor_margin * 100);
 }
 
 void Arbiter::join(const ArbiterJob& j, Apply apply) {
@@ -199,12 +280,13 @@ void Arbiter::leave(uint32_t id) {
   divide();
 }
 
-void Arbiter::observe(uint32_t id, double bps) {
+void Arbiter::observe(uint32_t id, double bps, int connections) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
   const double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : capacity_bps();
   m.last_bps = bps;
+  m.connections = connections;
   m.low = had > 0 && bps < cfg_.busy * had ? m.low + 1 : 0;
   double sum = 0;
   for (const auto& [k, other] : members_) sum += other.last_bps;
@@ -229,12 +311,26 @@ void Arbiter::divide() {
     // started under an older cap) does not shrink its share. New jobs and
     // busy ones ask for all they can get.
     if (m.low >= cfg_.low_intervals) c.demand_bps = std::max(cfg_.min_bps, m.last_bps * cfg_.demand_slack);
+    c.connections = m.connections;
     claims.push_back(c);
   }
   std::map<uint32_t, Allotment> next = divide_link(cap, claims, cfg_);
+  // The connections to an origin are limited only where jobs share it.
+  std::map<std::string, int> sharing;
+  for (const Claim& c : claims)
+    for (const std::string& o : c.job.origins) ++sharing[o];
+  for (auto& [id, per] : divide_connections(cfg_.origin_connections, claims)) {
+    Allotment& a = next[id];
+    for (const auto& [origin, n] : per) {
+      a.connections[origin] = n;
+      if (sharing[origin] > 1)
+        a.reason += fmt::format("; {} of {} connections to {} ({} jobs use it)", n, cfg_.origin_connections,
+                                shown(origin, 128), sharing[origin]);
+    }
+  }
   for (auto& [id, m] : members_) {
     const Allotment& a = next[id];
-    const bool moved = (a.cap_bps > 0) != (m.allot.cap_bps > 0) ||
+    const bool moved = (a.cap_bps > 0) != (m.allot.cap_bps > 0) || a.connections != m.allot.connections ||
                        std::abs(a.cap_bps - m.allot.cap_bps) > 0.05 * std::max(a.cap_bps, m.allot.cap_bps);
     const bool first = m.allot.reason.empty();
     m.allot.reason = a.reason;

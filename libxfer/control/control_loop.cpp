@@ -43,6 +43,7 @@ Params ControlLoop::under_allotment(const Params& p) const {
 // The arbiter's new allotment reaches the Job at once, under the params the
 // tuner chose last.
 void ControlLoop::set_allotment(const Allotment& a) {
+  if (a.connections != allot_.connections) job_.limit_connections(a.connections);
   allot_ = a;
   if (running_ && !current_.chunks.empty()) job_.apply(under_allotment(current_));
 }
@@ -75,6 +76,7 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
   if (parts_.arbiter) {
     ArbiterJob claim = parts_.claim;
     claim.id = parts_.id;
+    claim.origins = info.origins;
     joined_ = true;
     parts_.arbiter->join(claim, [this](const Allotment& a) { set_allotment(a); });
   }
@@ -140,9 +142,13 @@ void ControlLoop::tick() {
     if (r.decided) apply(*r.decided);
   }
   const double moved = st == JobState::Running ? r.obs.throughput_bps : 0;
+  // The connections its params ask for over the chunks still running.
+  int wanted = 0;
+  for (size_t i = 0; i < current_.chunks.size() && i < r.obs.chunks.size(); ++i)
+    if (!r.obs.chunks[i].finished) wanted += std::max(1, current_.chunks[i].cc) * std::max(1, current_.chunks[i].p);
   record(std::move(r));
   // Last: the arbiter may give every job (this one too) a new allotment.
-  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved);
+  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved, wanted);
 }
 
 void ControlLoop::record(IntervalRecord r) {

@@ -86,6 +86,10 @@ std::vector<OptionSpec> make_table() {
               "the link's rate for xferd by day and hour, e.g. \"Mon-Fri 08:00 200, Mon-Fri 18:00 off\" (xfer/bw_schedule.h)",
               4096),
          "network.schedule"),
+      in(integer("max_connections_per_origin", 0, 4096, 0, kGlobal,
+                 "connections open at once to one origin over all jobs, divided among the jobs that share it (0: no "
+                 "limit but each job's max_channels)"),
+         "limits.max_connections_per_origin"),
       choice("class", job_class_names(), "normal", kPolicy | kJob,
              "priority class for the link: foreground, high, normal, low, background (only what nobody else asks "
              "for); a job's only lowers its policy's"),

@@ -190,7 +190,7 @@ void Job::Impl::begin_transfer() {
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;
   info.multiplexed = !origins.empty();
-  for (const auto& [name, o] : origins) info.multiplexed = info.multiplexed && o.h2;
+  for (const auto& [name, o] : origins) info.multiplexed = info.multiplexed && o.h2, info.origins.push_back(name);
 
   // Sizes for partitioning; a file of unknown size counts as one BDP (Medium).
   std::vector<size_t> idx;
@@ -278,33 +278,14 @@ void Job::Impl::apply(const Params& p) {
     return;
   }
   bool changed = p.chunks != current.chunks || p.rate_cap_bps != current.rate_cap_bps;
-  bool cap_toggled = (p.rate_cap_bps > 0) != (current.rate_cap_bps > 0);
-  // Lifted, or raised to twice or more (the arbiter's allotments move so
-  // when jobs come and go): requests held to the old limit for more than a
-  // second of what they still fetch are re-issued too. Left alone, a
-  // background job held to 1 Mbit/s kept fetching its 4 MiB remainders at
-  // that rate for minutes after the link was its own again.
-  const bool raised = current.rate_cap_bps > 0 && (p.rate_cap_bps <= 0 || p.rate_cap_bps >= 2 * current.rate_cap_bps);
   current = p;
   current.cores = 0;
   current.freq_khz = 0;
-  if (cap_toggled || raised) {
-    // libcurl takes a request's rate limit when the request starts: when a
-    // cap is set or lifted, long requests in flight are re-issued (the rest
-    // of their range; nothing received is lost) so that it reaches them now;
-    // when it is lifted or raised (above), so are those held to the old limit.
-    // Later adjustments reach the next pieces, which a cap keeps short
-    // (piece_bytes): re-issuing at every adjustment stalled HTTP/2
-    // connections for seconds (measured: 0 Mbit/s for 2 s at 500 Mbit/s).
-    std::vector<Request*> again;
-    for (const auto& [r, owned] : requests) {
-      if (r->kind != RequestKind::Get || !r->end_known || r->end <= r->pos) continue;
-      const uint64_t left = r->end - r->pos;
-      if ((cap_toggled && left > kRecapBytes) || (raised && r->max_Bps > 0 && double(left) > r->max_Bps))
-        again.push_back(r);
-    }
-    for (Request* r : again) preempt(r, true);
-  }
+  // The cap holds over every request in flight at once, from now on
+  // (rate_limit.h): lifted, the requests it paused go on at once.
+  limit.set_rate(p.rate_cap_bps > 0 ? p.rate_cap_bps / 8 : 0, eng.now_us());
+  if (!limit.active()) release_rate_held();
+  else arm_rate_release();
   if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkParams cp = p.chunks[i];
@@ -757,6 +738,7 @@ void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
 void Job::set_controller(JobController* c) { impl_->controller = c; }
 void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
+void Job::limit_connections(const std::map<std::string, int>& per_origin) { impl_->limit_connections(per_origin); }
 void Job::pause() { impl_->pause(); }
 void Job::resume() { impl_->resume(); }
 void Job::cancel(bool keep_partial) { impl_->cancel(keep_partial); }

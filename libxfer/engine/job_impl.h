@@ -17,6 +17,7 @@
 
 #include "discovery.h"
 #include "file_work.h"
+#include "rate_limit.h"
 #include "request.h"
 #include "xfer/engine.h"
 #include "xfer/part_file.h"
@@ -132,9 +133,6 @@ struct Origin {
 constexpr size_t kCommitGatherFiles = 32;
 constexpr uint64_t kCommitGatherMs = 100;
 
-// A request with more than this left is re-issued when the rate cap changes.
-constexpr uint64_t kRecapBytes = 4 * 1024 * 1024;
-
 // Where the scheduler's GETs go: each to the multi handle of the connection
 // it was placed on. The scheduler's unit test (tests/unit/schedule_test.cpp)
 // puts a recorder here and checks its decisions with no server.
@@ -195,7 +193,6 @@ struct Job::Impl : RequestOwner {
   void pump();
   void reconcile(Chunk& c);
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
-  uint64_t piece_bytes() const;  // largest range one request asks for (0: no limit)
   uint64_t split_min_bytes() const;
   uint64_t split_min_bytes(const Request& r, uint64_t now) const;  // for this request (its rate)
   std::optional<Piece> split_inflight(Channel& ch);
@@ -265,7 +262,22 @@ struct Job::Impl : RequestOwner {
   uint32_t job_id = 0;
   std::map<uint64_t, size_t> flow_chunk;  // flow id -> chunk index
 
-  EventSource checkpoint_src, retry_src, reap_src, commit_gather_src;
+  // Connections open at once per origin (the arbiter's share of a limit
+  // over all jobs; Job::limit_connections). An origin not here: no limit.
+  std::map<std::string, int> origin_limit;
+  void limit_connections(const std::map<std::string, int>& per_origin);
+  std::map<std::string, int> open_connections() const;  // busy connections per limited origin
+
+  // The rate cap (current.rate_cap_bps) over every request at once; the
+  // requests paused on it, resumed when it has refilled (rate_limit.h).
+  RateLimit limit;
+  std::vector<Request*> rate_held;
+  size_t release_turn = 0;
+  void hold_for_rate(Request* r);
+  void release_rate_held();
+  void arm_rate_release();
+
+  EventSource checkpoint_src, retry_src, reap_src, commit_gather_src, rate_src;
 };
 
 // Human-readable reason for a failed request and whether it is worth a retry.

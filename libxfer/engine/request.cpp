@@ -189,11 +189,16 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   auto* r = static_cast<Request*>(ud);
   const size_t len = size * n;
   if (!r->response_checked && !check_response(r)) return 0;  // aborts the transfer
+  auto* job = static_cast<Job::Impl*>(r->owner);
+  if (job->limit.active() && !job->limit.take(len, coarse_us())) {
+    job->hold_for_rate(r);  // libcurl hands the same bytes again when resumed
+    return CURL_WRITEFUNC_PAUSE;
+  }
   size_t take = len;
   if (r->end_known) {
     uint64_t room = r->end > r->pos ? r->end - r->pos : 0;
     if (room < take) take = static_cast<size_t>(room);
-  } else if (uint64_t most = static_cast<Job::Impl*>(r->owner)->spec.opts.max_file_bytes; most && r->pos + take > most) {
+  } else if (uint64_t most = job->spec.opts.max_file_bytes; most && r->pos + take > most) {
     r->abort_reason = "the body of a file of unknown size passed the limit of " + std::to_string(most) + " bytes per file";
     return 0;
   }
@@ -206,7 +211,6 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
       return 0;
     }
     r->pos += take;
-    auto* job = static_cast<Job::Impl*>(r->owner);
     job->bytes_fetched += take;
     ++job->body_reads;
     job->bytes_done += take;
@@ -309,12 +313,6 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kBufferSize);
-    if (current.rate_cap_bps > 0) {  // the job's cap shared by the requests in flight (libcurl reads it at start)
-      size_t gets = 1;
-      for (const auto& [req, _] : requests) gets += req->kind == RequestKind::Get;
-      r->max_Bps = current.rate_cap_bps / 8 / double(gets);
-      curl_easy_setopt(e, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(r->max_Bps));
-    }
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
   }
@@ -327,8 +325,56 @@ void Job::Impl::note_connection(Request* r, CURLcode code) {
     r->multi->h2c_open.erase(r->file->origin);
 }
 
+// A request the rate cap paused waits with the others for the bucket to
+// refill; they are resumed together, in turn from a different one each time
+// (the first resumed takes the first bytes).
+void Job::Impl::hold_for_rate(Request* r) {
+  if (!r->rate_paused) {
+    r->rate_paused = true;
+    rate_held.push_back(r);
+  }
+  arm_rate_release();
+}
+
+void Job::Impl::arm_rate_release() {
+  if (rate_held.empty()) return;
+  const uint64_t at = eng.now_us() + std::max<uint64_t>(1000, limit.wait_us(coarse_us()));
+  if (!rate_src.s) {
+    sd_event_add_time(eng.loop(), &rate_src.s, CLOCK_MONOTONIC, at, 500,
+                      [](sd_event_source*, uint64_t, void* ud) {
+                        static_cast<Job::Impl*>(ud)->release_rate_held();
+                        return 0;
+                      },
+                      this);
+  } else {
+    sd_event_source_set_time(rate_src.s, at);
+  }
+  sd_event_source_set_enabled(rate_src.s, SD_EVENT_ONESHOT);
+}
+
+void Job::Impl::release_rate_held() {
+  if (limit.active() && limit.wait_us(coarse_us()) > 0) return arm_rate_release();
+  std::vector<Request*> batch;
+  batch.swap(rate_held);
+  if (batch.empty()) return;
+  std::rotate(batch.begin(), batch.begin() + long(release_turn++ % batch.size()), batch.end());
+  for (Request* r : batch) {
+    // A request resumed before it may take the bucket empty and pause again
+    // (hold_for_rate): the rest stay held.
+    if (!requests.count(r) || !r->rate_paused) continue;
+    if (limit.active() && limit.wait_us(coarse_us()) > 0) {
+      rate_held.push_back(r);
+      continue;
+    }
+    r->rate_paused = false;
+    curl_easy_pause(r->easy, CURLPAUSE_CONT);
+  }
+  arm_rate_release();
+}
+
 std::unique_ptr<Request> Job::Impl::take(Request* r) {
   auto it = requests.find(r);
+  if (r->rate_paused) std::erase(rate_held, r);
   std::unique_ptr<Request> owned = std::move(it->second);
   requests.erase(it);
   return owned;

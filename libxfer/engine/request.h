@@ -54,7 +54,7 @@ struct Request {
   uint64_t end = 0;        // one past the last byte wanted (may shrink: stolen half)
   bool end_known = true;   // false: size unknown, take the whole body
   uint64_t started_us = 0; // when it was handed to its connection (its rate, for split_inflight)
-  double max_Bps = 0;       // the rate limit libcurl holds it to (bytes/s; 0: none), fixed when it starts
+  bool rate_paused = false; // paused by the job's rate cap (Job::Impl::hold_for_rate)
 
   // Set by the callbacks; read at completion.
   bool response_checked = false;

@@ -6,6 +6,7 @@
 
 #include "job_impl.h"
 #include "xfer/log.h"
+#include "xfer/text.h"
 
 namespace xfer {
 namespace {
@@ -234,12 +235,11 @@ void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
     ch.queue.push_back(Piece{f, {0, *f->size}, f->gen, true, 0});
     return;
   }
-  uint64_t missing = 0, piece = piece_bytes();
+  uint64_t missing = 0;
   for (const Range& g : gaps) missing += g.size();
   for (const Range& g : gaps) {
-    // Enough pieces for the gap's share of the p connections, none above the piece size.
+    // Enough pieces for the gap's share of the p connections.
     uint64_t n = std::max<uint64_t>(1, (uint64_t(p) * g.size() + missing - 1) / missing);
-    if (piece) n = std::max(n, (g.size() + piece - 1) / piece);
     for (const Range& r : split_range(g, static_cast<int>(std::min<uint64_t>(n, 1u << 20)), spec.opts.min_piece_bytes))
       ch.queue.push_back(Piece{f, r, f->gen, true, 0});
   }
@@ -256,13 +256,7 @@ void Job::Impl::queue_pieces(Channel& ch, FileTask* f) {
 // pacing_gain 2.89 throughout and 270-315 packets lost every 0.8 s after the
 // second request only. A raised p still reaches a file at once: an idle
 // connection takes the back half of a long request in flight
-// (split_inflight). Under a rate cap the flow is paced (no restart bursts)
-// and each request takes its share of the cap when it starts, so pieces of
-// about two seconds of the cap let a changed cap reach every file within that.
-uint64_t Job::Impl::piece_bytes() const {
-  if (current.rate_cap_bps <= 0) return 0;
-  return std::max<uint64_t>(spec.opts.split_min_bytes, uint64_t(current.rate_cap_bps / 8 * 2));
-}
+// (split_inflight).
 
 uint64_t Job::Impl::split_min_bytes() const {
   return std::max<uint64_t>(spec.opts.split_min_bytes,
@@ -277,7 +271,7 @@ uint64_t Job::Impl::split_min_bytes() const {
 // xfer-linkemu's lossy-wan (500 Mbit/s, 80 ms, 0.02% loss), 2 x 222 MB at
 // p=3: each stream moved ~17 MB/s, and the byte rule (halves of 42 MB) left
 // the last 80 MB of a file to one stream for up to 4.5 s. Not under a rate
-// cap: there each request's share of the cap is fixed when it starts.
+// cap: there every stream is slowed by the cap, not by its path.
 uint64_t Job::Impl::split_min_bytes(const Request& r, uint64_t now) const {
   uint64_t least = split_min_bytes();
   const double ran_s = r.started_us && now > r.started_us ? double(now - r.started_us) / 1e6 : 0;
@@ -328,12 +322,6 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
     } else if (it->not_before_us <= now) {
       Piece p = *it;
       c.requeued.erase(it);
-      uint64_t piece = piece_bytes();
-      if (piece && p.end_known && p.file->ranges_ok && p.r.size() > piece) {  // a long remainder: one piece now, the rest later
-        Piece rest = p;
-        rest.r.begin = p.r.end = p.r.begin + piece;
-        c.requeued.push_front(rest);
-      }
       return p;
     } else {
       arm_retry(it->not_before_us);  // backing off: come back when it is due
@@ -378,7 +366,7 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   }
   if (p.fresh_connection) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
   // A long body on HTTP/1.1 closes its connection when done: the next request
-  // on it would restart a sender whose window has grown (see piece_bytes),
+  // on it would restart a sender whose window has grown (see split_min_bytes),
   // and a new connection's slow start costs less than that. wan, 2 x 222 MB
   // one after the other (min-energy, cc=1): the second file ran at 355
   // Mbit/s on the reused connection, the first at 455.
@@ -402,9 +390,45 @@ bool Job::Impl::channel_busy(const Channel& ch) {
 // capped (by loss, or by the server), where a client working down its list
 // ends on its last long file alone. A busy channel keeps its place for its
 // next file.
+std::map<std::string, int> Job::Impl::open_connections() const {
+  std::map<std::string, int> open;
+  if (origin_limit.empty()) return open;
+  for (const auto& cp : chunks)
+    for (const auto& ch : cp->channels)
+      for (const auto& s : ch->connections)
+        if (s && !s->inflight.empty() && origin_limit.count(s->inflight.front()->file->origin))
+          ++open[s->inflight.front()->file->origin];
+  return open;
+}
+
+// A lowered limit stops the newest requests over it at once (their rest goes
+// back to the front of their chunks): a server that caps its clients'
+// connections counts the ones open, not the ones we meant to close.
+void Job::Impl::limit_connections(const std::map<std::string, int>& per_origin) {
+  origin_limit = per_origin;
+  std::map<std::string, int> open = open_connections();
+  for (const auto& [origin, limit] : origin_limit) {
+    int over = open[origin] - std::max(1, limit);
+    if (over <= 0) continue;
+    std::vector<Connection*> busy;
+    for (const auto& cp : chunks)
+      for (const auto& ch : cp->channels)
+        for (const auto& s : ch->connections)
+          if (s && !s->inflight.empty() && s->inflight.front()->file->origin == origin) busy.push_back(s.get());
+    std::sort(busy.begin(), busy.end(), [](const Connection* a, const Connection* b) {
+      return a->inflight.front()->started_us > b->inflight.front()->started_us;
+    });
+    log::info("{}: {} connections open, {} allowed now: the newest {} stop, their rest queued again", shown(origin, 128),
+              open[origin], limit, over);
+    for (int k = 0; k < over && k < int(busy.size()); ++k) drop_connection(*busy[k], true);
+  }
+  pump();
+}
+
 void Job::Impl::pump() {
   if (state != JobState::Running) return;
   uint64_t now = eng.now_us();
+  std::map<std::string, int> open = open_connections();
   const size_t most = size_t(std::max(1, spec.opts.max_channels));
   size_t busy_channels = 0;
   for (auto& cp : chunks)
@@ -433,6 +457,14 @@ void Job::Impl::pump() {
             ch->queue.push_front(*p);  // a connection serves one origin
             continue;
           }
+          const bool opens = s->inflight.empty();
+          if (opens) {
+            auto lim = origin_limit.find(p->file->origin);
+            if (lim != origin_limit.end() && open[p->file->origin] >= std::max(1, lim->second)) {
+              ch->queue.push_front(*p);  // the origin's connections are all in use
+              break;
+            }
+          }
           Origin& o = origins.at(p->file->origin);
           if (pp > 1 && !o.h2 && !o.warned_h1) {
             o.warned_h1 = true;
@@ -440,6 +472,7 @@ void Job::Impl::pump() {
                       "connection", p->file->origin, pp);
           }
           start_get(*s, *p);
+          if (opens && origin_limit.count(p->file->origin)) ++open[p->file->origin];
           dealt = true;
         }
       }

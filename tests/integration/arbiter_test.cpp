@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
@@ -113,3 +114,117 @@ TEST(ArbiterLink, BackgroundTakesTheIdleLinkAndYieldsWithinTwoIntervals) {
   EXPECT_LT(capped[1], 15);
 }
 
+
+namespace {
+
+double jain(const std::vector<double>& x) {
+  double s = 0, s2 = 0;
+  for (double v : x) s += v, s2 += v * v;
+  return s2 > 0 ? s * s / (double(x.size()) * s2) : 0;
+}
+
+// The per-interval throughputs of a report's timeline by second since the
+// set started (the job's own t plus when it started).
+std::map<int, double> by_second(const nlohmann::json& report, double start_s) {
+  std::map<int, double> m;
+  const auto& tl = report["timeline"];
+  for (size_t i = 0; i + 1 < tl.size(); ++i) {  // not the last: the tail drains
+    const auto& e = tl[i];
+    if (e.value("near_end", false)) continue;
+    m[int(e["t"].get<double>() + start_s + 0.5)] = e["throughput_mbps"].get<double>();
+  }
+  return m;
+}
+
+}  // namespace
+
+// Two equal max-throughput jobs of two users share the link fairly: over
+// the seconds both run (after the first two, before either drains), Jain's
+// index of their mean throughputs (issue 39's goal: >= 0.95). And a user
+// with three jobs against a user with one gets the same share of the link:
+// the division is by user first, then by the user's jobs.
+TEST(ArbiterLink, EqualJobsAndUsersShareTheLinkFairly) {
+  Dataset d = dataset(0, 0, 8, 0.5);
+  Link link("arbfair", 244, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
+  ASSERT_TRUE(link.nginx_ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  // Four equal slices of the videos: user 1000 runs three, user 2000 one.
+  std::vector<Planned> plan;
+  for (int k = 0; k < 4; ++k) {
+    Dataset part;
+    for (size_t i = k; i < d.files.size(); i += 4) part.files.push_back(d.files[i]);
+    plan.push_back(Planned{part.manifest(base), "max-throughput", {}, {0, k < 3 ? 1000u : 2000u, xfer::JobClass::Normal}, 0});
+  }
+  nlohmann::json r = run_together(link, plan, Together{300});
+  ASSERT_TRUE(r.is_object());
+  ASSERT_EQ(r["jobs"].size(), 4u);
+  for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);
+  std::vector<std::map<int, double>> s;
+  for (const auto& j : r["jobs"]) s.push_back(by_second(j, 0));
+  // The seconds every job runs, after the first two.
+  std::vector<double> user1, user2;
+  for (const auto& [sec, mbps] : s[3]) {
+    if (sec < 3 || !s[0].count(sec) || !s[1].count(sec) || !s[2].count(sec)) continue;
+    user1.push_back(s[0][sec] + s[1][sec] + s[2][sec]);
+    user2.push_back(mbps);
+    std::printf("t=%d s: user 1000 %.1f (%.1f + %.1f + %.1f), user 2000 %.1f Mbit/s\n", sec, user1.back(), s[0][sec],
+                s[1][sec], s[2][sec], mbps);
+  }
+  ASSERT_GE(user1.size(), 4u) << "the jobs ran together for too short a time";
+  auto mean = [](const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t / double(v.size());
+  };
+  const double u1 = mean(user1), u2 = mean(user2);
+  // Within user 1000, its three jobs' shares.
+  std::vector<double> own(3, 0);
+  for (int k = 0; k < 3; ++k)
+    for (const auto& [sec, mbps] : s[k])
+      if (sec >= 3 && s[3].count(sec)) own[k] += mbps;
+  const double j_users = jain({u1, u2}), j_own = jain(own);
+  std::printf("user shares: %.1f vs %.1f Mbit/s (Jain %.3f, ratio %.2f); user 1000's own jobs: Jain %.3f\n", u1, u2,
+              j_users, u1 / u2, j_own);
+  // Goals: per-user shares within 10%, Jain >= 0.95 between equal jobs;
+  // measured 1.00 and 1.00, the shares within 1% (each job's cap holds over
+  // all its requests: rate_limit.h). The test allows a loaded CI machine 15%.
+  EXPECT_GE(j_users, 0.95);
+  EXPECT_GE(j_own, 0.95);
+  EXPECT_NEAR(u1 / u2, 1.0, 0.15);
+}
+
+// Two max-throughput jobs (32 channels each) on one origin under a limit of
+// 8 connections per origin over all jobs: the server never sees more than
+// the limit (and the probes of a discovery), and the jobs share it.
+TEST(ArbiterLink, APerOriginLimitHoldsOverAllJobs) {
+  Dataset d = dataset(0, 0, 8, 0.25);
+  Link link("arbconn", 243, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
+  ASSERT_TRUE(link.nginx_ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  std::vector<Planned> plan;
+  for (int k = 0; k < 2; ++k) {
+    Dataset part;
+    for (size_t i = k; i < d.files.size(); i += 2) part.files.push_back(d.files[i]);
+    plan.push_back(Planned{part.manifest(base), "max-throughput", {}, {0, uint32_t(1000 + k), xfer::JobClass::Normal}, 0});
+  }
+  Together how{300};
+  how.origin_connections = 8;
+  nlohmann::json r = run_together(link, plan, how);
+  ASSERT_TRUE(r.is_object());
+  for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);
+  const int most = r["most_connections"].get<int>();
+  std::vector<double> mean(2, 0);
+  for (int k = 0; k < 2; ++k) {
+    int n = 0;
+    for (const auto& [sec, mbps] : by_second(r["jobs"][k], 0))
+      if (sec >= 3) mean[k] += mbps, ++n;
+    mean[k] /= std::max(1, n);
+  }
+  std::printf("most connections to the origin at once: %d (limit 8); the jobs moved %.1f and %.1f Mbit/s\n", most,
+              mean[0], mean[1]);
+  // The jobs' own channels: 64 without the limit. A discovery's probe and
+  // its connection opened ahead may add two while the other job runs.
+  EXPECT_LE(most, 8 + 2);
+  EXPECT_GE(most, 4);
+  EXPECT_GE(jain({mean[0], mean[1]}), 0.9);
+}

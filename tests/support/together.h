@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,9 +38,30 @@ struct Together {
   double link_mbps = 0;      // the jobs' bandwidth_mbps, and the arbiter's capacity
   long interval_ms = 1000;
   bool arbiter = true;       // false: the jobs share no arbiter
+  int origin_connections = 0;  // the arbiter's limit per origin over the jobs (0: none)
 };
 
-// {"jobs": [report...], "machine_joules": J, "source": the meter's}.
+// TCP connections established from this network namespace to remote port
+// `port` (IPv4, /proc/self/net/tcp).
+inline int established_to_port(int port) {
+  std::ifstream in("/proc/self/net/tcp");
+  std::string line;
+  std::getline(in, line);
+  int n = 0;
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string sl, local, remote, st;
+    f >> sl >> local >> remote >> st;
+    n += st == "01" && remote.size() > 5 && remote.substr(remote.size() - 5) == want;
+  }
+  return n;
+}
+
+// {"jobs": [report...], "machine_joules": J, "source": the meter's,
+//  "most_connections": the most TCP connections to the server's port 8080
+//  seen at once, sampled every 50 ms}.
 inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
   std::string out = link.work + "/together.json";
   pid_t pid = fork();
@@ -54,6 +77,7 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
       auto machine = xfer::make_machine({}, xfer::EnergyScope::Machine);
       xfer::ArbiterConfig ac;
       ac.capacity_bps = how.link_mbps * 1e6;
+      ac.origin_connections = how.origin_connections;
       xfer::Arbiter arbiter(ac);
       xfer::EngineOptions opts;
       opts.interval_ms = how.interval_ms;
@@ -86,7 +110,21 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
             jobs.back().get());
         timers.push_back(t);
       }
+      int most = 0;
+      sd_event_source* sampler = nullptr;
+      sd_event_add_time_relative(
+          ev, &sampler, CLOCK_MONOTONIC, 50000, 1000,
+          [](sd_event_source* s, uint64_t, void* ud) {
+            int& m = *static_cast<int*>(ud);
+            m = std::max(m, established_to_port(8080));
+            sd_event_source_set_time_relative(s, 50000);
+            sd_event_source_set_enabled(s, SD_EVENT_ON);
+            return 0;
+          },
+          &most);
       sd_event_loop(ev);
+      sd_event_source_unref(sampler);
+      result["most_connections"] = most;
       for (auto& j : jobs) result["jobs"].push_back(j->report());
       result["machine_joules"] = machine->joules_shared();
       result["source"] = machine->meter() ? machine->meter()->source() : "none";

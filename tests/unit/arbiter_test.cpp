@@ -107,6 +107,7 @@ TEST(Arbiter, WhatAJobDoesNotUseGoesToTheOthers) {
 TEST(Arbiter, AllotmentsFollowJoinsObservationsAndLeaves) {
   xfer::ArbiterConfig cfg;
   cfg.capacity_bps = 100 * M;
+  cfg.goodput = 1;  // the figures below are of the link whole
   xfer::Arbiter arb(cfg);
   std::map<uint32_t, Allotment> got;
   auto apply = [&](uint32_t id) { return [&got, id](const Allotment& a) { got[id] = a; }; };
@@ -136,13 +137,13 @@ TEST(Arbiter, AllotmentsFollowJoinsObservationsAndLeaves) {
 // A floor is admitted only when it fits beside the floors already admitted.
 TEST(Arbiter, AFloorThatDoesNotFitIsRefusedWithTheFigures) {
   xfer::ArbiterConfig cfg;
-  cfg.capacity_bps = 300 * M;
+  cfg.capacity_bps = 300 * M;  // 285 for the bodies (goodput 0.95)
   xfer::Arbiter arb(cfg);
-  EXPECT_EQ(arb.admit(100 * M, 120 * M), "");
-  std::string no = arb.admit(160 * M, 120 * M);  // 132 + 176 > 300
+  EXPECT_EQ(arb.admit(100 * M, 120 * M), "");  // 132 + 110 <= 285
+  std::string no = arb.admit(160 * M, 100 * M);  // 110 + 176 > 285
   EXPECT_NE(no.find("a floor of 160 Mbit/s does not fit"), std::string::npos) << no;
-  EXPECT_NE(no.find("the link is 300 Mbit/s (configured)"), std::string::npos) << no;
-  EXPECT_NE(no.find("take 132 Mbit/s"), std::string::npos) << no;
+  EXPECT_NE(no.find("the link is 285 Mbit/s (95% of the configured 300"), std::string::npos) << no;
+  EXPECT_NE(no.find("take 110 Mbit/s"), std::string::npos) << no;
   EXPECT_NE(arb.admit(100 * M, 180 * M), "");
   // Without a capacity (none configured, nothing measured yet) nothing is refused.
   xfer::Arbiter blind;
@@ -163,6 +164,7 @@ TEST(Arbiter, ClassNamesRoundTrip) {
 TEST(Arbiter, AScheduleLimitCapsEvenAJobAlone) {
   xfer::ArbiterConfig cfg;
   cfg.capacity_bps = 300 * M;
+  cfg.goodput = 1;
   xfer::Arbiter arb(cfg);
   Allotment got;
   arb.join(ArbiterJob{1, 0, JobClass::Normal}, [&](const Allotment& a) { got = a; });
@@ -177,4 +179,52 @@ TEST(Arbiter, AScheduleLimitCapsEvenAJobAlone) {
   arb.set_limit(500 * M);
   EXPECT_EQ(got.cap_bps, 0);
   EXPECT_NEAR(arb.capacity_bps(), 300 * M, 1);
+}
+
+namespace {
+
+Claim on(Claim c, std::vector<std::string> origins, int connections = 0) {
+  c.job.origins = std::move(origins);
+  c.connections = connections;
+  return c;
+}
+
+}  // namespace
+
+// The connections to an origin: floors first, leaving each other job one;
+// then users equally, then a user's jobs; a job asking for few gets those
+// and one more. An origin one job uses alone is that job's whole limit.
+TEST(Arbiter, ConnectionsPerOriginGoToFloorsFirstThenUsers) {
+  const std::string a = "http://a:80", b = "http://b:80";
+  auto got = xfer::divide_connections(
+      12, {on(claim(1, 0, JobClass::Normal, kInf, 100 * M), {a}, 10), on(claim(2, 1, JobClass::Normal), {a}),
+           on(claim(3, 2, JobClass::Normal), {a, b}, 2)});
+  EXPECT_EQ(got[1][a], 10);  // 11 asked (10 and one more), 12 less one for each other job
+  EXPECT_EQ(got[2][a], 1);
+  EXPECT_EQ(got[3][a], 1);
+  EXPECT_EQ(got[3][b], 12);
+  // Two users, one with two jobs: 6 each, the two jobs 3 and 3.
+  got = xfer::divide_connections(12, {on(claim(1, 0, JobClass::Normal), {a}), on(claim(2, 0, JobClass::Normal), {a}),
+                                      on(claim(3, 1, JobClass::Normal), {a})});
+  EXPECT_EQ(got[1][a], 3);
+  EXPECT_EQ(got[2][a], 3);
+  EXPECT_EQ(got[3][a], 6);
+  // A job asking for 2 gets 3; what it leaves goes to the other, and the
+  // division never gives more than the limit.
+  got = xfer::divide_connections(10, {on(claim(1, 0, JobClass::Normal), {a}, 2), on(claim(2, 1, JobClass::Normal), {a})});
+  EXPECT_EQ(got[1][a], 3);
+  EXPECT_EQ(got[2][a], 7);
+  // Higher classes first, leaving one to each job below; every job keeps
+  // one, even past the limit.
+  const std::vector<Claim> classes{on(claim(1, 0, JobClass::Background), {a}), on(claim(2, 1, JobClass::High), {a}),
+                                   on(claim(3, 2, JobClass::Normal), {a}), on(claim(4, 3, JobClass::Low), {a})};
+  got = xfer::divide_connections(8, classes);
+  EXPECT_EQ(got[2][a], 5);
+  EXPECT_EQ(got[1][a], 1);
+  EXPECT_EQ(got[3][a], 1);
+  EXPECT_EQ(got[4][a], 1);
+  got = xfer::divide_connections(2, classes);
+  for (uint32_t id = 1; id <= 4; ++id) EXPECT_EQ(got[id][a], 1) << id;
+  // No limit: nothing.
+  EXPECT_TRUE(xfer::divide_connections(0, {on(claim(1, 0, JobClass::Normal), {a})}).empty());
 }

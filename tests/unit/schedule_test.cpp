@@ -172,27 +172,30 @@ TEST(Scheduler, MaxChannelsHoldsWhateverCcAsks) {
   EXPECT_EQ(s.gets().size(), 3u);
 }
 
-// Under a rate cap no request asks for more than two seconds of the cap (or
-// split_min_bytes), so a changed cap reaches every file soon.
-TEST(Scheduler, ARateCapKeepsPiecesToTwoSecondsOfTheCap) {
+// A rate cap reaches the requests in flight through the job's bucket
+// (rate_limit.h): setting, lowering or lifting it re-issues nothing, and a
+// lifted cap resumes at once the requests it had paused.
+TEST(Scheduler, ACapChangeReissuesNothingAndALiftResumesTheHeld) {
   ScheduledJob s({64 * kMiB, 64 * kMiB});
-  // Setting a cap re-issues the long request in flight: its rest comes back
-  // at the front of the chunk, cut to the piece size.
-  s.set(ChunkKind::Large, {1, 1, 1}, 80e6);
-  ASSERT_EQ(s.net.stopped.size(), 1u);
-  const uint64_t piece = 20'000'000;  // 80 Mbit/s for 2 s
-  EXPECT_EQ(s.job->piece_bytes(), piece);
+  xfer::ChunkKind kind = ChunkKind::Large;
+  s.set(kind, {2, 1, 1}, 80e6);
+  EXPECT_DOUBLE_EQ(s.job->limit.rate(), 10e6);
+  s.set(kind, {2, 1, 1}, 20e6);
+  EXPECT_DOUBLE_EQ(s.job->limit.rate(), 2.5e6);
+  EXPECT_TRUE(s.net.stopped.empty());
   auto g = s.gets();
-  ASSERT_EQ(g.size(), 1u);
-  EXPECT_EQ(g[0]->file->index, s.net.stopped[0].file);
-  EXPECT_EQ(g[0]->req_begin, s.net.stopped[0].pos);
-  EXPECT_EQ(g[0]->end - g[0]->req_begin, piece);
-  EXPECT_TRUE(g[0]->ranged);
-  // The rest waits at the front of the chunk.
-  const auto& rq = s.chunk(ChunkKind::Large).requeued;
-  ASSERT_FALSE(rq.empty());
-  EXPECT_EQ(rq.front().r.begin, g[0]->end);
-  EXPECT_EQ(rq.front().r.end, 64 * kMiB);
+  ASSERT_EQ(g.size(), 2u);
+  // Both find the bucket empty and wait; one is gone before the release.
+  s.job->hold_for_rate(g[0]);
+  s.job->hold_for_rate(g[1]);
+  EXPECT_EQ(s.job->rate_held.size(), 2u);
+  s.job->preempt(g[1], true);
+  EXPECT_EQ(s.job->rate_held.size(), 1u);
+  s.set(kind, {2, 1, 1}, 0);
+  EXPECT_FALSE(s.job->limit.active());
+  EXPECT_TRUE(s.job->rate_held.empty());
+  EXPECT_FALSE(g[0]->rate_paused);
+  EXPECT_EQ(s.net.stopped.size(), 1u);  // the one preempted above, nothing for the cap
 }
 
 // Fewer channels: a retired channel's request stops, and the bytes it had
@@ -244,32 +247,4 @@ TEST(Scheduler, ABackedOffPieceWaitsForItsTime) {
   s.job->pump();
   ASSERT_EQ(s.gets().size(), 1u);
   EXPECT_EQ(s.gets()[0]->end, 2 * kMiB);
-}
-
-// libcurl holds a request to the limit it started with: when the cap is
-// lifted (or doubled), a request held to the old limit for more than a
-// second of what it still fetches is re-issued at once, however short.
-TEST(Scheduler, ALiftedCapReachesTheRequestsHeldToIt) {
-  ScheduledJob s({3 * kMiB});
-  xfer::ChunkKind kind = s.job->chunks[0]->plan.kind;
-  s.set(kind, {1, 1, 1}, 8e6);  // 1 MB/s; the request in flight (3 MiB, under kRecapBytes) keeps going unlimited
-  EXPECT_TRUE(s.net.stopped.empty());
-  s.job->preempt(s.gets()[0], true);
-  s.job->pump();
-  ASSERT_EQ(s.gets().size(), 1u);
-  EXPECT_DOUBLE_EQ(s.gets()[0]->max_Bps, 1e6);
-  s.gets()[0]->pos = kMiB;  // 2 MiB left: two seconds at its limit
-  s.set(kind, {1, 1, 1}, 0);
-  ASSERT_EQ(s.net.stopped.size(), 2u);
-  EXPECT_EQ(s.net.stopped[1].pos, kMiB);
-  ASSERT_EQ(s.gets().size(), 1u);
-  EXPECT_EQ(s.gets()[0]->req_begin, kMiB);
-  EXPECT_EQ(s.gets()[0]->max_Bps, 0);
-  // A small raise leaves it alone.
-  s.set(kind, {1, 1, 1}, 8e6);
-  s.job->preempt(s.gets()[0], true);
-  s.job->pump();
-  const size_t stopped = s.net.stopped.size();
-  s.set(kind, {1, 1, 1}, 12e6);
-  EXPECT_EQ(s.net.stopped.size(), stopped);
 }

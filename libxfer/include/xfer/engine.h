@@ -18,7 +18,7 @@
 // A file's missing bytes are cut into one range per connection of its
 // channel (under a rate cap, ranges of about two seconds of the cap); a
 // raised p reaches a file in flight when an idle connection takes the back
-// half of a long request (schedule.cpp: piece_bytes, split_inflight).
+// half of a long request (schedule.cpp: split_min_bytes, split_inflight).
 // Chunks are served Large to Small; Medium and Large files largest first,
 // Small ones in manifest order (job.cpp says why). Live re-tuning (Job::apply) reconciles the tree with new params:
 // new channels and connections start at once; surplus ones are pre-empted and
@@ -262,6 +262,10 @@ class Job {
   // The application layer, live: cc, p, pp per chunk and the rate cap take
   // effect at once. (cores and freq_khz are the ControlLoop's.)
   void apply(const Params& p);
+  // Connections open at once to each origin named, whatever the params ask
+  // (the arbiter's share of a per-origin limit); a lowered limit stops the
+  // newest requests over it (their rest is queued again). Others: no limit.
+  void limit_connections(const std::map<std::string, int>& per_origin);
   void pause();
   void resume();
   // Stops the job. keep_partial: every .part stays with its record, for a

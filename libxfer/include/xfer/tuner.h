@@ -35,6 +35,7 @@ struct JobInfo {
   // Every origin speaks HTTP/2: a connection with pp > 1 carries pp requests
   // at once (streams), where HTTP/1.1 answers them one after another.
   bool multiplexed = false;
+  std::vector<std::string> origins;  // scheme://host:port of its files
   KernelCaps kernel;
 };
 

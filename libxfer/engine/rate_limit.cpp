@@ -1,0 +1,36 @@
+#include "rate_limit.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace xfer {
+
+void RateLimit::set_rate(double Bps, uint64_t now_us) {
+  refill(now_us);
+  rate_ = std::max(0.0, Bps);
+  // A lowered rate keeps what is owed; what is in hand is at most the new burst.
+  tokens_ = std::min(tokens_, rate_ * kBurstSeconds);
+  if (rate_ <= 0) tokens_ = 0;
+}
+
+void RateLimit::refill(uint64_t now_us) {
+  if (last_us_ && now_us > last_us_ && rate_ > 0)
+    tokens_ = std::min(rate_ * kBurstSeconds, tokens_ + rate_ * double(now_us - last_us_) / 1e6);
+  if (now_us > last_us_ || !last_us_) last_us_ = now_us;
+}
+
+bool RateLimit::take(size_t bytes, uint64_t now_us) {
+  if (rate_ <= 0) return true;
+  refill(now_us);
+  if (tokens_ < 0) return false;
+  tokens_ -= double(bytes);
+  return true;
+}
+
+uint64_t RateLimit::wait_us(uint64_t now_us) {
+  if (rate_ <= 0) return 0;
+  refill(now_us);
+  return tokens_ >= 0 ? 0 : uint64_t(std::ceil(-tokens_ / rate_ * 1e6));
+}
+
+}  // namespace xfer

@@ -1,0 +1,57 @@
+// engine/rate_limit: the token bucket a job's requests draw from.
+#include <gtest/gtest.h>
+
+#include "rate_limit.h"
+
+using xfer::RateLimit;
+
+namespace {
+
+// Writes of `chunk` bytes offered every `step_us` for `seconds`, taken when
+// the bucket allows: the bytes taken.
+double run(RateLimit& l, uint64_t& now, double seconds, size_t chunk, uint64_t step_us) {
+  double taken = 0;
+  for (uint64_t end = now + uint64_t(seconds * 1e6); now < end; now += step_us)
+    if (l.take(chunk, now)) taken += double(chunk);
+  return taken;
+}
+
+}  // namespace
+
+// However fast the writes come and however large, what is taken over a span
+// is the rate times the span, within one write and the burst.
+TEST(RateLimit, HoldsItsRateWhateverTheWrites) {
+  for (size_t chunk : {1460u, 16384u, 262144u}) {
+    RateLimit l;
+    uint64_t now = 1'000'000;
+    l.set_rate(1e6, now);  // 8 Mbit/s
+    const double taken = run(l, now, 10, chunk, 100);
+    EXPECT_NEAR(taken, 10e6, double(chunk) + 1e6 * RateLimit::kBurstSeconds) << chunk;
+  }
+}
+
+// A lowered rate applies to the next write, a raised one too; lifted, every
+// write goes; a waiting bucket says how long.
+TEST(RateLimit, AChangedRateAppliesAtOnce) {
+  RateLimit l;
+  uint64_t now = 1'000'000;
+  l.set_rate(10e6, now);
+  run(l, now, 2, 65536, 100);
+  l.set_rate(1e6, now);
+  EXPECT_NEAR(run(l, now, 5, 65536, 100), 5e6, 65536 + 1e6 * RateLimit::kBurstSeconds);
+  l.set_rate(4e6, now);
+  EXPECT_NEAR(run(l, now, 5, 65536, 100), 20e6, 65536 + 4e6 * RateLimit::kBurstSeconds);
+  // Taken below zero by a large write, it waits that deficit at the rate.
+  l.set_rate(1e6, now);
+  while (l.take(1'000'000, now)) {
+  }
+  const uint64_t w = l.wait_us(now);
+  EXPECT_GT(w, 0u);
+  EXPECT_LE(w, 1'000'000u);
+  EXPECT_FALSE(l.take(1, now + w - 1000));
+  EXPECT_TRUE(l.take(1, now + w + 1));
+  l.set_rate(0, now);
+  EXPECT_FALSE(l.active());
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(l.take(1 << 20, now));
+  EXPECT_EQ(l.wait_us(now), 0u);
+}
