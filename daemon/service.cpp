@@ -140,6 +140,7 @@ Service::~Service() {
   sd_event_source_unref(reap_);
   sd_event_source_disable_unref(schedule_timer_);
   jobs.clear();
+  kernel_share.reset();
   kernel.reset();
 }
 
@@ -149,9 +150,9 @@ void Service::retire(JobEntry& j) {
   j.run.reset();  // the loop, the recorder, then the Job
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
-  if (held_kernel) {
+  if (held_kernel && kernel_users > 0 && --kernel_users == 0) {
+    kernel_share.reset();
     kernel.reset();  // restores cores and frequency
-    kernel_job = 0;
   }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
@@ -638,18 +639,21 @@ std::string Service::job_ca(JobEntry& j, std::string* why) {
   return why->empty() ? ca_pem : "";
 }
 
-// The kernel layer: one job at a time may turn it; the others tune the
-// application layer only, and kernel_note says why.
+// The kernel layer: every job whose policy may turn it shares it (the most
+// any asks is set); the others tune the application layer only, and
+// kernel_note says why. It is opened with the widest range (the [kernel]
+// section's mode and journal); each job asks within its policy's.
 xfer::KernelLayer* Service::lend_kernel(JobEntry& j, const xfer::JobSetup& setup) {
   j.kernel_note.clear();
   if (!j.policy.kernel) {
     j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
   } else if (!setup.kernel) {
     j.kernel_note = "kernel layer off in the config ([kernel] mode)";
-  } else if (kernel_job) {
-    j.kernel_note = fmt::format("kernel layer in use by job {}; this job tunes the application layer only", kernel_job);
-  } else {
-    kernel = xfer::open_kernel_layer(setup.kernel_config, &j.kernel_note);
+  } else if (!kernel) {
+    xfer::KernelLayer::Config widest = setup.kernel_config;
+    widest.min_cores = 1, widest.max_cores = 0, widest.min_freq_khz = 0, widest.max_freq_khz = 0;
+    kernel = xfer::open_kernel_layer(widest, &j.kernel_note);
+    if (kernel) kernel_share = std::make_unique<xfer::KernelShare>(*kernel);
   }
   if (!j.kernel_note.empty()) log::info("job {}: {}", j.row.id, j.kernel_note);
   return j.kernel_note.empty() ? kernel.get() : nullptr;
@@ -683,6 +687,7 @@ void Service::start(JobEntry& j) {
   spec.tuner = setup.tuner;
   spec.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
   spec.kernel = lend_kernel(j, setup);
+  if (spec.kernel) spec.kernel_share = kernel_share.get(), spec.kernel_range = setup.kernel_config;
   spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
   j.cls = setup.cls;
   j.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
@@ -698,13 +703,13 @@ void Service::start(JobEntry& j) {
     j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
                                                xfer::SharedParts{flows.get(), machine.get(), history.get(), &arbiter});
   } catch (const std::invalid_argument& e) {  // the tuner
-    if (lent) kernel.reset();
+    if (lent && kernel_users == 0) kernel_share.reset(), kernel.reset();
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
   } catch (const std::exception& e) {  // the Job: its destination
-    if (lent) kernel.reset();
+    if (lent && kernel_users == 0) kernel_share.reset(), kernel.reset();
     return fail(j, e.what());
   }
-  if (lent) kernel_job = id;
+  if (lent) ++kernel_users;
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
   follow(j);
   log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);

@@ -130,7 +130,12 @@ struct Service {
   std::unique_ptr<xfer::FlowMonitor> flows;
   // Energy, interface bytes and CPU, measured once and shared among the jobs.
   std::unique_ptr<xfer::Machine> machine;
-  std::unique_ptr<xfer::KernelLayer> kernel;  // lent to one running kernel job at a time
+  // The kernel layer, opened while a job that may turn it runs and shared by
+  // all such jobs: the most any asks is set (xfer/kernel_share.h); closed
+  // (cores and frequency restored) when the last of them ends.
+  std::unique_ptr<xfer::KernelLayer> kernel;
+  std::unique_ptr<xfer::KernelShare> kernel_share;
+  size_t kernel_users = 0;
   // The link among the running jobs: floors first, then classes, users by
   // weight (xfer/arbiter.h). Its capacity is network.bandwidth_mbps when the
   // config sets it, else measured.
@@ -141,7 +146,6 @@ struct Service {
   xfer::BandwidthSchedule schedule;
   void apply_schedule();
   void apply_link_config();  // the capacity and the schedule from cfg (start, Reload)
-  uint64_t kernel_job = 0;
   sd_bus* bus = nullptr;
   std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;
   bool stopping = false;

@@ -156,6 +156,20 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
     }
   double left = std::max(0.0, capacity - aside);
   std::string above = aside > 0 ? fmt::format("{:.0f} Mbit/s set aside for floors", mbps(aside)) : "";
+  // Energy ceilings next: what each needs to stay under its ceiling, within
+  // what the floors leave.
+  std::map<uint32_t, double> need;
+  double needs = 0;
+  for (const Claim& c : claims)
+    if (c.job.floor_bps <= 0 && c.job.ceiling_j_per_gb > 0 && c.ceiling_need_bps > 0)
+      needs += need[c.job.id] = c.ceiling_need_bps;
+  if (needs > left && needs > 0)
+    for (auto& [id, n] : need) n *= left / needs;  // more than there is: in proportion
+  if (needs > 0) {
+    needs = std::min(needs, left);
+    left -= needs;
+    above += fmt::format("{}{:.0f} Mbit/s set aside for energy ceilings", above.empty() ? "" : ", ", mbps(needs));
+  }
   std::vector<std::pair<uint32_t, double>> finite;  // jobs allotted what they asked for
   for (JobClass cls : kClasses) {
     // The class's users, each with its jobs.
@@ -176,26 +190,33 @@ std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Cla
     double given = 0;
     for (const auto& [u, jobs] : users) {
       std::vector<double> jw(jobs.size(), 1.0), jd;
-      for (const Claim* c : jobs) jd.push_back(c->demand_bps);
+      for (const Claim* c : jobs)  // an energy ceiling's need is given already
+        jd.push_back(std::max(0.0, c->demand_bps - (need.count(c->job.id) ? need[c->job.id] : 0)));
       std::vector<double> js = waterfill(us[ui], jw, jd);
       for (size_t k = 0; k < jobs.size(); ++k) {
         const Claim& c = *jobs[k];
         given += js[k];
-        if (std::isfinite(c.demand_bps) && js[k] >= c.demand_bps) finite.push_back({c.job.id, js[k]});
+        const double mine = need.count(c.job.id) ? need[c.job.id] : 0;
+        const bool under = std::isfinite(c.demand_bps) && js[k] >= jd[k];
+        js[k] += mine;
+        if (under) finite.push_back({c.job.id, js[k]});
         Allotment& a = out[c.job.id];
         if (js[k] >= capacity * 0.999) {
           a = {limited ? capacity : 0, whole};
           continue;
         }
         a.cap_bps = std::max(cfg.min_bps, js[k]);
-        std::string why = std::isfinite(c.demand_bps) && js[k] >= c.demand_bps
-                              ? fmt::format("moves under its share: {:.1f} Mbit/s, what it moves and a quarter",
+        std::string why = under ? fmt::format("moves under its share: {:.1f} Mbit/s, what it moves and a quarter",
                                             mbps(a.cap_bps))
                               : fmt::format("{:.1f} Mbit/s", mbps(a.cap_bps));
-        a.reason = fmt::format("{} class, {} of {:.0f} Mbit/s{}{}{}", to_string(cls), why, mbps(for_class),
+        a.reason = fmt::format("{} class, {} of {:.0f} Mbit/s{}{}{}{}", to_string(cls), why, mbps(for_class),
                                above.empty() ? "" : " (" + above + ")",
                                users.size() > 1 ? fmt::format("; {} users share it by weight", users.size()) : "",
-                               jobs.size() > 1 ? fmt::format("; {} jobs of its user", jobs.size()) : "");
+                               jobs.size() > 1 ? fmt::format("; {} jobs of its user", jobs.size()) : "",
+                               mine > 0 ? fmt::format("; {:.1f} Mbit/s of it to stay under its energy ceiling of "
+                                                      "{:.0f} J/GB",
+                                                      mbps(mine), c.job.ceiling_j_per_gb)
+                                        : "");
       }
       ++ui;
     }
@@ -280,13 +301,19 @@ void Arbiter::leave(uint32_t id) {
   divide();
 }
 
-void Arbiter::observe(uint32_t id, double bps, int connections) {
+void Arbiter::observe(uint32_t id, double bps, int connections, double joules_per_gb) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
   const double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : capacity_bps();
   m.last_bps = bps;
   m.connections = connections;
+  if (m.job.ceiling_j_per_gb > 0 && joules_per_gb > 0 && bps > 0) {
+    // The rate at which its energy per GB would be its ceiling, with the
+    // floors' margin; smoothed over intervals (one interval's joules are noisy).
+    const double want = bps * joules_per_gb / m.job.ceiling_j_per_gb * (1 + cfg_.floor_margin);
+    m.need_bps = m.need_bps > 0 ? 0.5 * m.need_bps + 0.5 * want : want;
+  }
   m.low = had > 0 && bps < cfg_.busy * had ? m.low + 1 : 0;
   double sum = 0;
   for (const auto& [k, other] : members_) sum += other.last_bps;
@@ -312,6 +339,7 @@ void Arbiter::divide() {
     // busy ones ask for all they can get.
     if (m.low >= cfg_.low_intervals) c.demand_bps = std::max(cfg_.min_bps, m.last_bps * cfg_.demand_slack);
     c.connections = m.connections;
+    c.ceiling_need_bps = m.need_bps;
     claims.push_back(c);
   }
   std::map<uint32_t, Allotment> next = divide_link(cap, claims, cfg_);

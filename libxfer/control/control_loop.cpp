@@ -28,6 +28,7 @@ ControlLoop::~ControlLoop() {
 }
 
 void ControlLoop::leave_arbiter() {
+  if (parts_.kernel_share) parts_.kernel_share->leave(parts_.id);  // the others' asks are set
   if (parts_.arbiter && joined_) parts_.arbiter->leave(parts_.id);
   joined_ = false;
 }
@@ -60,7 +61,8 @@ void ControlLoop::add_energy(const Machine::Share& s) {
 
 Params ControlLoop::transfer_begins(const JobInfo& info) {
   JobInfo i = info;
-  if (parts_.kernel) i.kernel = parts_.kernel->caps();
+  if (parts_.kernel)
+    i.kernel = parts_.kernel_share ? parts_.kernel_share->caps_for(parts_.kernel_range) : parts_.kernel->caps();
   last_us_ = eng_.now_us();
   JobProgress p = job_.progress();
   last_bytes_ = p.bytes_fetched;
@@ -142,13 +144,14 @@ void ControlLoop::tick() {
     if (r.decided) apply(*r.decided);
   }
   const double moved = st == JobState::Running ? r.obs.throughput_bps : 0;
+  const double jpg = r.obs.joules && r.obs.bytes_interval > 0 ? *r.obs.joules / (double(r.obs.bytes_interval) / 1e9) : 0;
   // The connections its params ask for over the chunks still running.
   int wanted = 0;
   for (size_t i = 0; i < current_.chunks.size() && i < r.obs.chunks.size(); ++i)
     if (!r.obs.chunks[i].finished) wanted += std::max(1, current_.chunks[i].cc) * std::max(1, current_.chunks[i].p);
   record(std::move(r));
   // Last: the arbiter may give every job (this one too) a new allotment.
-  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved, wanted);
+  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved, wanted, jpg);
 }
 
 void ControlLoop::record(IntervalRecord r) {
@@ -235,7 +238,8 @@ IntervalRecord ControlLoop::observe() {
 void ControlLoop::apply_kernel(const Params& p) {
   KernelLayer* k = parts_.kernel;
   if (!k || !kernel_differs(p, current_) || describe_kernel(p).empty()) return;
-  std::string err = k->apply(p);
+  std::string err = parts_.kernel_share ? parts_.kernel_share->ask(parts_.id, parts_.claim.cls, p.cores, p.freq_khz)
+                                        : k->apply(p);
   if (!err.empty()) kernel_error_ = err;
   ++kernel_changes_;
   log::info("kernel: {} ({}) ({})", describe_kernel(k->in_effect()), k->mode_name(), p.reason);

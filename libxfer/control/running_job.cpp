@@ -15,10 +15,23 @@ std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std
   }
 }
 
-double job_floor_bps(const std::string& algorithm, const TunerOptions& t) {
+namespace {
+
+// The figure when the policy's tuner takes that option; else 0.
+double taken(const std::string& algorithm, const char* key, double value) {
   const TunerEntry* e = find_tuner(algorithm);
-  if (!e || t.target_mbps <= 0) return 0;
-  return std::find(e->takes.begin(), e->takes.end(), "target_mbps") != e->takes.end() ? t.target_mbps * 1e6 : 0;
+  if (!e || value <= 0) return 0;
+  return std::find(e->takes.begin(), e->takes.end(), key) != e->takes.end() ? value : 0;
+}
+
+}  // namespace
+
+double job_floor_bps(const std::string& algorithm, const TunerOptions& t) {
+  return taken(algorithm, "target_mbps", t.target_mbps) * 1e6;
+}
+
+double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t) {
+  return taken(algorithm, "energy_budget_j_per_gb", t.energy_budget_j_per_gb);
 }
 
 RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared) : kernel_(spec.kernel) {
@@ -32,9 +45,12 @@ RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& s
   parts.flows = shared.flows;
   parts.machine = shared.machine;
   parts.kernel = spec.kernel;
+  parts.kernel_share = spec.kernel_share;
+  parts.kernel_range = spec.kernel_range;
   parts.arbiter = shared.arbiter;
   parts.claim = spec.claim;
   parts.claim.floor_bps = job_floor_bps(spec.algorithm, spec.tuner);
+  parts.claim.ceiling_j_per_gb = job_ceiling_j_per_gb(spec.algorithm, spec.tuner);
   parts.id = spec.id;
   loop_ = std::make_unique<ControlLoop>(engine, *job_, std::move(tuner), parts);
   loop_->on_interval = [this](const IntervalRecord& r) {

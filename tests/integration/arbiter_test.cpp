@@ -228,3 +228,38 @@ TEST(ArbiterLink, APerOriginLimitHoldsOverAllJobs) {
   EXPECT_GE(most, 4);
   EXPECT_GE(jain({mean[0], mean[1]}), 0.9);
 }
+
+// The kernel layer serves the jobs together (xfer/kernel_share.h): a
+// min-energy job that wants one core runs on the cores a max-throughput job
+// beside it asks for, and goes down to its own ask when that job is done.
+// Affinity mode: the cores are the test's own threads' (this machine has 2).
+TEST(ArbiterLink, TheKernelLayerServesTheJobsTogether) {
+  Dataset d = dataset(0, 120, 2, 0.25);
+  Link link("arbkern", 242, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
+  ASSERT_TRUE(link.nginx_ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  Planned bulk{manifest_of(d, "video-", base), "max-throughput", {}, {0, 1000, xfer::JobClass::Normal}, 0};
+  Planned frugal{manifest_of(d, "image-", base), "min-energy", {}, {0, 2000, xfer::JobClass::Normal}, 0};
+  Together how{300};
+  how.shared_kernel = true;
+  nlohmann::json r = run_together(link, {bulk, frugal}, how);
+  ASSERT_TRUE(r.is_object());
+  ASSERT_FALSE(r.contains("kernel_note")) << r["kernel_note"];
+  for (const auto& j : r["jobs"]) ASSERT_EQ(j["state"], "done") << j.dump(1).substr(0, 2000);
+  const double bulk_end = r["jobs"][0]["timeline"].back()["t"].get<double>();
+  for (size_t k = 0; k < 2; ++k)
+    for (const auto& e : r["jobs"][k]["timeline"])
+      std::printf("job %zu t=%.1f s: %.1f Mbit/s, cores %s\n", k + 1, e["t"].get<double>(),
+                  e["throughput_mbps"].get<double>(), e.contains("cores") ? e["cores"].dump().c_str() : "-");
+  // The min-energy job's cores while the bulk job ran, and after.
+  int most_during = 0, last_after = 0;
+  for (const auto& e : r["jobs"][1]["timeline"]) {
+    if (!e.contains("cores")) continue;
+    const int c = e["cores"].get<int>();
+    if (e["t"].get<double>() < bulk_end - 1) most_during = std::max(most_during, c);
+    else last_after = c;
+  }
+  std::printf("the min-energy job ran on up to %d cores beside the bulk job, %d after it\n", most_during, last_after);
+  EXPECT_EQ(most_during, 2);
+  if (last_after) EXPECT_EQ(last_after, 1);
+}

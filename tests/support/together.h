@@ -21,6 +21,7 @@
 #include "link.h"
 #include "xfer/arbiter.h"
 #include "xfer/flow_monitor.h"
+#include "xfer/kernel_share.h"
 #include "xfer/machine.h"
 #include "xfer/manifest.h"
 #include "xfer/running_job.h"
@@ -39,6 +40,9 @@ struct Together {
   long interval_ms = 1000;
   bool arbiter = true;       // false: the jobs share no arbiter
   int origin_connections = 0;  // the arbiter's limit per origin over the jobs (0: none)
+  // One kernel layer for all the jobs, in affinity mode (the child's own
+  // threads: nothing of the machine changes), shared as xferd shares it.
+  bool shared_kernel = false;
 };
 
 // TCP connections established from this network namespace to remote port
@@ -79,6 +83,13 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
       ac.capacity_bps = how.link_mbps * 1e6;
       ac.origin_connections = how.origin_connections;
       xfer::Arbiter arbiter(ac);
+      xfer::KernelLayer::Config kc;
+      kc.mode = xfer::CoreControl::Mode::Affinity;
+      kc.state_file = link.work + "/kernel-state.json";
+      std::string note;
+      std::unique_ptr<xfer::KernelLayer> layer = how.shared_kernel ? xfer::open_kernel_layer(kc, &note) : nullptr;
+      std::unique_ptr<xfer::KernelShare> share = layer ? std::make_unique<xfer::KernelShare>(*layer) : nullptr;
+      if (how.shared_kernel && !layer) result["kernel_note"] = note;
       xfer::EngineOptions opts;
       opts.interval_ms = how.interval_ms;
       opts.bandwidth_mbps = how.link_mbps;
@@ -93,6 +104,9 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
         spec.algorithm = plan[i].algorithm;
         spec.tuner = plan[i].tuner;
         spec.claim = plan[i].claim;
+        spec.kernel = layer.get();
+        spec.kernel_share = share.get();
+        spec.kernel_range = kc;
         spec.job = xfer::Job::Spec{xfer::parse_manifest(plan[i].manifest, "m"), dest, opts};
         jobs.push_back(std::make_unique<xfer::RunningJob>(
             engine, std::move(spec),
@@ -130,6 +144,8 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
       result["source"] = machine->meter() ? machine->meter()->source() : "none";
       for (sd_event_source* t : timers) sd_event_source_unref(t);
       jobs.clear();
+      share.reset();
+      layer.reset();
     }
     sd_event_unref(ev);
     std::ofstream(out) << result.dump();

@@ -228,3 +228,36 @@ TEST(Arbiter, ConnectionsPerOriginGoToFloorsFirstThenUsers) {
   // No limit: nothing.
   EXPECT_TRUE(xfer::divide_connections(0, {on(claim(1, 0, JobClass::Normal), {a})}).empty());
 }
+
+// An energy ceiling comes after the floors: the rate the job needs to stay
+// under it (what it moves times its J/GB over the ceiling, with a margin) is
+// set aside, and its share of the rest comes on top.
+TEST(Arbiter, AnEnergyCeilingHasTheRateItNeedsSetAsideAfterTheFloors) {
+  Claim floor = claim(1, 0, JobClass::Normal, kInf, 100 * M);
+  Claim ceiling = claim(2, 1, JobClass::Normal);
+  ceiling.job.ceiling_j_per_gb = 50;
+  ceiling.ceiling_need_bps = 60 * M;
+  Claim bulk = claim(3, 2, JobClass::Normal);
+  auto got = xfer::divide_link(300 * M, {floor, ceiling, bulk}, xfer::ArbiterConfig{});
+  // 300 - 110 for the floor - 60 for the ceiling = 130, halved: 65 each.
+  EXPECT_EQ(got[1].cap_bps, 0);
+  EXPECT_NEAR(got[2].cap_bps, 125 * M, 1);
+  EXPECT_NEAR(got[3].cap_bps, 65 * M, 1);
+  EXPECT_NE(got[2].reason.find("60.0 Mbit/s of it to stay under its energy ceiling of 50 J/GB"), std::string::npos)
+      << got[2].reason;
+  // Through the Arbiter: a job at 40 Mbit/s and 100 J/GB under a 50 J/GB
+  // ceiling needs 88 Mbit/s (40 x 100/50, and the 10% margin).
+  xfer::ArbiterConfig cfg;
+  cfg.capacity_bps = 200 * M;
+  cfg.goodput = 1;
+  xfer::Arbiter arb(cfg);
+  std::map<uint32_t, Allotment> a;
+  ArbiterJob e{1, 0, JobClass::Normal};
+  e.ceiling_j_per_gb = 50;
+  arb.join(e, [&](const Allotment& x) { a[1] = x; });
+  arb.join(ArbiterJob{2, 1, JobClass::Normal}, [&](const Allotment& x) { a[2] = x; });
+  arb.observe(1, 40 * M, 0, 100);
+  // 200 - 88 = 112, halved: 56 each; the ceiling job 88 + 56.
+  EXPECT_NEAR(a[1].cap_bps, 144 * M, 1e3);
+  EXPECT_NEAR(a[2].cap_bps, 56 * M, 1e3);
+}

@@ -6,6 +6,9 @@
 //   floors first  a job with a throughput floor (throughput-target,
 //                 hla-throughput) is never capped, and its floor (plus a
 //                 margin) is set aside; the others share what is left
+//   ceilings next a job with an energy ceiling (hla-energy) has the rate it
+//                 needs to stay under it set aside next, and its share of
+//                 the rest on top
 //   classes       foreground > high > normal > low > background, as Windows
 //                 BITS has them: a class gets what the classes above it leave,
 //                 so background gets only capacity nobody else asks for
@@ -45,6 +48,7 @@ struct ArbiterJob {
   JobClass cls = JobClass::Normal;
   double weight = 1;     // its user's weight within its class
   double floor_bps = 0;  // throughput promised; 0: none
+  double ceiling_j_per_gb = 0;  // energy per GB promised not to exceed (hla-energy); 0: none
   std::vector<std::string> origins;  // scheme://host:port it fetches from (for the connection limit)
 };
 
@@ -63,6 +67,10 @@ struct Claim {
   ArbiterJob job;
   double demand_bps = std::numeric_limits<double>::infinity();  // infinity: as much as it can get
   int connections = 0;  // connections its tuner asks for (cc x p); 0: as many as it can get
+  // A job under an energy ceiling: the rate it needs to stay under it (what
+  // it moves times its energy per GB over the ceiling: its power hardly
+  // depends on its rate, so a slower job spends more per GB); 0: not known.
+  double ceiling_need_bps = 0;
 };
 
 struct ArbiterConfig {
@@ -104,7 +112,9 @@ class Arbiter {
   void join(const ArbiterJob& j, Apply apply);
   void leave(uint32_t id);
   // A job's last interval: what it moved (bits/s). Divides again.
-  void observe(uint32_t id, double throughput_bps, int connections = 0);
+  // joules_per_gb: what its interval cost per GB (0: not known), for an
+  // energy ceiling.
+  void observe(uint32_t id, double throughput_bps, int connections = 0, double joules_per_gb = 0);
 
   // The per-origin connection limit changed (Reload); 0: none.
   void set_origin_connections(int n);
@@ -131,6 +141,7 @@ class Arbiter {
     Allotment allot;
     double last_bps = 0;
     int connections = 0;  // what its tuner asked for at its last interval
+    double need_bps = 0;  // an energy ceiling's need (Claim::ceiling_need_bps), smoothed
     int low = 0;  // intervals in a row it moved under cfg.busy of what it was allotted
   };
   void divide();

@@ -25,6 +25,7 @@
 #include "xfer/engine.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/kernel.h"
+#include "xfer/kernel_share.h"
 #include "xfer/machine.h"
 #include "xfer/tuner.h"
 
@@ -48,6 +49,10 @@ struct LoopParts {
   uint32_t id = 1;                // the job's id in the flow monitor, the machine and the arbiter
   Arbiter* arbiter = nullptr;     // what the jobs share (the link): the job's allotment
   ArbiterJob claim;               // how the arbiter sees the job (its id is `id`)
+  // The layer shared by the jobs (kernel is its layer): the job asks within
+  // its policy's range (kernel_range) and the most any job asks is set.
+  KernelShare* kernel_share = nullptr;
+  KernelLayer::Config kernel_range;
 };
 // The interval and the link capacity (for the external load) are the job's
 // own options (EngineOptions::interval_ms, bandwidth_mbps). A tuner may ask

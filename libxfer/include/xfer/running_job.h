@@ -41,6 +41,10 @@ struct RunningJobSpec {
   std::string algorithm;  // the tuner (tuner_registry)
   TunerOptions tuner;     // tuner.kernel follows `kernel` below
   KernelLayer* kernel = nullptr;  // lent to this job: it may turn cores and frequency
+  // Or shared with the other jobs (kernel is then share's layer): it asks
+  // within its policy's range (xfer/kernel_share.h).
+  KernelShare* kernel_share = nullptr;
+  KernelLayer::Config kernel_range;
   // How the arbiter sees the job (class, user, weight); its floor is the
   // tuner's target_mbps when the policy takes one (a throughput floor).
   ArbiterJob claim;
@@ -59,6 +63,9 @@ std::unique_ptr<KernelLayer> open_kernel_layer(const KernelLayer::Config& c, std
 // none (a target in percent of the measured maximum is no figure to set
 // aside).
 double job_floor_bps(const std::string& algorithm, const TunerOptions& t);
+// The energy per GB a job with this policy is promised not to exceed: its
+// energy_budget_j_per_gb when the policy takes one (hla-energy); 0: none.
+double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t);
 
 class RunningJob {
  public:
