@@ -93,7 +93,9 @@ void ControlLoop::transfer_ends() {
   if (!running_) return;
   // The tail of the transfer since the last interval; then the job leaves
   // the machine's shares (a finished job draws nothing).
-  if (eng_.now_us() - last_us_ > 50000) record(observe());
+  // Shorter than 50 ms, it is recorded only when it moved bytes (every byte
+  // is in exactly one interval).
+  if (eng_.now_us() - last_us_ > 50000 || job_.progress().bytes_fetched > last_bytes_) record(observe());
   leave_machine();
   leave_arbiter();
   running_ = false;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -91,6 +92,18 @@ TEST(ManyJobs, AFloorThatDoesNotFitIsRefusedOrQueued) {
   Shell st = run(bin("xferctl") + " status " + bulk);
   EXPECT_NE(st.out.find("  Class          normal"), std::string::npos) << st.out;
   EXPECT_NE(st.out.find("  Allotment      cap "), std::string::npos) << st.out;
+  // list shows each job's class and share.
+  Shell ls = run(bin("xferctl") + " list --json");
+  nlohmann::json rows = nlohmann::json::parse(ls.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array()) << ls.out;
+  bool seen = false;
+  for (const auto& row : rows)
+    if (row["path"] == bulk) {
+      seen = true;
+      EXPECT_EQ(row["class"], "normal");
+      EXPECT_EQ(row["allotment"].get<std::string>().rfind("cap ", 0), 0u) << row.dump();
+    }
+  EXPECT_TRUE(seen) << ls.out;
   for (const std::string& p : {waiting, bulk}) run(bin("xferctl") + " cancel " + p);
 }
 

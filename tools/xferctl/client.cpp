@@ -352,15 +352,23 @@ int list(bool json, bool history) {
       fmt::print("{:>5} {:<10} {:<20} {:>9} {:>10} {:>9} {:>11} {:>10}  {}\n", "job", "state", "policy", "files", "bytes",
                  "seconds", "Mbit/s", "joules", "label");
     else
-      fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10}  {}\n", "job", "state", "uid", "policy", "done", "total", "label");
+      fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10} {:<10} {:<18}  {}\n", "job", "state", "uid", "policy", "done",
+                 "total", "class", "share", "label");
   }
   for (const ListRow& r : rows) {
     if (history != finished(r.state)) continue;
     if (!history) {
+      // The arbiter's view: the class, and the share ("cap N Mbit/s" or "no
+      // cap"; status shows why).
+      nlohmann::json props = job_properties(bus, r.path);
+      const std::string cls = props.value("Class", std::string()), allot = props.value("Allotment", std::string());
+      const std::string share = allot.substr(0, allot.find(':'));
       if (json) out.push_back({{"job", r.id}, {"path", r.path}, {"state", r.state}, {"uid", r.uid}, {"policy", r.policy},
-                               {"label", r.label}, {"bytes_done", r.done}, {"bytes_total", r.total}});
-      else fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10}  {}\n", r.id, r.shown_state, r.uid, r.shown_policy,
-                      human_bytes(double(r.done)), human_bytes(double(r.total)), r.shown_label);
+                               {"label", r.label}, {"bytes_done", r.done}, {"bytes_total", r.total}, {"class", cls},
+                               {"allotment", allot}});
+      else fmt::print("{:>5} {:<11} {:>6} {:<20} {:>10} {:>10} {:<10} {:<18}  {}\n", r.id, r.shown_state, r.uid,
+                      r.shown_policy, human_bytes(double(r.done)), human_bytes(double(r.total)), xfer::printable(cls),
+                      xfer::printable(share.empty() ? "-" : share), r.shown_label);
       continue;
     }
     nlohmann::json props = job_properties(bus, r.path);
