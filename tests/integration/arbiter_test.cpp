@@ -10,6 +10,7 @@
 #include "fixture.h"
 #include "link.h"
 #include "together.h"
+#include "xfer/stats.h"
 
 using namespace xtest;
 
@@ -117,12 +118,6 @@ TEST(ArbiterLink, BackgroundTakesTheIdleLinkAndYieldsWithinTwoIntervals) {
 
 namespace {
 
-double jain(const std::vector<double>& x) {
-  double s = 0, s2 = 0;
-  for (double v : x) s += v, s2 += v * v;
-  return s2 > 0 ? s * s / (double(x.size()) * s2) : 0;
-}
-
 // The per-interval throughputs of a report's timeline by second since the
 // set started (the job's own t plus when it started).
 std::map<int, double> by_second(const nlohmann::json& report, double start_s) {
@@ -182,7 +177,7 @@ TEST(ArbiterLink, EqualJobsAndUsersShareTheLinkFairly) {
   for (int k = 0; k < 3; ++k)
     for (const auto& [sec, mbps] : s[k])
       if (sec >= 3 && s[3].count(sec)) own[k] += mbps;
-  const double j_users = jain({u1, u2}), j_own = jain(own);
+  const double j_users = xfer::jain_index({u1, u2}), j_own = xfer::jain_index(own);
   std::printf("user shares: %.1f vs %.1f Mbit/s (Jain %.3f, ratio %.2f); user 1000's own jobs: Jain %.3f\n", u1, u2,
               j_users, u1 / u2, j_own);
   // Goals: per-user shares within 10%, Jain >= 0.95 between equal jobs;
@@ -226,7 +221,7 @@ TEST(ArbiterLink, APerOriginLimitHoldsOverAllJobs) {
   // its connection opened ahead may add two while the other job runs.
   EXPECT_LE(most, 8 + 2);
   EXPECT_GE(most, 4);
-  EXPECT_GE(jain({mean[0], mean[1]}), 0.9);
+  EXPECT_GE(xfer::jain_index({mean[0], mean[1]}), 0.9);
 }
 
 // The kernel layer serves the jobs together (xfer/kernel_share.h): a

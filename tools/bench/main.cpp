@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "contention.h"
 #include "cross.h"
 #include "hla_report.h"
 #include "measure.h"
@@ -299,6 +300,23 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     fmt::print(stderr, "xfer-bench: {}\n", e.what());
     return 1;
+  }
+  if (!sc.jobs.empty()) {  // a contention scenario: its jobs together (contention.h)
+    if (datasets.size() != sc.datasets.size()) {
+      fmt::print(stderr, "xfer-bench: a scenario with [[job]]s runs all its datasets (no --dataset)\n");
+      return 2;
+    }
+    uint64_t all = 0;
+    for (const auto& d : datasets) all += d.bytes;
+    for (const auto& d : datasets) warm_page_cache(data_root + "/" + d.id, d.files);
+    try {
+      DestFs fs_for_jobs(dest_fs_kind, out, all);
+      fmt::print(stderr, "xfer-bench: {}\n", fs_for_jobs.describe);
+      return bench::run_contention(sc, datasets, *link, out, fs_for_jobs.root, repeat, source_commit(), &g_stop);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "xfer-bench: {}\n", e.what());
+      return 1;
+    }
   }
   std::unique_ptr<DestFs> dest_fs;
   try {

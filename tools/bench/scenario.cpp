@@ -84,6 +84,28 @@ Scenario load_scenario(const std::string& path) {
     if (s.hla.plan.empty()) throw std::runtime_error(where(path, *h) + ": [hla] needs plan = \"PLAN.toml\"");
     if (s.hla.plan[0] != '/') s.hla.plan = (std::filesystem::path(path).parent_path() / s.hla.plan).string();
   }
+  if (auto* arr = root["job"].as_array())
+    for (auto& n : *arr) {
+      auto* t = n.as_table();
+      if (!t) throw std::runtime_error(where(path, n) + ": [[job]] must be a table");
+      SetJobSpec j;
+      j.name = get<std::string>(*t, "name", "");
+      j.algorithm = get<std::string>(*t, "algorithm", "");
+      j.cls = get<std::string>(*t, "class", "normal");
+      j.goal = get<std::string>(*t, "goal", "");
+      j.user = uint32_t(get<int64_t>(*t, "user", 1000));
+      j.start_s = get<double>(*t, "start_s", 0);
+      j.target_mbps = get<double>(*t, "target_mbps", 0);
+      const int64_t d = get<int64_t>(*t, "dataset", 0);
+      if (j.name.empty() || j.algorithm.empty()) throw std::runtime_error(where(path, n) + ": [[job]] needs name and algorithm");
+      if (d < 0 || size_t(d) >= s.datasets.size())
+        throw std::runtime_error(where(path, n) + ": dataset " + std::to_string(d) + " is not one of the [[dataset]]s");
+      static const std::set<std::string> goals = {"", "floor", "bulk", "background", "equal"};
+      if (!goals.count(j.goal)) throw std::runtime_error(where(path, n) + ": unknown goal '" + j.goal + "'");
+      if (j.goal == "floor" && j.target_mbps <= 0) throw std::runtime_error(where(path, n) + ": a floor job needs target_mbps");
+      j.dataset = size_t(d);
+      s.jobs.push_back(j);
+    }
   static const std::set<std::string> kinds = {"xferctl", "curl-seq", "curl-parallel", "wget", "aria2c"};
   if (auto* arr = root["client"].as_array())
     for (auto& n : *arr) {
@@ -116,7 +138,7 @@ Scenario load_scenario(const std::string& path) {
       s.clients.push_back(c);
     }
   if (s.datasets.empty()) throw std::runtime_error(path + ": no [[dataset]]");
-  if (s.clients.empty()) throw std::runtime_error(path + ": no [[client]]");
+  if (s.clients.empty() && s.jobs.empty()) throw std::runtime_error(path + ": no [[client]] and no [[job]]");
   return s;
 }
 

@@ -56,8 +56,23 @@ struct HlaPhase {
   std::string plan;  // resolved against the scenario's directory; empty: no phase
 };
 
+// A job of a contention scenario ([[job]]): many jobs run together in one
+// process on one arbiter, as xferd runs them (xfer/job_set.h), instead of
+// clients one after another.
+struct SetJobSpec {
+  std::string name, algorithm, cls = "normal";
+  // What the report checks it for: floor (target_mbps held), bulk (moves
+  // what the floors leave it), background (takes the idle link, yields),
+  // equal (its user's share against the other "equal" users'); "": nothing.
+  std::string goal;
+  uint32_t user = 1000;
+  double start_s = 0, target_mbps = 0;
+  size_t dataset = 0;  // index into the scenario's [[dataset]]s
+};
+
 struct Scenario {
   std::string name, path;
+  std::vector<SetJobSpec> jobs;
   LinkSpec link;
   HlaPhase hla;
   std::vector<CrossSpec> cross;

@@ -16,4 +16,12 @@ inline double median(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + long(m)) + hi) / 2;
 }
 
+// Jain's fairness index of shares x: (sum x)^2 / (n sum x^2), 1 when all are
+// equal, 1/n when one has everything; 0 for none.
+inline double jain_index(const std::vector<double>& x) {
+  double s = 0, s2 = 0;
+  for (double v : x) s += v, s2 += v * v;
+  return s2 > 0 ? s * s / (double(x.size()) * s2) : 0;
+}
+
 }  // namespace xfer
