@@ -103,6 +103,9 @@ std::vector<OptionSpec> make_table() {
       number("target_pct", 1, 100, nullptr, kPolicy | kJob | kRun,
              "throughput-target: the target in percent of the maximum, measured first; hla-throughput: of the "
              "stratum's best in the table"),
+      number("stream_cost", 1.0001, 2, nullptr, kPolicy | kRun,
+             "max-throughput: Falcon's cost per stream K (1.02 in the paper): channels searched online for the most "
+             "throughput / K^channels, so that xferds sharing a bottleneck split it without adding streams"),
       number("energy_budget_j_per_gb", 0.001, 1e9, nullptr, kPolicy | kJob | kRun,
              "hla-energy: the energy ceiling in J/GB (none: least energy)"),
       integer("search_step", 1, 1024, nullptr, kPolicy | kRun, "energy-efficient: cc step of the search (2 HTEE, 4 EE)"),
@@ -420,6 +423,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   t.target_mbps = d("target_mbps");
   t.target_pct = d("target_pct");
   t.energy_budget_j_per_gb = d("energy_budget_j_per_gb");
+  t.stream_cost = d("stream_cost");
   t.search_step = int(i("search_step"));
   if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
   if (m.contains("sweep")) t.sweep_points = parse_sweep(m["sweep"].get<std::string>());

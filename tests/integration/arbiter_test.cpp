@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
 #include "link.h"
+#include "hosts.h"
 #include "together.h"
 #include "xfer/stats.h"
 
@@ -257,4 +259,60 @@ TEST(ArbiterLink, TheKernelLayerServesTheJobsTogether) {
   std::printf("the min-energy job ran on up to %d cores beside the bulk job, %d after it\n", most_during, last_after);
   EXPECT_EQ(most_during, 2);
   if (last_after) EXPECT_EQ(last_after, 1);
+}
+
+// Two hosts behind one bottleneck, each with its own xferd (no arbiter in
+// common), each max-throughput with Falcon's cost per stream (K = 1.02):
+// the second starts 5 s after the first; within 30 s of that they split the
+// link fairly (Jain's index of their throughputs over the intervals both
+// run, after the second's first five), and neither escalates its streams
+// (without the cost each takes all 32 of max_channels).
+TEST(ArbiterLink, TwoXferdBehindOneBottleneckSplitItWithoutEscalating) {
+  Dataset d = dataset(0, 0, 4, 1.0);
+  Link link("arbfleet", 241, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
+  ASSERT_TRUE(link.nginx_ok);
+  TwoHosts hosts(link);
+  ASSERT_TRUE(hosts.ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  nlohmann::json r[2];
+  std::vector<std::thread> runs;
+  for (int h = 0; h < 2; ++h)
+    runs.emplace_back([&, h] {
+      Planned p{d.manifest(base), "max-throughput", {}, {0, 1000, xfer::JobClass::Normal}, h == 0 ? 0.0 : 5.0};
+      p.tuner.stream_cost = 1.02;
+      Together how{300};
+      how.arbiter = false;  // two machines: nothing in common but the link
+      how.ns = hosts.host_ns(h + 1);
+      how.tag = "h" + std::to_string(h + 1);
+      r[h] = run_together(link, {p}, how);
+    });
+  for (auto& t : runs) t.join();
+  for (int h = 0; h < 2; ++h) {
+    ASSERT_TRUE(r[h].is_object()) << h;
+    ASSERT_EQ(r[h]["jobs"][0]["state"], "done") << r[h]["jobs"][0].dump(1).substr(0, 2000);
+  }
+  auto first = by_second(r[0]["jobs"][0], 0), second = by_second(r[1]["jobs"][0], 5);
+  int most_channels[2] = {0, 0};
+  for (int h = 0; h < 2; ++h)
+    for (const auto& e : r[h]["jobs"][0]["timeline"]) {
+      int n = 0;
+      for (const auto& c : e["params"]) n += c["cc"].get<int>() * c["p"].get<int>();
+      most_channels[h] = std::max(most_channels[h], n);
+    }
+  std::vector<double> a, b;
+  for (const auto& [sec, mbps] : second) {
+    std::printf("t=%d s: host 1 %.1f, host 2 %.1f Mbit/s\n", sec, first.count(sec) ? first[sec] : -1.0, mbps);
+    if (sec < 5 + 5 || sec > 5 + 30 || !first.count(sec)) continue;
+    a.push_back(first[sec]), b.push_back(mbps);
+  }
+  ASSERT_GE(a.size(), 4u) << "the hosts ran together for too short a time";
+  double ma = 0, mb = 0;
+  for (size_t k = 0; k < a.size(); ++k) ma += a[k] / double(a.size()), mb += b[k] / double(a.size());
+  const double j = xfer::jain_index({ma, mb});
+  std::printf("host 1 %.1f, host 2 %.1f Mbit/s over %zu s together (Jain %.3f); most channels %d and %d; falcon: %s / %s\n",
+              ma, mb, a.size(), j, most_channels[0], most_channels[1], r[0]["jobs"][0]["tuner"].dump().c_str(),
+              r[1]["jobs"][0]["tuner"].dump().c_str());
+  EXPECT_GE(j, 0.9);
+  EXPECT_GT(ma + mb, 0.8 * 285);  // the link stays full
+  EXPECT_LT(most_channels[0] + most_channels[1], 2 * 32);  // bounded below what each would take alone
 }

@@ -38,6 +38,10 @@ struct Together {
   bool arbiter = true;       // false: the jobs share no arbiter
   int origin_connections = 0;  // the arbiter's limit per origin over the jobs (0: none)
   bool shared_kernel = false;  // SetOptions::shared_kernel
+  // Where the jobs run: this network namespace (default: the link's client
+  // namespace); tag: their files' names, for sets that run at once.
+  std::string ns;
+  std::string tag;
 
 };
 
@@ -63,17 +67,17 @@ inline int established_to_port(int port) {
 // most TCP connections to the server's port 8080 seen at once, sampled
 // every 50 ms.
 inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
-  std::string out = link.work + "/together.json";
+  std::string out = link.work + "/together" + how.tag + ".json";
   pid_t pid = fork();
   if (pid == 0) {
-    int ns = open(("/run/netns/xfer-" + link.name + "-c").c_str(), O_RDONLY | O_CLOEXEC);
+    int ns = open(("/run/netns/" + (how.ns.empty() ? "xfer-" + link.name + "-c" : how.ns)).c_str(), O_RDONLY | O_CLOEXEC);
     if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
     xfer::EngineOptions opts;
     opts.interval_ms = how.interval_ms;
     opts.bandwidth_mbps = how.link_mbps;
     std::vector<xfer::SetJob> set;
     for (size_t i = 0; i < plan.size(); ++i) {
-      std::string dest = link.work + "/dest" + std::to_string(i);
+      std::string dest = link.work + "/dest" + how.tag + "-" + std::to_string(i);
       std::filesystem::create_directories(dest);
       xfer::SetJob j;
       j.spec.id = uint32_t(i + 1);
@@ -89,7 +93,7 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
     so.origin_connections = how.origin_connections;
     so.arbiter = how.arbiter;
     so.shared_kernel = how.shared_kernel;
-    so.kernel_state = link.work + "/kernel-state.json";
+    so.kernel_state = link.work + "/kernel-state" + how.tag + ".json";
     int most = 0;
     so.every_50ms = [&most] { most = std::max(most, established_to_port(8080)); };
     nlohmann::json result = xfer::run_job_set(std::move(set), so);
