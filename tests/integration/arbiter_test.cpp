@@ -316,3 +316,32 @@ TEST(ArbiterLink, TwoXferdBehindOneBottleneckSplitItWithoutEscalating) {
   EXPECT_GT(ma + mb, 0.8 * 285);  // the link stays full
   EXPECT_LT(most_channels[0] + most_channels[1], 2 * 32);  // bounded below what each would take alone
 }
+
+// A floor alone on a lossy long path (issue 39: 300 Mbit/s, 60 ms, 0.01%
+// loss, 600 files of ~100 KB; one channel more per interval from one
+// reached 26 Mbit/s for the whole job): throughput-target starts at the
+// channels its floor needs on the path and corrects multiplicatively, so it
+// holds 120 Mbit/s from its third interval.
+TEST(ArbiterLink, AFloorAloneOnALossyLongPathHoldsFromItsThirdInterval) {
+  Dataset d = dataset(1500, 0, 0);  // the issue's shape, longer: more intervals to judge
+  Link link("arbloss", 240, "--rate-mbps 300 --rtt-ms 60 --loss-pct 0.01", d);
+  ASSERT_TRUE(link.nginx_ok);
+  const std::string base = "http://" + link.server_ip + ":8080/";
+  Planned floor{d.manifest(base), "throughput-target", {}, {0, 0, xfer::JobClass::Normal}, 0};
+  floor.tuner.target_mbps = 120;
+  nlohmann::json r = run_together(link, {floor}, Together{300});
+  ASSERT_TRUE(r.is_object());
+  ASSERT_EQ(r["jobs"][0]["state"], "done") << r["jobs"][0].dump(1).substr(0, 2000);
+  const auto& tl = r["jobs"][0]["timeline"];
+  int met = 0, counted = 0;
+  for (size_t i = 0; i < tl.size(); ++i) {
+    const double mbps = tl[i]["throughput_mbps"].get<double>();
+    std::printf("interval %zu: %.1f Mbit/s (%s)\n", i + 1, mbps, tl[i]["reason"].get<std::string>().c_str());
+    if (i < 2 || i + 1 == tl.size() || tl[i].value("near_end", false)) continue;
+    ++counted, met += mbps >= 0.95 * 120;
+  }
+  std::printf("floor met in %d of %d intervals from the third; the job moved %.1f Mbit/s\n", met, counted,
+              r["jobs"][0]["throughput_mbps"].get<double>());
+  ASSERT_GE(counted, 1);
+  EXPECT_GE(met, counted * 8 / 10);
+}

@@ -306,8 +306,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "xfer-bench: a scenario with [[job]]s runs all its datasets (no --dataset)\n");
       return 2;
     }
-    uint64_t all = 0;
-    for (const auto& d : datasets) all += d.bytes;
+    uint64_t all = 0;  // every job writes its dataset (jobs may share one)
+    for (const auto& j : sc.jobs) all += datasets[j.dataset].bytes;
     for (const auto& d : datasets) warm_page_cache(data_root + "/" + d.id, d.files);
     try {
       DestFs fs_for_jobs(dest_fs_kind, out, all);
