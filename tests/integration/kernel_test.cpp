@@ -376,3 +376,43 @@ TEST_F(HotplugTest, QuickWanBenchRunsEveryClientAndVerifiesEveryByte) {
   EXPECT_EQ(ns.find("xfer-bench240"), std::string::npos) << "namespaces left: " << ns;
   fs::remove_all(out);
 }
+
+// The kernel layer serves the running jobs together (issue 39): min-energy
+// alone takes cpu1 offline; a max-throughput job beside it brings cpu1 back
+// (the most any job asks for is set), and when that job is done the cores go
+// back to what min-energy asks; when xferd stops, every core is back.
+TEST_F(HotplugTest, XferdSetsTheCoresTheRunningJobsAskForTogether) {
+  Dataset d = dataset(0, 0, 2, 0.2);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto at = [&](const char* what) {
+    std::printf("%5.1f s: %s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), what);
+  };
+  Nginx nginx(d.dir, "2m");
+  PrivateBus bus;
+  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nstate_file = \"" + state + "\"\n");
+  x.start();
+  const std::string m = make_temp_dir("manifest") + "/m.txt";
+  std::ofstream(m) << d.manifest(nginx.url(false, "/slow/"));  // 2 MB/s per connection
+  auto wait_cpu1 = [](const std::string& want, int tenths) {
+    for (int i = 0; i < tenths && slurp(kCpu1) != want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return slurp(kCpu1);
+  };
+  Shell a = run(bin("xferctl") + " submit --policy min-energy --manifest " + m + " --dest " + make_temp_dir("dest"));
+  ASSERT_EQ(a.status, 0) << a.out;
+  ASSERT_EQ(wait_cpu1("0", 100), "0") << x.log();
+  at("min-energy alone: cpu1 offline");
+  Shell b = run(bin("xferctl") + " submit --policy max-throughput --manifest " + m + " --dest " + make_temp_dir("dest"));
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_EQ(wait_cpu1("1", 50), "1") << x.log();
+  at("max-throughput beside it: cpu1 online");
+  EXPECT_NE(x.log().find("kernel layer: 2 cores for job 2 (the most any of 2 jobs asks)"), std::string::npos) << x.log();
+  Shell w = run(bin("xferctl") + " watch 2 --json");
+  EXPECT_EQ(w.status, 0) << w.out;
+  at("max-throughput done");
+  // Job 1 still runs (about 4 MB/s on its few connections): cpu1 goes again.
+  EXPECT_EQ(wait_cpu1("0", 30), "0") << x.log();
+  at("min-energy alone again: cpu1 offline");
+  EXPECT_EQ(run(bin("xferctl") + " cancel 1").status, 0);
+  x.stop();
+  EXPECT_EQ(slurp(kCpu1), "1");
+}
