@@ -132,6 +132,8 @@ TEST(HostileUser, AnEndIsFinalWhateverResumeFinds) {
   sd_bus_flush_close_unref(bus);
   run(as_nobody(bin("xferctl") + " resume " + id2));  // whichever came last
   EXPECT_EQ(wait_state(p2, {"done", "failed", "cancelled"}, 60), "done");
+  const nlohmann::json s2 = summary_of(p2);
+  EXPECT_TRUE(s2.contains("failed") && s2["failed"].empty()) << s2.dump(1);
   expect_identical(env.data, d2);
 }
 

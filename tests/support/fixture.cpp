@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -42,6 +43,7 @@ int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
 // linked inside is reached.
 struct TempDirs {
   pid_t owner = getpid();
+  std::mutex mu;  // tests make directories from several threads (run() in parallel callers)
   std::vector<std::string> dirs;
   ~TempDirs() {
     if (getpid() != owner || getenv("XFER_KEEP_TEST_DIRS")) return;
@@ -59,7 +61,11 @@ std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = (fs::temp_directory_path() / ("xfer-" + tag + "-XXXXXX")).string();
   char* p = mkdtemp(tmpl.data());
   if (!p) throw std::runtime_error("mkdtemp failed");
-  temp_dirs().dirs.push_back(p);
+  {
+    TempDirs& t = temp_dirs();
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.dirs.push_back(p);
+  }
   fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                          fs::perms::others_read | fs::perms::others_exec);
   return p;
