@@ -31,6 +31,13 @@ struct EventSource {
     if (s) sd_event_source_disable_unref(s);
     s = nullptr;
   }
+  // A one-shot timer at at_us (CLOCK_MONOTONIC): made at the first call,
+  // moved at the next ones.
+  void arm_at(sd_event* loop, uint64_t at_us, sd_event_time_handler_t fire, void* ud, uint64_t accuracy_us = 1000) {
+    if (!s) sd_event_add_time(loop, &s, CLOCK_MONOTONIC, at_us, accuracy_us, fire, ud);
+    else sd_event_source_set_time(s, at_us);
+    if (s) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+  }
 };
 
 struct HeadItem {

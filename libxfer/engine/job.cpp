@@ -443,18 +443,13 @@ void Job::Impl::gather_commit() {
   }
   int on = SD_EVENT_OFF;
   if (commit_gather_src.s && sd_event_source_get_enabled(commit_gather_src.s, &on) >= 0 && on != SD_EVENT_OFF) return;
-  uint64_t at = eng.now_us() + kCommitGatherMs * 1000;
-  if (!commit_gather_src.s) {
-    sd_event_add_time(eng.loop(), &commit_gather_src.s, CLOCK_MONOTONIC, at, 1000,
-                      [](sd_event_source*, uint64_t, void* ud) {
-                        static_cast<Job::Impl*>(ud)->start_commit();
-                        return 0;
-                      },
-                      this);
-  } else {
-    sd_event_source_set_time(commit_gather_src.s, at);
-  }
-  sd_event_source_set_enabled(commit_gather_src.s, SD_EVENT_ONESHOT);
+  commit_gather_src.arm_at(
+      eng.loop(), eng.now_us() + kCommitGatherMs * 1000,
+      [](sd_event_source*, uint64_t, void* ud) {
+        static_cast<Job::Impl*>(ud)->start_commit();
+        return 0;
+      },
+      this);
 }
 
 void Job::Impl::start_commit() {

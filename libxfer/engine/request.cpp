@@ -338,18 +338,13 @@ void Job::Impl::hold_for_rate(Request* r) {
 
 void Job::Impl::arm_rate_release() {
   if (rate_held.empty()) return;
-  const uint64_t at = eng.now_us() + std::max<uint64_t>(1000, limit.wait_us(coarse_us()));
-  if (!rate_src.s) {
-    sd_event_add_time(eng.loop(), &rate_src.s, CLOCK_MONOTONIC, at, 500,
-                      [](sd_event_source*, uint64_t, void* ud) {
-                        static_cast<Job::Impl*>(ud)->release_rate_held();
-                        return 0;
-                      },
-                      this);
-  } else {
-    sd_event_source_set_time(rate_src.s, at);
-  }
-  sd_event_source_set_enabled(rate_src.s, SD_EVENT_ONESHOT);
+  rate_src.arm_at(
+      eng.loop(), eng.now_us() + std::max<uint64_t>(1000, limit.wait_us(coarse_us())),
+      [](sd_event_source*, uint64_t, void* ud) {
+        static_cast<Job::Impl*>(ud)->release_rate_held();
+        return 0;
+      },
+      this, 500);
 }
 
 void Job::Impl::release_rate_held() {

@@ -34,20 +34,16 @@ void Job::Impl::requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us,
 void Job::Impl::arm_retry(uint64_t at_us) {
   if (retry_at_us && retry_at_us <= at_us && retry_at_us > eng.now_us()) return;
   retry_at_us = at_us;
-  if (!retry_src.s) {
-    sd_event_add_time(eng.loop(), &retry_src.s, CLOCK_MONOTONIC, at_us, 1000,
-                      [](sd_event_source*, uint64_t, void* ud) {
-                        auto* self = static_cast<Job::Impl*>(ud);
-                        self->retry_at_us = 0;
-                        if (self->state == JobState::Discovering) self->disc.dispatch();
-                        else self->pump();
-                        return 0;
-                      },
-                      this);
-  } else {
-    sd_event_source_set_time(retry_src.s, at_us);
-  }
-  sd_event_source_set_enabled(retry_src.s, SD_EVENT_ONESHOT);
+  retry_src.arm_at(
+      eng.loop(), at_us,
+      [](sd_event_source*, uint64_t, void* ud) {
+        auto* self = static_cast<Job::Impl*>(ud);
+        self->retry_at_us = 0;
+        if (self->state == JobState::Discovering) self->disc.dispatch();
+        else self->pump();
+        return 0;
+      },
+      this);
 }
 
 void Job::Impl::retire(std::unique_ptr<Channel> ch) {

@@ -6,39 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fake_cpus.h"
 #include "xfer/kernel.h"
 
 namespace fs = std::filesystem;
 
-class CoreFakeTree : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root = fs::temp_directory_path() / ("cpus-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(root);
-    std::ofstream(root / "present") << "0-3\n";
-    std::ofstream(root / "online") << "0-3\n";
-    for (int c = 1; c < 4; ++c) {
-      fs::create_directories(root / ("cpu" + std::to_string(c)));
-      std::ofstream(root / ("cpu" + std::to_string(c)) / "online") << "1\n";
-    }
-    state = (root / "state.json").string();
-  }
-  void TearDown() override { fs::remove_all(root); }
-  std::string read(const std::string& rel) {
-    std::ifstream f(root / rel);
-    std::string s;
-    std::getline(f, s);
-    return s;
-  }
-  xfer::CoreControl::Config cfg() {
-    xfer::CoreControl::Config c;
-    c.sysfs_root = root.string();
-    return c;
-  }
-  fs::path root;
-  std::string state;
-};
+class CoreFakeTree : public ::testing::Test, public FakeCpuTree {};
 
 TEST_F(CoreFakeTree, OfflinesHighestFirstAndRestores) {
   {
@@ -99,10 +72,7 @@ TEST_F(CoreFakeTree, LeftoverStateIsRestoredAtTheNextStart) {
 
 // A policy's core range (xferd's [policy] max_cores) bounds what a tuner asks for.
 TEST_F(CoreFakeTree, KernelLayerKeepsToThePolicysRange) {
-  xfer::KernelLayer::Config k;
-  k.mode = xfer::CoreControl::Mode::Hotplug;
-  k.sysfs_root = root.string();
-  k.state_file = state;
+  xfer::KernelLayer::Config k = layer_config();
   k.min_cores = 1;
   k.max_cores = 2;
   {

@@ -3,63 +3,18 @@
 #include "xfer/kernel_share.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
+#include "fake_cpus.h"
 
-namespace fs = std::filesystem;
 using xfer::JobClass;
-
-namespace {
-
-struct FakeCpus {
-  FakeCpus() {
-    root = fs::temp_directory_path() / ("xfer-kshare-" + std::to_string(getpid()));
-    fs::remove_all(root);
-    fs::create_directories(root);
-    std::ofstream(root / "present") << "0-3\n";
-    std::ofstream(root / "online") << "0-3\n";
-    for (int c = 1; c < 4; ++c) {
-      fs::create_directories(root / ("cpu" + std::to_string(c)));
-      std::ofstream(root / ("cpu" + std::to_string(c)) / "online") << "1\n";
-    }
-  }
-  ~FakeCpus() { fs::remove_all(root); }
-  // The kernel's derived list (cpu/online) follows the cpuN/online files: the
-  // fake writes it after each change, as sysfs would show it.
-  int online() {
-    std::string list = "0";
-    int n = 1;
-    for (int c = 1; c < 4; ++c) {
-      std::ifstream f(root / ("cpu" + std::to_string(c)) / "online");
-      int v = 0;
-      f >> v;
-      if (v) list += "," + std::to_string(c);
-      n += v;
-    }
-    std::ofstream(root / "online") << list << "\n";
-    return n;
-  }
-  xfer::KernelLayer::Config config() const {
-    xfer::KernelLayer::Config k;
-    k.mode = xfer::CoreControl::Mode::Hotplug;
-    k.sysfs_root = root.string();
-    k.state_file = (root / "state.json").string();
-    return k;
-  }
-  fs::path root;
-};
-
-}  // namespace
 
 // The most any job asks for is set; a background job's ask counts only when
 // no other job asks; a job that leaves takes its ask with it; the layer
 // restores the machine when it goes.
 TEST(KernelShare, TheMostAnyJobAsksIsSetAndALeavingJobTakesItsAskAway) {
-  FakeCpus cpus;
+  FakeCpuTree cpus;
   {
-    xfer::KernelLayer layer(cpus.config());
+    xfer::KernelLayer layer(cpus.layer_config());
     xfer::KernelShare share(layer);
     cpus.online();
     EXPECT_EQ(share.ask(1, JobClass::Normal, 1, 0), "");  // least energy
@@ -83,14 +38,14 @@ TEST(KernelShare, TheMostAnyJobAsksIsSetAndALeavingJobTakesItsAskAway) {
 
 // A job's tuner is told its policy's range of the shared layer.
 TEST(KernelShare, EachJobIsToldItsPolicysRange) {
-  FakeCpus cpus;
-  xfer::KernelLayer layer(cpus.config());
+  FakeCpuTree cpus;
+  xfer::KernelLayer layer(cpus.layer_config());
   xfer::KernelShare share(layer);
-  xfer::KernelLayer::Config policy = cpus.config();
+  xfer::KernelLayer::Config policy = cpus.layer_config();
   policy.min_cores = 2;
   policy.max_cores = 3;
   xfer::KernelCaps c = share.caps_for(policy);
   EXPECT_EQ(c.cores_present, 3);
   EXPECT_EQ(c.min_cores, 2);
-  EXPECT_EQ(share.caps_for(cpus.config()).cores_present, 4);
+  EXPECT_EQ(share.caps_for(cpus.layer_config()).cores_present, 4);
 }
