@@ -281,11 +281,7 @@ void Job::Impl::apply(const Params& p) {
   current = p;
   current.cores = 0;
   current.freq_khz = 0;
-  // The cap holds over every request in flight at once, from now on
-  // (rate_limit.h): lifted, the requests it paused go on at once.
-  limit.set_rate(p.rate_cap_bps > 0 ? p.rate_cap_bps / 8 : 0, eng.now_us());
-  if (!limit.active()) release_rate_held();
-  else arm_rate_release();
+  set_rate_cap(p.rate_cap_bps);
   if (changed && p.rate_cap_bps > 0) log::info("rate cap: {:.1f} Mbit/s ({})", p.rate_cap_bps / 1e6, p.reason);
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkParams cp = p.chunks[i];

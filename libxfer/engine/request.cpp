@@ -325,6 +325,15 @@ void Job::Impl::note_connection(Request* r, CURLcode code) {
     r->multi->h2c_open.erase(r->file->origin);
 }
 
+// The cap holds over every request in flight at once, from now on; lifted,
+// the requests it paused go on at once. The bucket reads the one coarse
+// clock that the body writes read (write_cb).
+void Job::Impl::set_rate_cap(double bps) {
+  limit.set_rate(bps > 0 ? bps / 8 : 0, coarse_us());
+  if (!limit.active()) release_rate_held();
+  else arm_rate_release();
+}
+
 // A request the rate cap paused waits with the others for the bucket to
 // refill; they are resumed together, in turn from a different one each time
 // (the first resumed takes the first bytes).
