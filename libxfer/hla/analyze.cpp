@@ -38,17 +38,8 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     ts.rows = st.rows.size();
     ts.one_frequency = m.one_frequency;
     ts.rmse_t = m.rmse_t, ts.rmse_e = m.rmse_e, ts.rmse_t_rows = m.rmse_t_rows, ts.rmse_e_rows = m.rmse_e_rows;
-    double t_max = 0, e_min = 1e300;
-    for (const Knobs& k : c) t_max = std::max(t_max, m.throughput(k)), e_min = std::min(e_min, m.energy(k));
-    for (double level : kThroughputLevels) {
-      TableEntry e{"throughput", level, level * t_max, least_energy(m, c, level * t_max)};
-      ts.entries.push_back(e);
-    }
-    if (m.has_energy)
-      for (double level : kEnergyLevels) {
-        TableEntry e{"energy", level, level * e_min, most_throughput(m, c, level * e_min)};
-        ts.entries.push_back(e);
-      }
+    for (size_t r : st.rows) ts.load_mean += a.pre.samples[r].ext_load / double(st.rows.size());
+    ts.entries = sla_entries(m, c);
     t.rows_used += st.rows.size();
     t.strata.push_back(std::move(ts));
     a.models.push_back(std::move(m));

@@ -67,15 +67,17 @@ const TableEntry* choose(const TableStratum& s, const std::string& sla, double b
   std::vector<const TableEntry*> by_level;
   for (const TableEntry& e : s.entries)
     if (e.sla == sla) by_level.push_back(&e);
-  std::sort(by_level.begin(), by_level.end(), [](const TableEntry* a, const TableEntry* b) { return a->level < b->level; });
+  std::sort(by_level.begin(), by_level.end(), [](const TableEntry* a, const TableEntry* b) {
+    return a->bound != b->bound ? a->bound < b->bound : a->level < b->level;
+  });
   met = true;
   if (sla == "throughput") {
     if (by_level.empty()) return met = false, nullptr;
-    // Levels rise with the throughput asked (and the energy paid): the first
-    // that reaches the bound is the least energy that does.
+    // The steps of eq. 10's answer rise with the floor: the first whose
+    // bound reaches it answers it (hla.h sla_entries).
     if (bound > 0)
       for (const TableEntry* e : by_level)
-        if (e->choice.feasible && e->choice.mbps >= bound) return e;
+        if (e->choice.feasible && e->bound >= bound) return e;
     met = bound <= 0;
     return by_level.back();
   }
@@ -86,15 +88,24 @@ const TableEntry* choose(const TableStratum& s, const std::string& sla, double b
       if (e.sla == "throughput" && (!cheapest || e.level < cheapest->level)) cheapest = &e;
     return cheapest;
   }
-  // Energy levels rise with the energy allowed (and the throughput got): the
-  // last whose energy stays within the bound is the most throughput.
+  // eq. 11's steps rise with the ceiling: the last that starts within it.
   if (bound <= 0) return by_level.front();
   const TableEntry* best = nullptr;
   for (const TableEntry* e : by_level)
-    if (e->choice.feasible && e->choice.j_per_gb <= bound) best = e;
+    if (e->choice.feasible && e->bound <= bound) best = e;
   if (best) return best;
   met = false;
   return by_level.front();
+}
+
+const TableEntry* choose_level(const TableStratum& s, const std::string& sla, double level, bool& met) {
+  // Level 1: the most throughput (the last throughput step), the least
+  // energy (the first energy step).
+  const TableEntry* one = nullptr;
+  for (const TableEntry& e : s.entries)
+    if (e.sla == sla && (!one || (sla == "throughput" ? e.bound > one->bound : e.bound < one->bound))) one = &e;
+  if (!one) return choose(s, sla, 0, met);
+  return choose(s, sla, level * one->bound, met);
 }
 
 }  // namespace xfer::hla

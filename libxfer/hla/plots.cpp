@@ -119,9 +119,10 @@ std::vector<std::string> write_plots(const std::vector<StratumModel>& models, co
     const TableStratum& s = t.strata[i];
     const StratumModel& m = models[i];
     std::vector<std::pair<Knobs, std::string>> marks;
-    for (const TableEntry& e : s.entries)
-      if ((e.sla == "throughput" && e.level == 0.9) || (e.sla == "energy" && e.level == 1.25))
-        marks.push_back({e.choice.knobs, e.sla == "throughput" ? "least J at >=90% T" : "most T at <=1.25x E"});
+    bool met = false;
+    if (const TableEntry* e = choose_level(s, "throughput", 0.9, met)) marks.push_back({e->choice.knobs, "least J at >=90% T"});
+    if (m.has_energy)
+      if (const TableEntry* e = choose_level(s, "energy", 1.25, met)) marks.push_back({e->choice.knobs, "most T at <=1.25x E"});
     std::string base = s.id;
     std::replace(base.begin(), base.end(), '/', '-');
     auto write = [&](const std::string& name, const std::string& svg) {

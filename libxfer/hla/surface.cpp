@@ -383,17 +383,53 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   return m;
 }
 
+namespace {
+
+// Whole values from a surface's least knot to its greatest (knots in log2
+// when `log`): every one while there are at most `most`, else `most` spread
+// evenly in the surface's own coordinate; the knots themselves always.
+void fill(std::set<int>& out, const std::vector<double>& knots, bool log, size_t most) {
+  if (knots.empty()) return;
+  auto value = [&](double x) { return std::max(1, int(std::lround(log ? std::exp2(x) : x))); };
+  for (double k : knots) out.insert(value(k));
+  int lo = value(knots.front()), hi = value(knots.back());
+  if (size_t(hi - lo) + 1 <= most) {
+    for (int v = lo; v <= hi; ++v) out.insert(v);
+    return;
+  }
+  for (size_t i = 0; i < most; ++i)
+    out.insert(value(knots.front() + (knots.back() - knots.front()) * double(i) / double(std::max<size_t>(1, most - 1))));
+}
+
+}  // namespace
+
 std::vector<Knobs> candidates(const StratumModel& m) {
-  // Levels per parameter: the surfaces' knots, and their interior extrema
-  // rounded to whole values; then every combination.
+  // eq. 10 / 11 are solved on the surfaces, not on the history's own
+  // settings: "uniform sampling ... to predict the previously missing
+  // parameters" (cross-layer-hla §III-A). Every whole cc, p, pp and core
+  // count between the knots (spread evenly in the surfaces' coordinate past
+  // kMaxCandidates), the knots and the surfaces' interior extrema; the
+  // frequencies the history has (a driver offers those levels only).
   std::set<int> cc, p, pp, cores;
   std::set<long> freq;
-  auto lv = [](const Surface& s, int d) { return s.levels(d); };
-  for (double v : lv(m.t[1], 0)) cc.insert(int(std::lround(std::exp2(v))));
-  for (double v : lv(m.t[1], 1)) p.insert(int(std::lround(std::exp2(v))));
-  for (double v : lv(m.t[2], 0)) pp.insert(int(std::lround(std::exp2(v))));
-  for (double v : lv(m.t[0], 0)) cores.insert(int(std::lround(v)));
-  for (double v : lv(m.t[0], 1)) freq.insert(long(std::lround(v * 1e6)));
+  std::array<size_t, 4> most{64, 16, 32, 16};
+  auto count = [&] {
+    auto n = [](size_t want, const std::vector<double>& knots, bool log) -> double {
+      if (knots.empty()) return 1;
+      double span = (log ? std::exp2(knots.back()) - std::exp2(knots.front()) : knots.back() - knots.front()) + 1;
+      return std::min(double(want), span) + double(knots.size());
+    };
+    return n(most[0], m.t[1].levels(0), true) * n(most[1], m.t[1].levels(1), true) *
+           n(most[2], m.t[2].levels(0), true) * n(most[3], m.t[0].levels(0), false) *
+           double(std::max<size_t>(1, m.t[0].levels(1).size()));
+  };
+  while (count() > double(kMaxCandidates) && *std::max_element(most.begin(), most.end()) > 4)
+    *std::max_element(most.begin(), most.end()) /= 2;
+  fill(cc, m.t[1].levels(0), true, most[0]);
+  fill(p, m.t[1].levels(1), true, most[1]);
+  fill(pp, m.t[2].levels(0), true, most[2]);
+  fill(cores, m.t[0].levels(0), false, most[3]);
+  for (double v : m.t[0].levels(1)) freq.insert(long(std::lround(v * 1e6)));
   for (const auto* set : {&m.t, &m.e}) {
     if (set == &m.e && !m.has_energy) continue;
     for (const auto& e : (*set)[1].extrema()) {
@@ -418,30 +454,74 @@ std::vector<Knobs> candidates(const StratumModel& m) {
   return out.empty() ? all : out;
 }
 
+std::vector<Choice> evaluate(const StratumModel& m, const std::vector<Knobs>& c) {
+  std::vector<Choice> out;
+  out.reserve(c.size());
+  for (const Knobs& k : c) out.push_back({k, m.throughput(k), m.energy(k), true});
+  return out;
+}
+
 namespace {
 
 // What a setting costs the machine: channels (cc x p), then cores, then
 // requests in flight, then frequency.
 std::tuple<int, int, int, long> cost(const Knobs& k) { return {k.cc * k.p, k.cores, k.pp, k.freq_khz}; }
 
+// The rule of kTie: x replaces the winner w when it is within the tie of the
+// best objective and cheaper (or as cheap and better).
+bool preferred(const Choice& x, double ox, const Choice* w, double ow) {
+  return !w || cost(x.knobs) < cost(w->knobs) || (cost(x.knobs) == cost(w->knobs) && ox > ow);
+}
+
 // Among the feasible candidates, those whose objective (higher is better)
 // is within kTie of the best are equals; the cheapest of them wins.
-Choice pick(const StratumModel& m, const std::vector<Knobs>& c, bool (*feasible)(double t, double e, double bound),
-            double (*objective)(double t, double e), double bound) {
-  std::vector<Choice> ok;
+template <typename Feasible, typename Objective>
+Choice pick(const std::vector<Choice>& c, Feasible feasible, Objective objective) {
   double best = -1e300;
-  for (const Knobs& k : c) {
-    double t = m.throughput(k), e = m.energy(k);
-    if (!feasible(t, e, bound)) continue;
-    ok.push_back({k, t, e, true});
-    best = std::max(best, objective(t, e));
+  bool any = false;
+  for (const Choice& x : c)
+    if (feasible(x)) best = std::max(best, objective(x)), any = true;
+  const Choice* w = nullptr;
+  if (!any) return {};
+  for (const Choice& x : c) {
+    if (!feasible(x) || objective(x) < best - kTie * std::abs(best)) continue;
+    if (preferred(x, objective(x), w, w ? objective(*w) : 0)) w = &x;
   }
-  Choice out;
-  for (const Choice& x : ok) {
-    if (objective(x.mbps, x.j_per_gb) < best - kTie * std::abs(best)) continue;
-    if (!out.feasible || cost(x.knobs) < cost(out.knobs) ||
-        (cost(x.knobs) == cost(out.knobs) && objective(x.mbps, x.j_per_gb) > objective(out.mbps, out.j_per_gb)))
-      out = x;
+  Choice out = *w;
+  out.feasible = true;
+  return out;
+}
+
+// One of eq. 10 / 11 at every bound at once. `order` lists the candidates as
+// the bound admits them (eq. 10: by throughput, highest first, as the floor
+// falls; eq. 11: by energy, least first, as the ceiling rises); `gate` is
+// the figure the bound is compared with. After each group of equal gates
+// the winner is the answer for every bound up to the next gate: an entry is
+// written where the answer changes, with the bound at which it starts.
+template <typename Gate, typename Objective>
+std::vector<std::pair<double, Choice>> sweep(std::vector<Choice> order, Gate gate, Objective objective) {
+  std::vector<std::pair<double, Choice>> out;
+  double best = -1e300;
+  size_t winner = order.size();
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    for (; j < order.size() && gate(order[j]) == gate(order[i]); ++j) {
+      double o = objective(order[j]);
+      if (o > best) {
+        // A new best moves the window of equals: the winner is chosen again
+        // among everything admitted so far.
+        best = o, winner = order.size();
+        for (size_t k = 0; k <= j; ++k)
+          if (objective(order[k]) >= best - kTie * std::abs(best) &&
+              preferred(order[k], objective(order[k]), winner < order.size() ? &order[winner] : nullptr,
+                        winner < order.size() ? objective(order[winner]) : 0))
+            winner = k;
+      } else if (o >= best - kTie * std::abs(best) && preferred(order[j], o, &order[winner], objective(order[winner]))) {
+        winner = j;
+      }
+    }
+    if (out.empty() || !(out.back().second.knobs == order[winner].knobs)) out.push_back({gate(order[i]), order[winner]});
+    i = j;
   }
   return out;
 }
@@ -449,28 +529,44 @@ Choice pick(const StratumModel& m, const std::vector<Knobs>& c, bool (*feasible)
 }  // namespace
 
 Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla) {
-  Choice best = pick(
-      m, c, [](double t, double, double b) { return t >= b; }, [](double, double e) { return -e; }, t_sla);
+  std::vector<Choice> all = evaluate(m, c);
+  Choice best = pick(all, [&](const Choice& x) { return x.mbps >= t_sla; }, [](const Choice& x) { return -x.j_per_gb; });
   if (best.feasible) return best;
   Choice fallback;
-  for (const Knobs& k : c) {
-    double t = m.throughput(k), e = m.energy(k);
-    if (fallback.mbps == 0 || t > fallback.mbps) fallback = {k, t, e, false};
-  }
+  for (const Choice& x : all)
+    if (fallback.mbps == 0 || x.mbps > fallback.mbps) fallback = x, fallback.feasible = false;
   return fallback;
 }
 
 Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla) {
-  Choice best = pick(
-      m, c, [](double, double e, double b) { return e <= b; }, [](double t, double) { return t; }, e_sla);
+  std::vector<Choice> all = evaluate(m, c);
+  Choice best = pick(all, [&](const Choice& x) { return x.j_per_gb <= e_sla; }, [](const Choice& x) { return x.mbps; });
   if (best.feasible) return best;
   Choice fallback;
   bool any = false;
-  for (const Knobs& k : c) {
-    double t = m.throughput(k), e = m.energy(k);
-    if (!any || e < fallback.j_per_gb) fallback = {k, t, e, false}, any = true;
-  }
+  for (const Choice& x : all)
+    if (!any || x.j_per_gb < fallback.j_per_gb) fallback = x, fallback.feasible = false, any = true;
   return fallback;
+}
+
+std::vector<TableEntry> sla_entries(const StratumModel& m, const std::vector<Knobs>& c) {
+  std::vector<TableEntry> out;
+  std::vector<Choice> all = evaluate(m, c);
+  if (all.empty()) return out;
+  std::vector<Choice> by_t = all;
+  std::stable_sort(by_t.begin(), by_t.end(), [](const Choice& a, const Choice& b) { return a.mbps > b.mbps; });
+  double t_max = by_t.front().mbps;
+  auto floors = sweep(by_t, [](const Choice& x) { return x.mbps; }, [](const Choice& x) { return -x.j_per_gb; });
+  // Written as the floor falls; kept as it rises (choose() reads them so).
+  for (auto it = floors.rbegin(); it != floors.rend(); ++it)
+    out.push_back({"throughput", t_max > 0 ? it->first / t_max : 0, it->first, it->second});
+  if (!m.has_energy) return out;
+  std::vector<Choice> by_e = all;
+  std::stable_sort(by_e.begin(), by_e.end(), [](const Choice& a, const Choice& b) { return a.j_per_gb < b.j_per_gb; });
+  double e_min = by_e.front().j_per_gb;
+  for (auto& [bound, choice] : sweep(by_e, [](const Choice& x) { return x.j_per_gb; }, [](const Choice& x) { return x.mbps; }))
+    out.push_back({"energy", e_min > 0 ? bound / e_min : 0, bound, choice});
+  return out;
 }
 
 std::vector<Knobs> schedule_mixed(std::vector<Knobs> per_chunk, int max_channels) {

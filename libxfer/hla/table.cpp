@@ -1,6 +1,6 @@
 // The parameter table: the analysis's product, the online tuners' start.
 //
-// Format (JSON, version 1):
+// Format (JSON, version 2):
 //   { "format": "xferd-hla-table", "version": 1,
 //     "generated_unix": T, "history": "where it was learnt from", "rows_used": N,
 //     "strata": [ {
@@ -8,9 +8,10 @@
 //        "path":    {"link_mbps", "rtt_ms", "loss_pct"},           tier 1 (centroid)
 //        "dataset": {"files", "bytes", "size_mean", "size_sd"},     tier 2 (centroid)
 //        "ext_load": [lo, hi],                                      tier 3
+//        "load_mean": the mean load of its rows (-1: not known),
 //        "rows": N, "one_frequency": true,    (the cores surface is a curve)
 //        "rmse": {"throughput": [s1, s2, s3], "energy": [...], "throughput_rows", "energy_rows"},
-//        "entries": [ {"sla": "throughput" | "energy", "level", "bound",
+//        "entries": [ {"sla": "throughput" | "energy", "level", "bound",   (the steps of eq. 10 / 11)
 //                      "params": {"cc", "p", "pp", "cores", "freq_khz"},
 //                      "predicted": {"mbps", "j_per_gb"}, "feasible": bool} ] } ],
 //     "predictor": null | {...} }
@@ -75,6 +76,7 @@ json to_json(const ParamTable& t) {
                       {"path", {{"link_mbps", s.link_mbps}, {"rtt_ms", s.rtt_ms}, {"loss_pct", s.loss_pct}}},
                       {"dataset", {{"files", s.files}, {"bytes", s.bytes}, {"size_mean", s.size_mean}, {"size_sd", s.size_sd}}},
                       {"ext_load", {s.load_lo, s.load_hi}},
+                      {"load_mean", s.load_mean},
                       {"rows", s.rows},
                       {"one_frequency", s.one_frequency},
                       {"rmse",
@@ -122,6 +124,7 @@ ParamTable table_from_json(const json& j) {
     st.load_lo = load[0].get<double>(), st.load_hi = load[1].get<double>();
     if (!(st.load_lo >= 0 && st.load_lo <= st.load_hi && st.load_hi <= 1))
       throw TableError(at + ": 'ext_load' must be 0 <= low <= high <= 1");
+    st.load_mean = num(s, "load_mean", at, -1, 1);
     st.rows = size_t(num(s, "rows", at, 0, 1e15));
     st.one_frequency = member(s, "one_frequency", at, json::value_t::boolean).get<bool>();
     const json& rmse = member(s, "rmse", at, json::value_t::object);

@@ -93,7 +93,17 @@ hla::Query HlaTuner::query(size_t chunk, double ext_load) const {
   q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
   q.sla = goal_ == Goal::Energy ? "energy" : "throughput";
   q.level = goal_ == Goal::Energy ? 1.0 : (opts_.target_pct > 0 ? opts_.target_pct / 100 : 1.0);
+  // A floor or a ceiling is asked as what it is (the predictor's bound
+  // network), not as level 1 (the most throughput, or the least energy).
+  if ((goal_ == Goal::Throughput && sla_mbps_ > 0) || (goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0))
+    q.bound = asked_bound(chunk);
   return q;
+}
+
+double HlaTuner::asked_bound(size_t i) const {
+  double b = chunk_bound(i);
+  if (b <= 0 || worth_ <= 0) return b;
+  return goal_ == Goal::Throughput ? b * (1 + kMargin) / worth_ : b / (1 + kMargin) / worth_;
 }
 
 // The params of every chunk's current band (or the predictor's), scaled to
@@ -103,6 +113,8 @@ Params HlaTuner::from_table(const std::string& why) {
   const char* sla = goal_ == Goal::Energy ? "energy" : "throughput";
   std::vector<hla::Knobs> k(info_.chunks.size());
   std::vector<std::string> parts;
+  double predicted_mbps = 0, predicted_j = 0, predicted_w = 0;
+  bool unpredicted = false;
   std::vector<ChunkParams> base = tune::base_chunks(info_);
   for (size_t i = 0; i < info_.chunks.size(); ++i) {
     const ChunkPlan& c = info_.chunks[i];
@@ -111,7 +123,7 @@ Params HlaTuner::from_table(const std::string& why) {
       k[i] = {1, 1, 1, 0, 0};
       continue;
     }
-    double bound = chunk_bound(i);
+    double bound = asked_bound(i);
     if (!place.bands.empty()) {
       const hla::TableStratum& s = *place.bands[place.band];
       if (goal_ == Goal::Throughput && opts_.target_pct > 0) {
@@ -123,6 +135,9 @@ Params HlaTuner::from_table(const std::string& why) {
       const hla::TableEntry* e = hla::choose(s, sla, bound, met);
       if (e) {
         k[i] = e->choice.knobs;
+        predicted_mbps += e->choice.mbps;
+        double w = double(info_.chunks[i].bytes);
+        predicted_j += e->choice.j_per_gb * w, predicted_w += w;
         parts.push_back(fmt::format("{} chunk from {} ({} level {:g}{}: {}x{}x{}, {} cores, {:.0f} Mbit/s, {:.0f} J/GB{})",
                                     to_string(c.kind), s.id, e->sla, e->level,
                                     bound > 0 ? fmt::format(", bound {:.3g}", bound) : "", k[i].cc, k[i].p, k[i].pp,
@@ -130,7 +145,8 @@ Params HlaTuner::from_table(const std::string& why) {
         continue;
       }
     }
-    if (auto p = hla::predict(t, query(i, ref_load_ >= 0 ? ref_load_ : 0))) {
+    unpredicted = true;  // the predictor and the formulas say nothing of the throughput or energy
+    if (auto p = hla::predict(t, query(i, ref_load_))) {
       k[i] = *p;
       place.source = "predictor";
       parts.push_back(fmt::format("{} chunk not in the table: the predictor says {}x{}x{}, {} cores", to_string(c.kind),
@@ -160,6 +176,11 @@ Params HlaTuner::from_table(const std::string& why) {
   if (!kernel.empty()) parts.push_back("kernel: " + kernel);
   bool scaled_down = false;
   for (size_t i = 0; i < k.size(); ++i) scaled_down |= scaled[i].cc != k[i].cc;
+  predicted_ = unpredicted || scaled_down ? 0
+               : goal_ == Goal::Throughput ? predicted_mbps
+                                           : (predicted_w > 0 ? predicted_j / predicted_w : 0);
+  ratios_.clear();
+  table_chunks_ = p.chunks;
   std::string list;
   for (const std::string& s : parts) list += (list.empty() ? "" : "; ") + s;
   p.reason = fmt::format("{}: {}{}", why, list,
@@ -229,6 +250,29 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     log::warn("{}: no energy figures; surfaces change on external load alone", name());
     warned_no_energy_ = true;
   }
+  // The first load measured places every chunk on the band that holds it:
+  // a job that starts under heavy load starts on the heavy band's
+  // surfaces (not a switch: nothing was tuned on the light one).
+  std::optional<double> interval_jpg;
+  if (energy && obs.bytes_interval > 0) interval_jpg = *energy / (double(obs.bytes_interval) / 1e9);
+  if (!placed_ && load) {
+    placed_ = true;
+    bool moved = false;
+    for (ChunkPlace& c : places_) {
+      if (c.bands.empty()) continue;
+      size_t want = 0;
+      for (size_t i = 0; i < c.bands.size(); ++i)
+        if (*load >= c.bands[i]->load_lo) want = i;
+      if (want != c.band) c.band = want, c.source = "table " + c.bands[want]->id, moved = true;
+    }
+    if (moved) {
+      events_.push_back({{"interval", intervals_}, {"event", "placed on the band of the measured load"}, {"ext_load", *load}});
+      new_references(*load);
+      worth_ = 0;
+      return from_table(fmt::format("{}: external load {:.2f} measured: the surfaces of the band that holds it", name(),
+                                    *load));
+    }
+  }
   // The references: measured on the first interval at the current band's
   // params ("pastE_pred", "T_last" and "refExtNet" of the algorithms). A
   // change is judged against them, not against the interval before, which
@@ -236,7 +280,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (ref_mbps_ <= 0) {
     ref_mbps_ = mbps, ref_pred_ = proj;
     if (load) ref_load_ = *load;
-    return switches_ >= kMaxSwitches ? fine_tune(obs, proj) : std::nullopt;
+    return adjust(obs, mbps, interval_jpg, proj);
   }
   if (load && ref_load_ < 0) ref_load_ = *load;
   bool worse_now = goal_ == Goal::Throughput
@@ -248,11 +292,13 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   bool worse = worse_now || worse_for_ > 0;
   if (worse_for_ > 0) --worse_for_;
 
-  if (switches_ >= kMaxSwitches) return fine_tune(obs, proj);
-  if (!load || ref_load_ < 0) return std::nullopt;
+  if (switches_ >= kMaxSwitches || !load || ref_load_ < 0) return adjust(obs, mbps, interval_jpg, proj);
+  // The last reading says the load rose and the median has not caught up:
+  // Algorithm 2's band switch is coming; no adjustment on this surface meanwhile.
+  bool rising = !loads_.empty() && loads_.back() > (1 + kBeta) * ref_load_ && loads_.back() - ref_load_ > kLoadStep;
   bool up = worse && *load > (1 + kBeta) * ref_load_ && *load - ref_load_ > kLoadStep;
   bool down = !worse && *load < (1 - kAlpha) * ref_load_ && ref_load_ - *load > kLoadStep;
-  if (!up && !down) return std::nullopt;
+  if (!up && !down) return rising ? std::nullopt : adjust(obs, mbps, interval_jpg, proj);
   // "The surface closest to the current measured external load": the band
   // that holds it, above (or below) the one in use.
   bool moved = false;
@@ -263,7 +309,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
       if (*load >= c.bands[i]->load_lo) want = i;
     if ((up && want > c.band) || (down && want < c.band)) c.band = want, moved = true;
   }
-  if (!moved) return std::nullopt;
+  if (!moved) return rising ? std::nullopt : adjust(obs, mbps, interval_jpg, proj);
   ++switches_;
   std::string why = fmt::format(
       "{}: switch {} of {}: external load {:.2f} against {:.2f} when the band was taken, {}; the {}-load surfaces", name(),
@@ -277,6 +323,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
                      {"ext_load", *load}, {"ref_load", ref_load_}});
   log::info("{}", why);
   new_references(*load);
+  worth_ = 0;  // a new surface: what the last one's predictions were worth says nothing of it
   return from_table(why);
 }
 
@@ -284,6 +331,56 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
 void HlaTuner::new_references(double load) {
   ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = load, worse_for_ = 0;
   recent_bps_.clear(), recent_w_.clear();
+}
+
+std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, std::optional<double> jpg, double proj) {
+  bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
+  bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
+  if (!floor && !ceiling) return std::nullopt;
+  if (ceiling && !jpg) return std::nullopt;
+  double bound = floor ? sla_mbps_ : opts_.energy_budget_j_per_gb;
+  double measured = floor ? mbps : *jpg;
+  bool breach = floor ? measured < bound : measured > bound;
+  if (predicted_ > 0) push_window(ratios_, measured / predicted_, 2);
+  // Slack: past the noise of one interval to the next (kTrim), over two
+  // intervals running.
+  bool slack = ratios_.size() >= 2 &&
+               (floor ? measured > (1 + kTrim) * (1 + kMargin) * bound : measured < bound / (1 + kMargin) / (1 + kTrim));
+  if (!breach && !slack) return std::nullopt;
+  // Nothing the table said to compare with (the predictor's, the
+  // formulas', or scaled to the channel limit): channels one at a time.
+  if (predicted_ <= 0 || ratios_.empty()) return breach ? fine_tune(obs, floor ? 0 : proj) : std::nullopt;
+  // What the predictions are worth on this path: a breach takes this
+  // interval's word; slack the more careful of the last two; and it only
+  // ever gets more careful (a setting that missed once is not tried again).
+  double r = breach ? ratios_.back()
+                    : (floor ? *std::min_element(ratios_.begin(), ratios_.end())
+                             : *std::max_element(ratios_.begin(), ratios_.end()));
+  double w = worth_ > 0 ? (floor ? std::min(worth_, r) : std::max(worth_, r)) : r;
+  if (!breach && w == worth_) return std::nullopt;
+  worth_ = w;
+  Params before = current_;
+  std::vector<ChunkParams> last_table = table_chunks_;
+  double before_pred = predicted_;
+  std::string why = fmt::format(
+      "{}: {} {} with flat load: the surfaces' predictions are worth {:.2f} of what this path gives; asked again at {}",
+      name(), floor ? fmt::format("{:.1f} Mbit/s against a floor of {:.1f}", measured, bound)
+                    : fmt::format("{:.0f} J/GB against a ceiling of {:.0f}", measured, bound),
+      breach ? "(missed)" : "(slack)", worth_,
+      floor ? fmt::format("{:.1f} Mbit/s", bound * (1 + kMargin) / worth_)
+            : fmt::format("{:.0f} J/GB", bound / (1 + kMargin) / worth_));
+  Params next = from_table(why);
+  if (next.chunks == last_table) {
+    // The table has nothing else at this bound: keep what runs (it may be
+    // fine-tuned already) and, when missed, a channel more (or fewer).
+    current_ = before, table_chunks_ = last_table, predicted_ = before_pred;
+    return breach ? fine_tune(obs, floor ? 0 : proj) : std::nullopt;
+  }
+  ++adjustments_;
+  events_.push_back({{"interval", intervals_}, {"event", breach ? "missed: asked again" : "slack: asked again"},
+                     {"worth", worth_}});
+  log::info("{}", why);
+  return next;
 }
 
 std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
@@ -332,6 +429,7 @@ nlohmann::json HlaTuner::summary() const {
   }
   j["switches"] = switches_;
   j["fine_steps"] = fine_steps_;
+  j["adjustments"] = adjustments_;
   j["events"] = events_;
   if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;
   else j["ceiling_j_per_gb"] = opts_.energy_budget_j_per_gb;

@@ -36,6 +36,14 @@ class HlaTuner : public Tuner {
   static constexpr double kLoadStep = 0.15;
   static constexpr int kMaxSwitches = 3;  // "done at a maximum of three times"
   static constexpr int kLoadWindow = 3;   // intervals whose median load is compared (one spike is not a change)
+  // The heuristic adjustment on the surface in use ("afterwards, if
+  // necessary, adjust heuristically", §III-D): a floor (ceiling) missed
+  // with flat load is asked of the table again at bound x (1 + kMargin)
+  // over (under) what the surfaces' predictions turned out to be worth on
+  // this path; throughput above a floor by more than kTrim (J/GB under a
+  // ceiling) asks again for a cheaper setting (more throughput).
+  static constexpr double kMargin = 0.1;
+  static constexpr double kTrim = 0.25;
 
   HlaTuner(Goal goal, const TunerOptions& o);
   ~HlaTuner() override;
@@ -60,6 +68,11 @@ class HlaTuner : public Tuner {
   // The chunk as the parameter cache and the predictor are asked about it.
   hla::Query query(size_t chunk, double ext_load) const;
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
+  // The heuristic adjustment on the current surface (kMargin, kTrim).
+  std::optional<Params> adjust(const Observation& obs, double mbps, std::optional<double> j_per_gb, double proj);
+  // The bound a chunk is asked at: its share of the SLA, corrected by what
+  // the surfaces' predictions were worth (worth_).
+  double asked_bound(size_t i) const;
   double chunk_bound(size_t i) const;
   void new_references(double load);
 
@@ -81,7 +94,17 @@ class HlaTuner : public Tuner {
   bool warned_no_energy_ = false;
   double joules_ = 0, seconds_ = 0;
   uint64_t bytes_ = 0;
-  int switches_ = 0, intervals_ = 0, fine_steps_ = 0;
+  int switches_ = 0, intervals_ = 0, fine_steps_ = 0, adjustments_ = 0;
+  // The first load measured places the chunks on the band that holds it
+  // ("start with the light external network load surface" until then).
+  bool placed_ = false;
+  // What the table predicted for the params in use (the chunks' sum:
+  // Mbit/s, or J/GB weighted by bytes; 0: nothing to compare with), what
+  // measuring found the predictions worth (measured / predicted; 0: not
+  // yet), and the last ratios measured.
+  double predicted_ = 0, worth_ = 0;
+  std::vector<double> ratios_;
+  std::vector<ChunkParams> table_chunks_;  // what the table last answered (before any fine-tuning)
   nlohmann::json events_ = nlohmann::json::array();
 };
 

@@ -64,7 +64,18 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   ASSERT_GE(t.strata.size(), 1u);
   for (const auto& s : t.strata) {
     EXPECT_GE(s.rows, 6u);
-    EXPECT_EQ(s.entries.size(), xfer::hla::kThroughputLevels.size() + xfer::hla::kEnergyLevels.size()) << s.id;
+    // eq. 10's and eq. 11's steps: at least the most throughput and the
+    // least energy, rising with their bounds.
+    size_t floors = 0, ceilings = 0;
+    double last_floor = -1, last_ceiling = -1;
+    for (const auto& e : s.entries) {
+      double& last = e.sla == "throughput" ? last_floor : last_ceiling;
+      EXPECT_GT(e.bound, last) << s.id;
+      last = e.bound;
+      (e.sla == "throughput" ? floors : ceilings) += 1;
+    }
+    EXPECT_GE(floors, 1u) << s.id;
+    EXPECT_GE(ceilings, 1u) << s.id;
   }
   EXPECT_TRUE(t.predictor.is_object());
   size_t svgs = 0;
@@ -134,7 +145,7 @@ TEST(HlaTool, BadInputIsRefusedWithTheReasonAndNothingHalfWritten) {
     EXPECT_FALSE(fs::exists(out + ".tmp")) << c.args;
   }
   // A table of another version, or not a table: xferctl refuses before fetching anything.
-  std::string v2 = write_table(work, 2);
+  std::string v1 = write_table(work, 1);
   fs::create_directory(work + "/in");
   std::ofstream(work + "/m") << "http://127.0.0.1:9/x 10\n";
   Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + v2);

@@ -61,12 +61,13 @@ JobInfo job() {
 // leaves; 20 W plus 2 W a channel.
 struct Sim {
   double load = 0.05;
+  double link = 100, per_channel = 40;
   uint64_t done = 0;
   int interval = 0;
   Observation step(const Params& p, bool changed) {
     Observation o;
     int cc = p.chunks[0].cc;
-    double mbps = std::min(100 * (1 - load), 40.0 * cc);
+    double mbps = std::min(link * (1 - load), per_channel * cc);
     o.interval_s = 1, o.t_s = ++interval;
     o.throughput_bps = mbps * 1e6;
     o.bytes_interval = uint64_t(mbps * 1e6 / 8);
@@ -127,8 +128,12 @@ TEST(HlaTuner, ThroughputFollowsTheLoadBandsAndSwitchesAtMostThreeTimes) {
   EXPECT_NE(r.p.reason.find("P1/D1/L1"), std::string::npos) << r.p.reason;
   EXPECT_EQ(r.p.cores, 0) << "no kernel caps in this job: cores are left alone";
   EXPECT_EQ(r.at(0.05, 5), 2);
-  // The load jumps to 0.6: under the floor, load up -> the band holding 0.6.
-  EXPECT_EQ(r.at(0.6, 6), 8);
+  // The load jumps to 0.6: under the floor, load up -> the band holding 0.6
+  // (cc 8). The load leaves 40 Mbit/s, under the floor whatever the
+  // channels: the table has nothing more, so channels are added one at a
+  // time (the heuristic adjustment), not waiting for the switches to run out.
+  EXPECT_GE(r.at(0.6, 6), 8);
+  EXPECT_NE(r.p.reason.find("fine-tuning"), std::string::npos) << r.p.reason;
   // Down to 0.3: throughput up, load down -> the middle band.
   EXPECT_EQ(r.at(0.3, 6), 4);
   // Down to 0.05: the light band; the third switch.
@@ -277,4 +282,84 @@ TEST(HlaTuner, AStratumWithoutEnergyFiguresAnswersEnergyWithItsCheapestLevel) {
   ASSERT_NE(e, nullptr);
   EXPECT_FALSE(met);
   EXPECT_DOUBLE_EQ(e->level, 1.0);
+}
+
+namespace {
+
+// One band whose surfaces say 40 Mbit/s a channel (eq. 10's steps: cc k
+// from 40 (k - 1) to 40 k Mbit/s), J/GB rising with the channels.
+std::shared_ptr<const hla::ParamTable> steps_table() {
+  auto t = std::make_shared<hla::ParamTable>(*table());
+  t->strata.resize(1);
+  hla::TableStratum& s = t->strata[0];
+  s.load_lo = 0, s.load_hi = 1;
+  s.entries.clear();
+  for (int cc = 1; cc <= 16; ++cc) {
+    hla::TableEntry e{"throughput", cc / 16.0, 40.0 * cc, {}};
+    e.choice = {{cc, 1, 1, 1, 0}, 40.0 * cc, 100 + 10.0 * cc, true};
+    s.entries.push_back(e);
+    s.entries.push_back({"energy", (100 + 10.0 * cc) / 110, 100 + 10.0 * cc, e.choice});
+  }
+  return t;
+}
+
+SimJob on_steps(TunerOptions o, double per_channel) {
+  o.hla_table = steps_table();
+  JobInfo info = job();
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.sim.link = 1000, r.sim.per_channel = per_channel;
+  r.p = r.tuner->init(info);
+  return r;
+}
+
+}  // namespace
+
+TEST(HlaTuner, AFloorMissedWithFlatLoadIsCorrectedWithinTwoIntervals) {
+  // The surfaces promise 40 Mbit/s a channel; this path gives 20. A floor of
+  // 100: the table's answer is cc 3 (120 predicted, 60 measured). The load
+  // stays flat, so Algorithm 2 alone would never move; the adjustment asks
+  // the table again at the floor over what its predictions are worth here.
+  SimJob r = on_steps(floor_of(100), 20);
+  EXPECT_EQ(r.p.chunks[0].cc, 3) << r.p.reason;
+  r.at(0.05, 1);  // the start's settling interval
+  r.at(0.05, 1);  // measured: 60 Mbit/s, under the floor
+  r.at(0.05, 1);  // the change settles
+  Observation o = r.sim.step(r.p, false);
+  EXPECT_GE(o.throughput_bps / 1e6, 100) << r.p.reason;
+  EXPECT_LE(o.throughput_bps / 1e6, 100 * 1.3) << r.p.reason;
+  EXPECT_EQ(r.tuner->summary()["switches"], 0);
+  EXPECT_EQ(r.tuner->summary()["adjustments"], 1);
+  // And it stays there.
+  EXPECT_EQ(r.at(0.05, 8), r.p.chunks[0].cc);
+  EXPECT_EQ(r.tuner->summary()["adjustments"], 1);
+}
+
+TEST(HlaTuner, ThroughputFarAboveTheFloorIsTrimmed) {
+  // This path gives 80 Mbit/s a channel where the surfaces say 40: cc 3 for
+  // a floor of 100 moves 240. Least energy at T >= T_sla: after two
+  // intervals that say so, the table is asked again, for cc 2 (160).
+  SimJob r = on_steps(floor_of(100), 80);
+  EXPECT_EQ(r.p.chunks[0].cc, 3) << r.p.reason;
+  EXPECT_EQ(r.at(0.05, 4), 2) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("(slack)"), std::string::npos) << r.p.reason;
+  // Never below the floor, and no back and forth.
+  for (int i = 0; i < 10; ++i) {
+    Observation o = r.sim.step(r.p, false);
+    EXPECT_GE(o.throughput_bps / 1e6, 100);
+    EXPECT_FALSE(r.tuner->decide(o).has_value()) << i;
+  }
+}
+
+TEST(HlaTuner, AJobStartingUnderHeavyLoadStartsOnTheHeavyBand) {
+  // No load is known at the start: the light band (cc 2). The first load
+  // measured (0.6) is the heavy band's: the job moves there at once, and it
+  // is not one of the three switches.
+  SimJob r = started("hla-throughput", floor_of(30));
+  EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+  EXPECT_EQ(r.at(0.6, 2), 8) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("P1/D1/L3"), std::string::npos) << r.p.reason;
+  EXPECT_EQ(r.tuner->summary()["switches"], 0);
+  // hla-energy likewise.
+  SimJob e = started("hla-energy", {});
+  EXPECT_EQ(e.at(0.6, 2), 8) << e.p.reason;
 }

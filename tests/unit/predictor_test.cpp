@@ -33,8 +33,10 @@ ParamTable known_table() {
     s.id = "P" + std::to_string(i + 1) + "/D1/L1";
     s.link_mbps = 1000, s.rtt_ms = kRtts[i];
     s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
-    for (double level : kThroughputLevels) s.entries.push_back({"throughput", level, 0, {optimum(kRtts[i], "throughput", level)}});
-    for (double level : {1.1, 1.25, 1.5}) s.entries.push_back({"energy", level, 0, {optimum(kRtts[i], "energy", level)}});
+    for (double level : kThroughputLevels)
+      s.entries.push_back({"throughput", level, level * 1000, {optimum(kRtts[i], "throughput", level), level * 1000, 0, true}});
+    for (double level : {1.1, 1.25, 1.5})
+      s.entries.push_back({"energy", level, level * 300, {optimum(kRtts[i], "energy", level), 0, level * 300, true}});
     t.strata.push_back(s);
   }
   return t;
@@ -61,7 +63,9 @@ TEST(Predictor, AForestOnAKnownFunctionRecoversItsOptimumWithinOneLevel) {
   ParamTable t = known_table();
   PredictorReport r = train_predictor(t, {}, sweep_levels(), 5);
   ASSERT_TRUE(t.predictor.is_object());
-  EXPECT_EQ(r.train_cases, kRtts.size() * (kThroughputLevels.size() + 3));
+  // Level cases: the two ladders; bound cases: eleven floors (shares of the
+  // link rate) and the energy ladder's ceilings.
+  EXPECT_EQ(r.train_cases, kRtts.size() * (kThroughputLevels.size() + kEnergyLevels.size()) + kRtts.size() * (11 + 5));
   // Leaving each path out in turn, its optima are recovered from the others
   // (the ends are extrapolations: one level off at most).
   EXPECT_GE(r.accuracy, 0.9) << r.test_cases << " held-out cases";
@@ -100,4 +104,69 @@ TEST(Predictor, ATableWithoutOneAnswersNothing) {
   EXPECT_FALSE(predict(t, q).has_value());
   t.predictor = {{"forests", {{"cc", "not a forest"}}}};
   EXPECT_FALSE(predict(t, q).has_value()) << "a damaged predictor is a miss, not a crash";
+}
+
+namespace {
+
+// A known path: each channel moves 1000 / RTT(ms) Mbit/s, up to the 1000
+// Mbit/s link; J/GB grows with the channels. The table holds eq. 10's and
+// eq. 11's exact steps for it: the least cc that reaches each floor.
+double rate(int cc, double rtt_ms) { return std::min(1000.0, cc * 1000 / rtt_ms); }
+
+ParamTable path_table() {
+  ParamTable t;
+  for (size_t i = 0; i < kRtts.size(); ++i) {
+    TableStratum s;
+    s.id = "P" + std::to_string(i + 1) + "/D1/L1";
+    s.link_mbps = 1000, s.rtt_ms = kRtts[i];
+    s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
+    int most = int(std::ceil(kRtts[i]));  // the first cc at the link rate
+    for (int cc = 1; cc <= std::min(most, 256); ++cc) {
+      Knobs k{cc, 1, 1, 1, 0};
+      double t = rate(cc, kRtts[i]);
+      s.entries.push_back({"throughput", t / 1000, t, {k, t, 100.0 + cc, true}});
+      s.entries.push_back({"energy", (100.0 + cc) / 101, 100.0 + cc, {k, t, 100.0 + cc, true}});
+    }
+    t.strata.push_back(s);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(Predictor, AnAbsoluteFloorIsServedBySettingsThatMeetIt) {
+  // A floor in Mbit/s reaches the bound network: the channels that meet it
+  // on a path the table lacks, not the most throughput (the level-1 answer,
+  // what a floor was served as before: 12 to 226 channels here).
+  ParamTable t = path_table();
+  train_predictor(t, {}, sweep_levels(), 3);
+  ASSERT_TRUE(t.predictor.contains("bound_network"));
+  int met = 0, asked = 0;
+  for (double rtt : {7.0, 28.0, 56.0, 113.0})
+    for (double floor : {100.0, 200.0, 400.0}) {
+      Query q;
+      q.link_mbps = 1000, q.rtt_ms = rtt, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
+      q.sla = "throughput", q.bound = floor;
+      std::optional<Knobs> k = predict(t, q);
+      ASSERT_TRUE(k.has_value());
+      double got = rate(k->cc, rtt);
+      int least = int(std::ceil(floor * rtt / 1000));
+      SCOPED_TRACE(::testing::Message() << "rtt " << rtt << ", floor " << floor << ": cc " << k->cc << " (least " << least
+                                        << "), " << got << " Mbit/s");
+      EXPECT_GE(got, 0.9 * floor);
+      EXPECT_LE(k->cc, std::max(least + 1, int(std::ceil(1.5 * least))));
+      met += got >= floor;
+      ++asked;
+    }
+  EXPECT_GE(met, asked * 3 / 4);
+  // The same path asked by level still gets the level's answer: level 1,
+  // the most throughput.
+  Query q;
+  q.link_mbps = 1000, q.rtt_ms = 56, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
+  q.sla = "throughput", q.level = 1.0;
+  EXPECT_GE(rate(predict(t, q)->cc, 56), 600);
+  // The same history, the same network.
+  ParamTable again = path_table();
+  train_predictor(again, {}, sweep_levels(), 3);
+  EXPECT_EQ(again.predictor["bound_network"], t.predictor["bound_network"]);
 }

@@ -76,16 +76,25 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              "cores\n",
              below, surfaces);
   fmt::print("\nStep 4, SLA optima (eq. 10 at 90% of the best throughput; eq. 11 at 1.25x the least energy):\n");
-  for (const TableStratum& s : a.table.strata)
-    for (const TableEntry& e : s.entries)
-      if ((e.sla == "throughput" && e.level == 0.9) || (e.sla == "energy" && e.level == 1.25))
-        fmt::print("  {:<12} {:<10} cc {:>3}, p {}, pp {:>2}, cores {}  -> {:>7.1f} Mbit/s, {:>8.1f} J/GB{}\n", s.id, e.sla,
-                   e.choice.knobs.cc, e.choice.knobs.p, e.choice.knobs.pp, e.choice.knobs.cores, e.choice.mbps,
-                   e.choice.j_per_gb, e.choice.feasible ? "" : "  (infeasible: the closest)");
+  for (const TableStratum& s : a.table.strata) {
+    size_t floors = 0, ceilings = 0;
+    for (const TableEntry& e : s.entries) (e.sla == "throughput" ? floors : ceilings) += 1;
+    for (auto [sla, level] : {std::pair<const char*, double>{"throughput", 0.9}, {"energy", 1.25}}) {
+      bool met = false;
+      const TableEntry* e = choose_level(s, sla, level, met);
+      if (!e || e->sla != sla) continue;
+      fmt::print("  {:<12} {:<10} cc {:>3}, p {}, pp {:>2}, cores {}  -> {:>7.1f} Mbit/s, {:>8.1f} J/GB{}\n", s.id, e->sla,
+                 e->choice.knobs.cc, e->choice.knobs.p, e->choice.knobs.pp, e->choice.knobs.cores, e->choice.mbps,
+                 e->choice.j_per_gb, met ? "" : "  (out of reach: the closest)");
+    }
+    fmt::print("  {:<12} {} steps of eq. 10 (floors), {} of eq. 11 (ceilings), solved over the surfaces' samples\n", s.id,
+               floors, ceilings);
+  }
   const PredictorReport& p = a.predictor;
   fmt::print("\nFastHLA predictor (decision forests, leaving one stratum out): {:.1f}% of {} cases with every "
              "parameter within one level of the table's optimum; R2 {:.3f} of the throughput the predicted "
-             "parameters reach against the optimum's (eq. 12, {} cases)\n",
+             "parameters reach against the optimum's ({} cases; the standard R2 = 1 - sum (y - f)^2 / sum (y - mean y)^2: "
+             "FastHLA's eq. 12 as printed, 1 - sum (y - mean y)^2 / sum (f - mean y)^2, has the terms the wrong way round)\n",
              100 * p.accuracy, p.test_cases, p.r2, p.r2_rows);
   if (a.table.strata.empty()) {
     fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);

@@ -193,9 +193,13 @@ struct Choice {
   double mbps = 0, j_per_gb = 0;
   bool feasible = false;
 };
-// Candidates: every level the history has for each parameter, plus the
-// surfaces' interior extrema rounded to whole values; those predicted below
-// t_floor are left out (unless that leaves none).
+// Candidates: every whole value of cc, p, pp and cores between the least and
+// the greatest the history has (evenly spread in the surfaces' coordinate
+// when there are more than fit in kMaxCandidates settings), the history's
+// own levels and frequencies, and the surfaces' interior extrema rounded to
+// whole values; those predicted below t_floor are left out (unless that
+// leaves none).
+constexpr size_t kMaxCandidates = 60000;
 std::vector<Knobs> candidates(const StratumModel& m);
 // eq. 10: least energy with throughput >= t_sla; eq. 11: most throughput
 // with energy <= e_sla. Settings whose objective is within kTie of the best
@@ -206,10 +210,12 @@ std::vector<Knobs> candidates(const StratumModel& m);
 constexpr double kTie = 0.05;
 Choice least_energy(const StratumModel& m, const std::vector<Knobs>& c, double t_sla_mbps);
 Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, double e_sla_j_per_gb);
+// The candidates with their predicted throughput and energy.
+std::vector<Choice> evaluate(const StratumModel& m, const std::vector<Knobs>& c);
 
 // ---- the parameter table ----------------------------------------------------------
 
-constexpr int kTableVersion = 1;
+constexpr int kTableVersion = 2;  // 2: entries at every step of eq. 10 / 11; load_mean; two predictors
 constexpr const char* kTableFormat = "xferd-hla-table";
 
 class TableError : public std::runtime_error {
@@ -218,16 +224,29 @@ class TableError : public std::runtime_error {
 };
 
 struct TableEntry {
-  std::string sla;       // "throughput" (eq. 10: least energy at >= level x max) | "energy" (eq. 11)
-  double level = 0;      // the share of the stratum's best throughput, or the multiple of its least energy
+  std::string sla;       // "throughput" (eq. 10: least energy at T >= bound) | "energy" (eq. 11: most T at E <= bound)
+  double level = 0;      // the bound as a share of the stratum's best throughput, or a multiple of its least energy
   double bound = 0;      // the SLA in absolute terms: Mbit/s, or J/GB
   Choice choice;
 };
+// eq. 10 and eq. 11 solved at every bound at once: the answer of each is a
+// step function of its bound (it changes only where the bound passes a
+// candidate's predicted throughput, or energy), and these are its steps.
+// "throughput" entries rise with the floor: each answers every floor above
+// the previous entry's bound up to its own (choose() takes the first whose
+// bound reaches the floor), as least_energy() would; "energy" entries rise
+// with the ceiling: each answers every ceiling from its bound up to the
+// next's, as most_throughput() would. level: the bound over the stratum's
+// best throughput, or over its least energy.
+struct StratumModel;
+std::vector<TableEntry> sla_entries(const StratumModel& m, const std::vector<Knobs>& c);
+
 struct TableStratum {
   std::string id;
   double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;
   double load_lo = 0, load_hi = 1;
+  double load_mean = -1;  // the mean external load of its rows (-1: not known; the band's middle)
   size_t rows = 0;
   bool one_frequency = true;
   std::array<double, 3> rmse_t{}, rmse_e{};
@@ -266,9 +285,11 @@ struct PredictorReport {
   double r2 = 0;         // FastHLA eq. 12: throughput of the predicted params against the optimum's
   size_t r2_rows = 0;    // the cases behind it
 };
-// Trains on the table's entries (inputs: path, load, dataset, SLA kind and
-// level; outputs: the params) decision forests (ALGLIB dfbuilder), one per
-// parameter. Judged leaving one stratum out: each stratum's cases answered
+// Trains decision forests (ALGLIB dfbuilder), one per parameter, on the
+// table's answers (inputs: path, the stratum's mean load, dataset, SLA kind
+// and the SLA; outputs: the params), twice: with the SLA as a level of the
+// ladders (kThroughputLevels, kEnergyLevels) and as an absolute bound (floors
+// at shares of the link rate, ceilings in J/GB). Judged leaving one stratum out: each stratum's cases answered
 // by forests that never saw it; a case is accurate when every parameter is
 // within one of the history's levels (the samples') of the table's optimum;
 // R² compares the throughput the predicted params reach on the held-out
@@ -278,12 +299,15 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                                 uint64_t seed = 1);
 
 struct Query {
-  double link_mbps = 0, rtt_ms = 0, loss_pct = 0, ext_load = 0;
+  double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
+  double ext_load = 0;  // < 0: not measured yet (the predictor takes its strata's median)
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;
   std::string sla = "throughput";
-  double level = 0.9;
+  double level = 0.9;  // the SLA as a level (bound == 0)
+  double bound = 0;    // or as an absolute floor (Mbit/s) or ceiling (J/GB): the bound forests
 };
-// From the table's predictor; nullopt when the table has none.
+// From the table's predictor; nullopt when the table has none (or none for
+// the way the SLA is asked).
 std::optional<Knobs> predict(const ParamTable& t, const Query& q);
 
 // ---- FastHLA's parameter cache: the table's strata for a job ------------------
@@ -310,6 +334,11 @@ std::optional<CacheHit> lookup(const ParamTable& t, const Query& q);
 // stratum without energy figures answers "energy" with its lowest
 // throughput level (the cheapest), met = false.
 const TableEntry* choose(const TableStratum& s, const std::string& sla, double bound, bool& met);
+
+// The entry for an SLA given as a share of the stratum's best throughput
+// ("throughput", level 0.9: the least energy at >= 90% of the most), or a
+// multiple of its least energy ("energy", 1.25): choose() at that bound.
+const TableEntry* choose_level(const TableStratum& s, const std::string& sla, double level, bool& met);
 
 // FastHLA Algorithm 1: per-chunk optima scaled down (cc) when their sum
 // passes the channel limit.
