@@ -148,9 +148,9 @@ TEST(HlaTool, BadInputIsRefusedWithTheReasonAndNothingHalfWritten) {
   std::string v1 = write_table(work, 1);
   fs::create_directory(work + "/in");
   std::ofstream(work + "/m") << "http://127.0.0.1:9/x 10\n";
-  Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + v2);
+  Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + v1);
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("a parameter table of version 2; this program reads version 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a parameter table of version 1; this program reads version 2"), std::string::npos) << r.out;
   std::ofstream(work + "/junk.json") << "{\"format\": 3}";
   r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + work + "/junk.json");
   EXPECT_EQ(r.status, 2) << r.out;
