@@ -307,6 +307,7 @@ void Service::open_history(const std::string& state_dir) {
 xfer::OptionLayers Service::layers(const Policy& p, const nlohmann::json& options) const {
   xfer::OptionLayers l;
   l.global = cfg.values;
+  l.global_bandwidth_configured = cfg.configured("bandwidth_mbps");
   l.policy = p.values;
   l.job = options;
   l.job_scope = xfer::kJob;

@@ -222,9 +222,18 @@ IntervalRecord ControlLoop::observe() {
       add_energy(s);
       o.energy_source = energy_source_;
     }
+    // External load is a share of the link: the configured rate, else the
+    // most the interfaces were seen to receive (at least what this
+    // interval's own and external bytes came to).
     double link_bps = job_.options().bandwidth_mbps * 1e6;
-    if (s.external_bytes && link_bps > 0)
+    if (!job_.options().bandwidth_configured && s.external_bytes) {
+      double now_bps = o.throughput_bps + double(*s.external_bytes) * 8 / dt;
+      link_bps = std::max(s.link_bps.value_or(0), now_bps);
+    }
+    if (s.external_bytes && link_bps > 0) {
+      o.link_bps = link_bps;
       o.ext_load = std::clamp(double(*s.external_bytes) * 8 / dt / link_bps, 0.0, 1.0);
+    }
     o.cpu_pct = s.cpu_pct;
   }
   if (KernelLayer* k = parts_.kernel) {

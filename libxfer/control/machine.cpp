@@ -17,7 +17,8 @@ constexpr double kHeaderAllowance = 1.05;
 Machine::Machine(Sources s) : src_(std::move(s)) {
   last_ns_ = monotonic_ns();
   if (src_.meter) src_.meter->sample();  // the first sample starts the meter's clock
-  if (src_.interface_rx_bytes) last_iface_ = src_.interface_rx_bytes();
+  if (src_.interface_rx_bytes) last_iface_ = window_iface_ = src_.interface_rx_bytes();
+  window_ns_ = last_ns_;
   if (src_.cpu_pct) src_.cpu_pct();
 }
 
@@ -45,6 +46,12 @@ void Machine::sample() {
     double other = iface >= last_iface_ ? double(iface - last_iface_) - double(sum) * kHeaderAllowance : 0;
     external = other > 0 ? uint64_t(other) : 0;
     last_iface_ = iface;
+    double window_s = double(now - window_ns_) / 1e9;
+    if (window_s >= kLinkWindowS) {
+      if (iface >= window_iface_)
+        link_peak_bps_ = std::max(link_peak_bps_, double(iface - window_iface_) * 8 / window_s);
+      window_ns_ = now, window_iface_ = iface;
+    }
   }
   if (joules && !members_.empty()) joules_shared_ += *joules;
   for (auto& [id, m] : members_) {
@@ -78,6 +85,7 @@ Machine::Share Machine::take(uint32_t job) {
   Member& m = it->second;
   if (src_.meter) s.joules = m.joules, s.dynamic_joules = m.dynamic_joules;
   if (src_.interface_rx_bytes) s.external_bytes = m.external;
+  if (link_peak_bps_ > 0) s.link_bps = link_peak_bps_;
   if (m.cpu_s > 0) s.cpu_pct = m.cpu_weighted / m.cpu_s;
   m.joules = m.dynamic_joules = 0;
   m.external = 0;

@@ -405,6 +405,8 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.wake_batch_ms = long(i("wake_batch_ms"));
   e.direct_io = m["direct_io"].get<std::string>() == "on";
   e.bandwidth_mbps = d("bandwidth_mbps");
+  e.bandwidth_configured = layers.global_bandwidth_configured || layers.policy.contains("bandwidth_mbps") ||
+                           layers.job.contains("bandwidth_mbps");
   e.rtt_ms = d("rtt_ms");
   e.loss_pct = d("loss_pct", -1);
   e.max_channels = int(i("max_channels"));

@@ -185,6 +185,7 @@ void Job::Impl::begin_transfer() {
   if (rtt_s <= 0) rtt_s = 1e-4;
   info.rtt_s = rtt_s;
   info.bandwidth_bps = spec.opts.bandwidth_mbps * 1e6;
+  info.link_configured = spec.opts.bandwidth_configured;
   info.loss_pct = spec.opts.loss_pct;
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
@@ -235,7 +236,10 @@ void Job::Impl::begin_transfer() {
   set_state(JobState::Running);  // with its chunks and totals known
   log::info("job: {} files, {} bytes; RTT {:.3f} ms{}, link {:.0f} Mbit/s{}, BDP {} bytes, {} chunks",
             files.size(), bytes_total, rtt_s * 1e3, spec.opts.rtt_ms > 0 ? " (configured)" : " (measured)",
-            spec.opts.bandwidth_mbps, " (configured or default)", info.bdp_bytes, chunks.size());
+            spec.opts.bandwidth_mbps,
+            spec.opts.bandwidth_configured ? " (configured)" : " (assumed for the BDP: no network.bandwidth_mbps; the "
+                                                               "rate the link carries is measured as the job runs)",
+            info.bdp_bytes, chunks.size());
   for (auto& c : chunks)
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),
               c->plan.bytes, c->plan.avg_size());

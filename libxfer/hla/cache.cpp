@@ -11,9 +11,11 @@ namespace xfer::hla {
 
 namespace {
 
-double distance(const std::vector<double>& a, const std::vector<double>& b) {
+// Over the coordinates the query knows (skip: those it does not).
+double distance(const std::vector<double>& a, const std::vector<double>& b, const std::vector<bool>& skip = {}) {
   double d = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (i >= skip.size() || !skip[i]) d += (a[i] - b[i]) * (a[i] - b[i]);
   return std::sqrt(d);
 }
 
@@ -31,13 +33,16 @@ std::string prefix(const std::string& id, int parts) {
 
 std::optional<CacheHit> lookup(const ParamTable& t, const Query& q) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<double> qp = path_features(q.link_mbps, q.rtt_ms, q.loss_pct);
+  // A link rate or a loss not measured yet (nor configured) is no
+  // coordinate: the path is matched on what is known.
+  std::vector<double> qp = path_features(std::max(q.link_mbps, 1e-3), q.rtt_ms, std::max(q.loss_pct, 0.0));
+  std::vector<bool> unknown = {q.link_mbps <= 0, false, q.loss_pct < 0};
   std::vector<double> qd = dataset_features(q.bytes, q.files, q.size_mean, q.size_sd);
   // Tier 1: the nearest path.
   std::string path;
   double dp = kInf;
   for (const TableStratum& s : t.strata) {
-    double d = distance(qp, path_features(s.link_mbps, s.rtt_ms, s.loss_pct));
+    double d = distance(qp, path_features(s.link_mbps, s.rtt_ms, s.loss_pct), unknown);
     if (d < dp) dp = d, path = prefix(s.id, 1);
   }
   if (dp > kPathCut) return std::nullopt;

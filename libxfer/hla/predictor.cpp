@@ -332,9 +332,10 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
   }
   // What the table keeps: forests trained on every case, and the load a
   // job is asked at before it has measured one (the strata's median).
-  std::vector<double> loads;
-  for (const TableStratum& st : t.strata) loads.push_back(load_of(st));
+  std::vector<double> loads, links;
+  for (const TableStratum& st : t.strata) loads.push_back(load_of(st)), links.push_back(st.link_mbps);
   std::nth_element(loads.begin(), loads.begin() + long(loads.size() / 2), loads.end());
+  std::nth_element(links.begin(), links.begin() + long(links.size() / 2), links.end());
   t.predictor = {{"kind", "SLA as a level: random decision forests (ALGLIB dfbuilder), one per parameter; as a bound: a neural network (ALGLIB MLP, one hidden layer)"},
                  {"trees", kTrees},
                  {"inputs", {"log10 link Mbit/s", "log10 RTT ms", "log10(1+100 loss%)", "external load", "log10 bytes",
@@ -342,6 +343,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                              "forests: level (energy's + 10); bound_network: floor / link Mbit/s, or log10 ceiling J/GB"}},
                  {"outputs", {"log2 cc", "log2 p", "log2 pp", "cores"}},
                  {"typical_load", loads[loads.size() / 2]},
+                 {"typical_link_mbps", links[links.size() / 2]},
                  {"accuracy", r.accuracy},
                  {"test_cases", r.test_cases},
                  {"r2", r.r2},
@@ -358,14 +360,20 @@ std::optional<Knobs> predict(const ParamTable& t, const Query& q) {
   const char* set = kForests[size_t(ask)];
   if (!t.predictor.is_object() || !t.predictor.contains(set)) return std::nullopt;
   TableStratum s;
-  s.link_mbps = q.link_mbps, s.rtt_ms = q.rtt_ms, s.loss_pct = q.loss_pct;
+  // A link rate not known yet: the strata's median; a loss not known: none.
+  double link = q.link_mbps;
+  if (link <= 0) {
+    const nlohmann::json& typical = t.predictor.contains("typical_link_mbps") ? t.predictor["typical_link_mbps"] : nlohmann::json();
+    link = typical.is_number() ? typical.get<double>() : 1000;
+  }
+  s.link_mbps = link, s.rtt_ms = q.rtt_ms, s.loss_pct = std::max(0.0, q.loss_pct);
   s.files = q.files, s.bytes = q.bytes, s.size_mean = q.size_mean, s.size_sd = q.size_sd;
   double ext = q.ext_load;
   if (ext < 0) {
     const nlohmann::json& typical = t.predictor.contains("typical_load") ? t.predictor["typical_load"] : nlohmann::json();
     ext = typical.is_number() ? typical.get<double>() : 0;
   }
-  double last = ask == Ask::Bound ? bound_feature(q.sla, q.bound, q.link_mbps) : level_feature(q.sla, q.level);
+  double last = ask == Ask::Bound ? bound_feature(q.sla, q.bound, link) : level_feature(q.sla, q.level);
   std::vector<double> x = case_inputs(s, ext, q.sla, last);
   std::array<double, 4> y{};
   try {

@@ -23,6 +23,20 @@ HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h)
   if (run_.dest_host.empty()) run_.dest_host = run_.node;
   if (run_.started_unix == 0) run_.started_unix = unix_now();
   if (run_.run.empty()) run_.run = run_key(run_.tool, run_.job_id, run_.started_unix);
+  link_given_ = run_.link_source;
+  loss_given_ = run_.loss_pct.has_value();
+}
+
+// Segments of this size carry the bytes the flows count (Ethernet MTU).
+constexpr double kSegmentBytes = 1448;
+
+void HistoryRecorder::measured_path() {
+  const JobInfo& info = job_.info();
+  std::string link = link_given_;
+  if (!info.link_configured && link_seen_bps_ > 0) run_.link_mbps = link_seen_bps_ / 1e6, link = "measured";
+  if (loss_given_) link += ", loss configured";
+  else if (segments_ > 0) run_.loss_pct = 100 * retrans_ / segments_, link += ", loss measured";
+  run_.link_source = link;
 }
 
 void HistoryRecorder::begin() {
@@ -96,6 +110,11 @@ void HistoryRecorder::interval(const IntervalRecord& rec) {
     r.reason = o.params.reason;
     rows.push_back(std::move(r));
   }
+  if (o.link_bps) link_seen_bps_ = std::max(link_seen_bps_, *o.link_bps);
+  if (o.flow && o.flow->bytes > 0) {
+    retrans_ += o.flow->retrans_per_mb * double(o.flow->bytes) / 1e6;
+    segments_ += double(o.flow->bytes) / kSegmentBytes;
+  }
   ++seq_;
   try {
     h_.append(rows);
@@ -110,7 +129,8 @@ void HistoryRecorder::finish(const std::string& outcome) {
   run_.outcome = outcome;
   run_.finished_unix = unix_now();
   if (!begun_) begin();  // a job too short for an interval (or one that failed early) still has its run
-  else put_run();
+  measured_path();
+  put_run();
 }
 
 }  // namespace xfer::hla

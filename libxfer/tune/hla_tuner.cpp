@@ -88,7 +88,11 @@ Params HlaTuner::init(const JobInfo& info) {
 hla::Query HlaTuner::query(size_t chunk, double ext_load) const {
   const ChunkPlan& c = info_.chunks[chunk];
   hla::Query q;
-  q.link_mbps = info_.bandwidth_bps / 1e6, q.rtt_ms = info_.rtt_s * 1e3, q.loss_pct = std::max(0.0, info_.loss_pct);
+  // The link rate and the loss as configured, else as measured so far
+  // (unknown until then: the cache matches the path without them).
+  q.link_mbps = info_.link_configured ? info_.bandwidth_bps / 1e6 : link_seen_mbps_;
+  q.rtt_ms = info_.rtt_s * 1e3;
+  q.loss_pct = info_.loss_pct >= 0 ? info_.loss_pct : segments_ > 0 ? 100 * retrans_ / segments_ : -1;
   q.ext_load = ext_load;
   q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
   q.sla = goal_ == Goal::Energy ? "energy" : "throughput";
@@ -206,6 +210,11 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     return p;
   }
   ++intervals_;
+  if (obs.link_bps) link_seen_mbps_ = std::max(link_seen_mbps_, *obs.link_bps / 1e6);
+  if (obs.flow && obs.flow->bytes > 0) {
+    retrans_ += obs.flow->retrans_per_mb * double(obs.flow->bytes) / 1e6;
+    segments_ += double(obs.flow->bytes) / 1448;
+  }
   std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
   if (energy) joules_ += *energy;
   seconds_ += obs.interval_s;
@@ -252,18 +261,19 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   // The first load measured places every chunk on the band that holds it:
   // a job that starts under heavy load starts on the heavy band's
-  // surfaces (not a switch: nothing was tuned on the light one).
+  // surfaces (not a switch: nothing was tuned on the light one). The cache
+  // is asked again, with the link rate and loss measured by then.
   std::optional<double> interval_jpg;
   if (energy && obs.bytes_interval > 0) interval_jpg = *energy / (double(obs.bytes_interval) / 1e9);
   if (!placed_ && load) {
     placed_ = true;
     bool moved = false;
-    for (ChunkPlace& c : places_) {
-      if (c.bands.empty()) continue;
-      size_t want = 0;
-      for (size_t i = 0; i < c.bands.size(); ++i)
-        if (*load >= c.bands[i]->load_lo) want = i;
-      if (want != c.band) c.band = want, c.source = "table " + c.bands[want]->id, moved = true;
+    for (size_t i = 0; i < places_.size(); ++i) {
+      std::optional<hla::CacheHit> hit = hla::lookup(*opts_.hla_table, query(i, *load));
+      if (!hit) continue;  // what the start found stays
+      ChunkPlace& c = places_[i];
+      if (hit->bands != c.bands || hit->band != c.band)
+        c = {hit->bands, hit->band, "table " + hit->bands[hit->band]->id}, moved = true;
     }
     if (moved) {
       events_.push_back({{"interval", intervals_}, {"event", "placed on the band of the measured load"}, {"ext_load", *load}});

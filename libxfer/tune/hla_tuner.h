@@ -104,7 +104,11 @@ class HlaTuner : public Tuner {
   // yet), and the last ratios measured.
   double predicted_ = 0, worth_ = 0;
   std::vector<double> ratios_;
-  std::vector<ChunkParams> table_chunks_;  // what the table last answered (before any fine-tuning)
+  std::vector<ChunkParams> table_chunks_;
+  // The path as measured (where neither the config nor the caller says):
+  // the link rate seen (Observation::link_bps), the flows' loss signals and
+  // segments. The parameter cache matches on them once they are known.
+  double link_seen_mbps_ = 0, retrans_ = 0, segments_ = 0;  // what the table last answered (before any fine-tuning)
   nlohmann::json events_ = nlohmann::json::array();
 };
 

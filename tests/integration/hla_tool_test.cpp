@@ -88,10 +88,24 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
   fs::create_directory(work + "/in");
   Shell r = run(bin("xferctl") + " run --manifest " + work + "/m --dest " + work + "/in --hla-table " + table +
-                " --json --no-progress");
+                " --json --no-progress --history " + work + "/run.db");
   ASSERT_EQ(r.status, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["hla_table"]["strata"].get<size_t>(), t.strata.size());
+  {
+    // No link rate and no loss given: the run's row says they were measured
+    // (the collect's runs were given both).
+    xfer::hla::HistoryData hd = xfer::hla::open_history(work + "/run.db")->read();
+    ASSERT_EQ(hd.runs.size(), 1u);
+    EXPECT_EQ(hd.runs[0].link_source, "measured, loss measured");
+    EXPECT_GT(hd.runs[0].link_mbps, 0);
+    EXPECT_LT(hd.runs[0].link_mbps, 1000) << "the assumed rate, not a measured one";
+    ASSERT_TRUE(hd.runs[0].loss_pct.has_value());
+    EXPECT_GE(*hd.runs[0].loss_pct, 0);
+    xfer::hla::HistoryData given = xfer::hla::open_history(history)->read();
+    ASSERT_FALSE(given.runs.empty());
+    EXPECT_EQ(given.runs[0].link_source, "configured, loss configured");
+  }
 
   // hla-throughput starts from the table: the collect's own html files,
   // served again, over a path given as the collect's (300 Mbit/s, 2 ms).

@@ -66,3 +66,23 @@ TEST(Cache, APathOrADatasetTooFarIsAMiss) {
   EXPECT_FALSE(lookup(t, query(100, 1e5, 0)).has_value()) << "100 KB is near neither dataset";
   EXPECT_FALSE(lookup(ParamTable{}, query(100, 1e9, 0)).has_value()) << "an empty table";
 }
+
+TEST(Cache, ALinkRateOrLossNotMeasuredYetIsLeftOutOfThePathMatch) {
+  // The strata's link rate was measured at 1000 Mbit/s; a job that has not
+  // measured its own yet (0) is matched on the RTT (and loss) it knows; with
+  // an assumed 10 Gbit/s it would be a miss.
+  ParamTable t = table();
+  Query q = query(100, 1e9, 0.3);
+  q.link_mbps = 10000;
+  EXPECT_FALSE(lookup(t, q).has_value());
+  q.link_mbps = 0;
+  std::optional<CacheHit> hit = lookup(t, q);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->bands[hit->band]->id, "P2/D1/L2");
+  // A lossy path measured as such no longer matches the lossless strata;
+  // not measured, it does.
+  q.loss_pct = 1;
+  EXPECT_FALSE(lookup(t, q).has_value());
+  q.loss_pct = -1;
+  EXPECT_TRUE(lookup(t, q).has_value());
+}

@@ -3,6 +3,7 @@
 #include "xfer/machine.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace {
 
@@ -84,4 +85,29 @@ TEST(Machine, MissingSourcesGiveMissingFigures) {
   EXPECT_FALSE(s.joules);
   EXPECT_FALSE(s.external_bytes);
   EXPECT_FALSE(s.cpu_pct);
+}
+
+TEST(Machine, TheLinkRateIsTheMostTheInterfacesReceivedInAQuarterSecond) {
+  // No network.bandwidth_mbps: the link rate external load is a share of
+  // is measured. 1 MB in about 0.3 s is about 27 Mbit/s; a slower window
+  // after it does not lower it; a sample sooner than a quarter second after
+  // the window began adds to the window, not a rate of its own.
+  Fake f;
+  auto m = f.machine();
+  m->join(1, [&] { return f.a; });
+  EXPECT_FALSE(m->take(1).link_bps.has_value()) << "nothing measured yet";
+  f.iface += 1000000;
+  usleep(300000);
+  std::optional<double> first = m->take(1).link_bps;
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GT(*first, 8e6 / 0.4);  // more than 1 MB over 0.4 s
+  EXPECT_LT(*first, 8e6 / 0.3);
+  f.iface += 100000;
+  usleep(300000);
+  EXPECT_DOUBLE_EQ(*m->take(1).link_bps, *first);
+  f.iface += 50000000;  // 50 MB, but only 10 ms into a window
+  usleep(10000);
+  EXPECT_DOUBLE_EQ(*m->take(1).link_bps, *first);
+  usleep(300000);
+  EXPECT_GT(*m->take(1).link_bps, 8 * 50e6 / 0.4);  // the window it closes holds them
 }

@@ -142,6 +142,7 @@ struct EngineOptions {
   bool direct_io = true;
   long interval_ms = 5000;        // control interval: observe, tune, apply
   double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
+  bool bandwidth_configured = false;  // a file or the caller set it; else the link rate is measured (Machine)
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
   double loss_pct = -1;           // the path's packet loss when known (-1: not), for the tuners
   int max_channels = 32;

@@ -23,10 +23,15 @@
 //     policy, algorithm, label TEXT  the SLA policy, its tuner, the caller's label
 //     source_origin TEXT             scheme://host:port of the first origin ("" unknown)
 //     dest_host TEXT                 the receiving host (the node's name)
-//     link_mbps DOUBLE, link_source  the link rate and whether it was
-//                                    'configured' or 'assumed'
+//     link_mbps DOUBLE, link_source  the link rate and where it and the loss came
+//                                    from: 'configured' or 'assumed' (old rows), or
+//                                    'measured' (the most the interfaces received in
+//                                    a quarter second: Machine), then ', loss
+//                                    measured' (from the flows) or ', loss configured'
 //     handshake_rtt_ms DOUBLE        RTT of the TCP handshakes at discovery (or configured)
-//     loss_pct DOUBLE                the path's packet loss when known (NULL)
+//     loss_pct DOUBLE                the path's packet loss: configured, else measured:
+//                                    the flows' retransmission signals over the segments
+//                                    received (bytes / 1448); NULL: neither
 //     files, bytes BIGINT            the dataset: file count and bytes
 //     size_mean, size_sd DOUBLE      mean and standard deviation of the file size (bytes)
 //     cores_present BIGINT, freq_levels BIGINT   what the kernel layer could set (0: no driver)
@@ -207,6 +212,12 @@ class HistoryRecorder {
   int64_t seq_ = 0;
   size_t rows_ = 0;
   std::string last_error_;
+  // The path as measured over the run: the link rate seen, and the flows'
+  // loss signals and segments.
+  std::string link_given_;  // the front end's link_source
+  bool loss_given_ = false;
+  double link_seen_bps_ = 0, retrans_ = 0, segments_ = 0;
+  void measured_path();
 };
 
 // A run key: "TOOL/ID/START_MS" (ID: the daemon's job id, or the pid).

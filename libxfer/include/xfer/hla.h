@@ -299,7 +299,8 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                                 uint64_t seed = 1);
 
 struct Query {
-  double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
+  double link_mbps = 0, rtt_ms = 0;  // link_mbps <= 0: not known (lookup matches the path without it)
+  double loss_pct = 0;               // < 0: not known (likewise)
   double ext_load = 0;  // < 0: not measured yet (the predictor takes its strata's median)
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;
   std::string sla = "throughput";
@@ -320,7 +321,9 @@ struct CacheHit {
   size_t band = 0;
   double path_distance = 0, dataset_distance = 0;  // to the centroids, in the tiers' coordinates
 };
-// Tier 1: the nearest path centroid within kPathCut of the query's; tier 2:
+// Tier 1: the nearest path centroid within kPathCut of the query's (over
+// the coordinates the query knows: a link rate or loss not yet measured is
+// left out); tier 2:
 // that path's nearest dataset centroid within kDatasetCut; tier 3: the band
 // holding q.ext_load (q.ext_load < 0: the lightest, "start with the light
 // external load surface"). nullopt: a miss (the predictor's case).

@@ -10,6 +10,10 @@
 //                  received (5% allowed for IP/TCP headers): traffic that is
 //                  no xferd job's. Every job sees all of it.
 //   CPU            the machine's utilisation, percent of the online CPUs.
+//   link rate      the most the interfaces received per second, over
+//                  windows of at least kLinkWindowS: what the link has been
+//                  seen to carry (a floor under its capacity, measured;
+//                  used where no network.bandwidth_mbps is configured).
 //
 // The machine is sampled whenever a job joins, leaves or closes an interval
 // (take), so each job's figures cover exactly its own interval however the
@@ -55,7 +59,9 @@ class Machine {
     std::optional<double> dynamic_joules;  // of it, above the idle draw (EnergySample::dynamic_joules)
     std::optional<uint64_t> external_bytes;  // received on the interfaces, by no job
     std::optional<double> cpu_pct;         // mean over the interval
+    std::optional<double> link_bps;        // the highest receive rate seen so far (0 < it)
   };
+  static constexpr double kLinkWindowS = 0.25;
   Share take(uint32_t job);
   // The last share, and the job is gone from the shares.
   Share leave(uint32_t job);
@@ -83,6 +89,9 @@ class Machine {
   uint64_t last_ns_ = 0;
   uint64_t last_iface_ = 0;
   double joules_shared_ = 0;
+  // The link-rate window: its start and the interface bytes then.
+  uint64_t window_ns_ = 0, window_iface_ = 0;
+  double link_peak_bps_ = 0;
 };
 
 // The machine for this process: RAPL if there is one, else the power model

@@ -71,6 +71,8 @@ struct OptionLayers {
   OptionValues policy = OptionValues::object();  // kPolicy
   OptionValues job = OptionValues::object();     // kJob (Submit) or kRun (xferctl run): job_scope
   OptionScope job_scope = kJob;
+  // The global layer holds its defaults too: whether a file set the link rate.
+  bool global_bandwidth_configured = false;
 };
 
 struct JobSetup {

@@ -28,6 +28,7 @@ struct JobInfo {
   std::vector<ChunkPlan> chunks;
   uint64_t bdp_bytes = 0;
   double bandwidth_bps = 0;  // link rate (bits/s), configured or assumed
+  bool link_configured = false;  // else bandwidth_bps is an assumption and Observation::link_bps the measure
   double rtt_s = 0;          // measured at discovery (TCP handshake) or configured
   double loss_pct = -1;      // the path's packet loss as configured (--loss-pct); -1: not known
   uint64_t tcp_buf_bytes = 0;  // largest TCP receive buffer (net.ipv4.tcp_rmem max)
@@ -67,6 +68,9 @@ struct Observation {
   // link capacity (0..1): machine-wide, shared among the jobs (machine.h).
   std::optional<double> ext_load;
   std::optional<double> cpu_pct;  // the machine's CPU utilisation, percent of the online CPUs
+  // The link rate ext_load is a share of: the configured one, else the most
+  // the interfaces were seen to receive (Machine); missing: neither.
+  std::optional<double> link_bps;
   // This job's share of the machine's energy over the interval (machine.h
   // says how it is divided), measured or modelled as energy_source says.
   std::optional<double> joules;
