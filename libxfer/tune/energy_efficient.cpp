@@ -80,13 +80,20 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
     if (!obs.near_end) return std::nullopt;
   } else {
     Score s;
-    double joules = obs.energy(kEnergy).value_or(0);
+    std::optional<double> dynamic = obs.energy(kEnergy);
+    double joules = dynamic ? *dynamic : obs.joules.value_or(0);
     s.mbps = obs.throughput_bps / 1e6;
     s.joules = joules;
+    s.end_joules = obs.joules.value_or(0);
+    s.bytes_per_end_joule = s.end_joules > 0 ? double(obs.bytes_interval) / s.end_joules : 0;
     s.bytes_per_joule = joules > 0 ? double(obs.bytes_interval) / joules : 0;
     if (basis_.empty()) {
-      basis_ = joules > 0 ? "throughput per joule (" + obs.energy_source + ")" : "throughput only: no energy figures";
+      basis_ = joules <= 0 ? "throughput only: no energy figures"
+               : dynamic   ? "throughput per joule of the load (dynamic energy, " + obs.energy_source + ")"
+                           : "throughput per joule of the end system (no dynamic figures: the idle draw is in it; " +
+                                 obs.energy_source + ")";
       if (joules <= 0) log::warn("energy-efficient: no energy figures; the search ranks levels by throughput");
+      else if (!dynamic) log::warn("energy-efficient: no dynamic energy figures; ranking on the end system's");
     }
     scores_[levels_[next_]] = s;
     ++next_;
@@ -117,7 +124,12 @@ std::optional<Params> EnergyEfficientTuner::decide(const Observation& obs) {
 nlohmann::json EnergyEfficientTuner::summary() const {
   nlohmann::json s = nlohmann::json::array();
   for (auto& [level, sc] : scores_)
-    s.push_back({{"level", level}, {"mbps", sc.mbps}, {"joules", sc.joules}, {"bytes_per_joule", sc.bytes_per_joule}});
+    s.push_back({{"level", level},
+                 {"mbps", sc.mbps},
+                 {"joules", sc.joules},
+                 {"bytes_per_joule", sc.bytes_per_joule},
+                 {"end_system_joules", sc.end_joules},
+                 {"bytes_per_end_system_joule", sc.bytes_per_end_joule}});
   return {{"levels", levels_}, {"scores", s}, {"chosen", chosen_}, {"basis", basis_}, {"kernel", kernel_.summary()}};
 }
 

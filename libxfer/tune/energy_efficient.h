@@ -13,8 +13,11 @@ class EnergyEfficientTuner : public Tuner {
   static constexpr int kDefaultStep = 2;  // HTEE; EE uses 4 (--search-step)
   explicit EnergyEfficientTuner(const TunerOptions& o);
   std::string name() const override { return "energy-efficient"; }
-  // Throughput per joule of the machine's draw (energy-aware Alg. 2 measures end-systems).
-  static constexpr EnergyKind kEnergy = EnergyKind::EndSystem;
+  // Throughput per joule of the load's energy: the papers' power model
+  // (energy-aware eq. 1-3) has no idle term, so a level is not credited for
+  // spreading a fixed idle draw over more bytes (which drifts the choice to
+  // the most channels). The end system's joules are kept beside it.
+  static constexpr EnergyKind kEnergy = EnergyKind::Dynamic;
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
@@ -35,6 +38,7 @@ class EnergyEfficientTuner : public Tuner {
   std::string basis_;       // "joules" or "throughput only (no energy figures)"
   struct Score {
     double mbps = 0, joules = 0, bytes_per_joule = 0;
+    double end_joules = 0, bytes_per_end_joule = 0;  // the end system's, idle draw included (shown, not ranked on)
   };
   std::map<int, Score> scores_;
   tune::KernelPlan kernel_;

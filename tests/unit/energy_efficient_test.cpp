@@ -44,3 +44,24 @@ TEST(EnergyEfficient, WithoutEnergyRanksByThroughput) {
   EXPECT_EQ(t.chosen(), 5);
   EXPECT_NE(t.summary()["basis"].get<std::string>().find("no energy"), std::string::npos);
 }
+
+// HTEE ranks throughput per joule of the papers' load-only power model
+// (energy-aware eq. 1-3 has no idle term): an idle draw of 30 W added to
+// every level would move the choice to more channels. Throughput 100 min(n,
+// 8), the load's power 1 + 2n: per dynamic joule 7 is best (46.7 against
+// 42.1 at 9); per end-system joule 9 would be (16.3 against 15.6).
+TEST(EnergyEfficient, RanksOnTheLoadsEnergyNotTheIdleDraw) {
+  EnergyEfficientTuner t(TunerOptions{});
+  SimEngine sim{[](const Params& p) { return 100.0 * std::min(p.total_channels(), 8); },
+                [](const Params& p) { return 1.0 + 2.0 * p.total_channels(); }};
+  sim.idle_watts = 30;
+  sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}), 24);
+  EXPECT_EQ(t.chosen(), 7);
+  nlohmann::json s = t.summary();
+  EXPECT_NE(s["basis"].get<std::string>().find("dynamic"), std::string::npos) << s.dump();
+  // The end system's figure is shown beside it.
+  for (const auto& sc : s["scores"]) {
+    EXPECT_GT(sc["end_system_joules"].get<double>(), sc["joules"].get<double>()) << sc.dump();
+  }
+  EXPECT_EQ(t.minimises(), EnergyKind::Dynamic);
+}

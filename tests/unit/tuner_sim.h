@@ -35,6 +35,7 @@ struct SimEngine {
   std::function<double(const Params&)> watts;
   std::function<double(const Params&)> cpu_pct;  // the online cores' utilisation (null: not reported)
   bool honours_cap = true;  // a receive-rate cap holds the throughput to it
+  double idle_watts = 0;    // > 0: joules are the end system's (watts + idle), dynamic_joules the load's
   double dt = 1;
   uint64_t total = 100'000'000'000;  // never near its end unless a test says so
   uint64_t done = 0;
@@ -50,7 +51,8 @@ struct SimEngine {
     o.throughput_bps = m * 1e6;
     done += o.bytes_interval;
     o.bytes_done = done, o.bytes_total = total;
-    o.joules = watts(p) * dt;
+    o.joules = (watts(p) + idle_watts) * dt;
+    if (idle_watts > 0) o.dynamic_joules = watts(p) * dt;
     if (cpu_pct) o.cpu_pct = cpu_pct(p);
     o.energy_source = "sim";
     o.settling = !prev || prev->chunks != p.chunks;  // as the control loop marks it
