@@ -18,6 +18,31 @@ double unix_now() {
 
 }  // namespace
 
+void ChunkEnergySplit::add(double joules, const std::vector<double>& bytes, const std::vector<double>& conn_s) {
+  double x1 = 0, x2 = 0;
+  for (double b : bytes) x1 += b;
+  for (double c : conn_s) x2 += c;
+  if (x1 <= 0 && x2 <= 0) return;
+  s11_ += x1 * x1, s12_ += x1 * x2, s22_ += x2 * x2, s1y_ += x1 * joules, s2y_ += x2 * joules;
+  ++n_;
+  double det = s11_ * s22_ - s12_ * s12_;
+  a_ = b_ = 0;
+  if (n_ < kMinIntervals || det <= 1e-6 * s11_ * s22_) return;  // too few, or bytes and connections moved together
+  a_ = (s1y_ * s22_ - s2y_ * s12_) / det;
+  b_ = (s2y_ * s11_ - s1y_ * s12_) / det;
+}
+
+bool ChunkEnergySplit::fitted() const { return a_ >= 0 && b_ >= 0 && (a_ > 0 || b_ > 0); }
+
+std::vector<double> ChunkEnergySplit::shares(const std::vector<double>& bytes, const std::vector<double>& conn_s) const {
+  std::vector<double> w(bytes.size(), 0);
+  double sum = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    sum += w[i] = fitted() ? a_ * bytes[i] + b_ * (i < conn_s.size() ? conn_s[i] : 0) : bytes[i];
+  for (double& x : w) x = sum > 0 ? x / sum : 1.0 / double(w.size());
+  return w;
+}
+
 HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h), job_(job), run_(std::move(run)) {
   if (run_.node.empty()) run_.node = node_name();
   if (run_.dest_host.empty()) run_.dest_host = run_.node;
@@ -76,11 +101,17 @@ void HistoryRecorder::interval(const IntervalRecord& rec) {
   if (!begun_) begin();
   const Observation& o = rec.obs;
   const std::vector<ChunkStatus>& status = rec.chunks;
-  // The job's energy is split among its chunks as the machine's is among
-  // jobs: by the bytes each received in the interval.
-  double moved = 0;
-  std::vector<double> bytes(o.chunks.size());
-  for (size_t i = 0; i < o.chunks.size(); ++i) moved += bytes[i] = o.chunks[i].throughput_bps * o.interval_s / 8;
+  // The job's energy is split among its chunks by what each one's bytes
+  // and connections cost (ChunkEnergySplit, fitted over the run so far).
+  std::vector<double> bytes(o.chunks.size()), conn_s(o.chunks.size());
+  for (size_t i = 0; i < o.chunks.size(); ++i) {
+    const ChunkObservation& c = o.chunks[i];
+    bytes[i] = c.throughput_bps * o.interval_s / 8;
+    double conns = c.flow && c.flow->flows > 0 ? double(c.flow->flows) : c.finished ? 0 : double(c.params.cc * c.params.p);
+    conn_s[i] = conns * o.interval_s;
+  }
+  if (std::optional<double> j = o.dynamic_joules ? o.dynamic_joules : o.joules; j && !o.settling) split_.add(*j, bytes, conn_s);
+  std::vector<double> shares = split_.shares(bytes, conn_s);
   std::vector<IntervalRow> rows;
   double now = unix_now();
   for (size_t i = 0; i < o.chunks.size(); ++i) {
@@ -92,7 +123,7 @@ void HistoryRecorder::interval(const IntervalRecord& rec) {
     r.chunk_kind = to_string(c.kind);
     r.throughput_bps = c.throughput_bps, r.job_throughput_bps = o.throughput_bps;
     r.bytes_interval = int64_t(bytes[i] + 0.5);
-    double share = moved > 0 ? bytes[i] / moved : 1.0 / double(o.chunks.size());
+    double share = shares[i];
     if (o.joules) r.joules = *o.joules * share, r.job_joules = o.joules, r.energy_source = o.energy_source;
     if (o.dynamic_joules) r.dynamic_joules = *o.dynamic_joules * share;
     if (c.flow) {

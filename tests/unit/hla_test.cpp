@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "xfer/hla.h"
+#include "xfer/history.h"
 
 using namespace xfer::hla;
 
@@ -382,4 +383,35 @@ TEST(Hla, TheTableRoundTripsAndBadTablesAreRefused) {
   EXPECT_THROW(load_table(dir + "/empty.json"), TableError);
   EXPECT_THROW(load_table(dir), TableError);  // a directory
   std::filesystem::remove_all(dir);
+}
+
+TEST(Hla, AJobsEnergyIsSplitAmongItsChunksByWhatTheirSettingsCost) {
+  // A job of two chunks: a small-file chunk on 8 connections and a large-file
+  // one on 1. The energy follows 2e-8 J a byte and 0.5 J a connection-second.
+  // Split by bytes, both chunks would get the job's J/GB whatever their
+  // settings; the fitted model charges the eight connections to the chunk
+  // that holds them.
+  auto joules = [](const std::vector<double>& b, const std::vector<double>& c) {
+    return 2e-8 * (b[0] + b[1]) + 0.5 * (c[0] + c[1]);
+  };
+  ChunkEnergySplit split;
+  std::vector<double> b = {5e7, 5e7}, c = {8, 1};
+  EXPECT_FALSE(split.fitted());
+  EXPECT_DOUBLE_EQ(split.shares(b, c)[0], 0.5) << "by bytes until the model is fitted";
+  for (auto [b0, b1, c0, c1] : {std::array<double, 4>{3e7, 6e7, 8, 1}, {4e7, 6e7, 4, 1}, {2e7, 8e7, 8, 2}, {5e7, 5e7, 16, 1}}) {
+    std::vector<double> bb = {b0, b1}, cc = {c0, c1};
+    split.add(joules(bb, cc), bb, cc);
+  }
+  ASSERT_TRUE(split.fitted());
+  EXPECT_NEAR(split.per_byte(), 2e-8, 1e-12);
+  EXPECT_NEAR(split.per_connection_s(), 0.5, 1e-6);
+  std::vector<double> s = split.shares(b, c);
+  double e0 = 2e-8 * 5e7 + 0.5 * 8, e1 = 2e-8 * 5e7 + 0.5 * 1;
+  EXPECT_NEAR(s[0], e0 / (e0 + e1), 1e-6);
+  EXPECT_NEAR(s[0] + s[1], 1, 1e-12);
+  // Bytes and connections that always moved together say nothing apart:
+  // by bytes.
+  ChunkEnergySplit together;
+  for (double k : {1.0, 2.0, 3.0, 4.0, 5.0}) together.add(k, {k * 1e7}, {k});
+  EXPECT_FALSE(together.fitted());
 }
