@@ -242,6 +242,22 @@ std::vector<int> cluster_rows(const std::vector<Sample>& s, const std::vector<si
 
 }  // namespace
 
+// Where this departs from cross-layer-hla §III-A step 2, and why (issue 43):
+// - The paper's tier 1 is the external network, tier 3 the path (source,
+//   destination, bandwidth, latency), with the load bands between. Here the
+//   path comes first and the load last: a job knows its path (RTT at
+//   discovery; link rate and loss as configured or measured) before it
+//   moves a byte, and its load only once it runs, so the parameter cache
+//   matches path, then dataset, and the online algorithms move between the
+//   load bands of one path and dataset (Algorithms 1 and 2 do exactly that).
+// - The paper also enforces "artificial boundaries" at the mean +- sd of the
+//   achieved throughput and energy. Those are outcomes of the settings: a
+//   stratum cut by them would hold the slow settings in one stratum and the
+//   fast in another, so neither would have the surfaces over all settings
+//   that eq. 10 / 11 search, and a job could not be matched to one before it
+//   ran. The only boundaries here are on what a job knows (path, dataset)
+//   and on the load (mean -/+ sd/2 of the tier-2 cluster's, as the paper
+//   bands the load).
 Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
   Strata out;
   std::vector<size_t> all(s.size());

@@ -5,7 +5,7 @@
 // Start: each chunk is matched in the parameter table (path, then the
 // chunk's dataset shape; the lightest external-load band first, "start with
 // the light external network load surface"), and gets the entry for the SLA
-// (hla.h choose: eq. 10 / eq. 11 at the asked level); a chunk the table
+// (hla.h choose: eq. 10 / eq. 11 at the bound asked); a chunk the table
 // lacks asks the predictor; the per-chunk optima are scaled to the channel
 // limit (FastHLA Algorithm 1); cores are the most any chunk's entry wants.
 // No table at all: the heuristic (MinE for hla-energy, FlexibleThr with a
@@ -20,10 +20,18 @@
 // where load is the median of the last kLoadWindow intervals' external load,
 // and T_ref, E_ref and ref were measured on the first interval at the
 // current band's params; "the band" is the one holding the load (the
-// surface closest to it, §III-D). At most kMaxSwitches
-// band changes; then heuristic fine-tuning: hla-throughput adds a channel to
-// the chunk with the most bytes left while under its floor; hla-energy takes
-// one from the chunk with the most channels while over its ceiling.
+// surface closest to it, §III-D). At most kMaxSwitches band changes.
+// The first load measured places each chunk on the band that holds it (the
+// cache asked again with the link rate and loss measured by then): not a
+// switch. Between switches and after them, the heuristic adjustment the
+// paper adds: a floor (ceiling) missed with flat load asks the table again
+// at the bound over what its predictions proved worth on this path (x 1 +
+// kMargin); a floor exceeded by more than kTrim over two intervals (a
+// ceiling undershot) asks again for a cheaper setting (more throughput);
+// what the predictions are worth only gets more careful, so a setting that
+// missed is not tried again. When the table has nothing else: channels one
+// at a time (fine-tuning: hla-throughput adds one to the chunk with the most
+// bytes left, hla-energy takes one from the chunk with the most).
 // hla-throughput's floor is split among the chunks by their bytes; when a
 // chunk finishes, the rest re-choose from their bands for their share of
 // the whole floor (not a switch: the surfaces stay).
