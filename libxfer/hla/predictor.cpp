@@ -291,6 +291,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
   // parameters reach in the held-out stratum (its surfaces) against what
   // its optimum reaches. Both sets of forests (levels and bounds) are judged.
   size_t good = 0;
+  std::array<size_t, 2> good_of{}, cases_of_kind{};
   std::vector<double> want, got;
   for (size_t a = 0; a < 2; ++a)
     for (size_t held = 0; held < t.strata.size(); ++held) {
@@ -312,6 +313,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
           within &= std::abs(position(levels[o], kv[o], o < 3) - position(levels[o], ov[o], o < 3)) <= 1.0 + 1e-9;
         good += within;
         ++r.test_cases;
+        good_of[a] += within, cases_of_kind[a] += 1;
         if (held < models.size()) {
           k.freq_khz = opt.freq_khz;
           want.push_back(test.entry[i]->choice.mbps);
@@ -321,6 +323,8 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
     }
   r.train_cases = all[0].x.size() + all[1].x.size();
   r.accuracy = r.test_cases ? double(good) / double(r.test_cases) : 0;
+  r.accuracy_level = cases_of_kind[0] ? double(good_of[0]) / double(cases_of_kind[0]) : 0;
+  r.accuracy_bound = cases_of_kind[1] ? double(good_of[1]) / double(cases_of_kind[1]) : 0;
   if (want.size() >= 2) {
     double mean = std::accumulate(want.begin(), want.end(), 0.0) / double(want.size()), ss_res = 0, ss_tot = 0;
     for (size_t i = 0; i < want.size(); ++i) {
@@ -345,6 +349,8 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                  {"typical_load", loads[loads.size() / 2]},
                  {"typical_link_mbps", links[links.size() / 2]},
                  {"accuracy", r.accuracy},
+                 {"accuracy_level", r.accuracy_level},
+                 {"accuracy_bound", r.accuracy_bound},
                  {"test_cases", r.test_cases},
                  {"r2", r.r2},
                  {"r2_cases", r.r2_rows}};

@@ -123,9 +123,9 @@ ParamTable path_table() {
     int most = int(std::ceil(kRtts[i]));  // the first cc at the link rate
     for (int cc = 1; cc <= std::min(most, 256); ++cc) {
       Knobs k{cc, 1, 1, 1, 0};
-      double t = rate(cc, kRtts[i]);
-      s.entries.push_back({"throughput", t / 1000, t, {k, t, 100.0 + cc, true}});
-      s.entries.push_back({"energy", (100.0 + cc) / 101, 100.0 + cc, {k, t, 100.0 + cc, true}});
+      double mbps = rate(cc, kRtts[i]);
+      s.entries.push_back({"throughput", mbps / 1000, mbps, {k, mbps, 100.0 + cc, true}});
+      s.entries.push_back({"energy", (100.0 + cc) / 101, 100.0 + cc, {k, mbps, 100.0 + cc, true}});
     }
     t.strata.push_back(s);
   }

@@ -137,6 +137,8 @@ void read_tuning(const std::string& path, bench::RunRow* r) {
     p.t_s = tl[i].value("t", 0.0), p.mbps = tl[i].value("throughput_mbps", 0.0);
     uint64_t done = tl[i].value("bytes_done", uint64_t(0));
     if (tl[i].contains("joules") && done > before) p.j_per_gb = tl[i]["joules"].get<double>() / (double(done - before) / 1e9);
+    if (tl[i].contains("dynamic_joules") && done > before)
+      p.dynamic_j_per_gb = tl[i]["dynamic_joules"].get<double>() / (double(done - before) / 1e9);
     if (tl[i].contains("ext_load")) p.ext_load = tl[i]["ext_load"].get<double>();
     before = done;
     r->timeline.push_back(p);

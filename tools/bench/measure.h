@@ -18,6 +18,7 @@ struct IntervalPoint {
   double t_s = 0;            // end of the interval, on the job's clock
   double mbps = 0;
   double j_per_gb = NAN;     // the interval's energy over its bytes (NaN: none)
+  double dynamic_j_per_gb = NAN;  // the same of its dynamic energy (what hla-energy's ceiling bounds)
   double ext_load = NAN;
 };
 

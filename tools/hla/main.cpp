@@ -91,11 +91,12 @@ int analyze(const std::string& where, const std::string& out, const std::string&
                floors, ceilings);
   }
   const PredictorReport& p = a.predictor;
-  fmt::print("\nFastHLA predictor (decision forests, leaving one stratum out): {:.1f}% of {} cases with every "
-             "parameter within one level of the table's optimum; R2 {:.3f} of the throughput the predicted "
+  fmt::print("\nFastHLA predictor (leaving one stratum out): {:.1f}% of {} cases with every "
+             "parameter within one level of the table's optimum ({:.1f}% for the decision forests, SLA as a level; "
+             "{:.1f}% for the network, SLA as a bound); R2 {:.3f} of the throughput the predicted "
              "parameters reach against the optimum's ({} cases; the standard R2 = 1 - sum (y - f)^2 / sum (y - mean y)^2: "
              "FastHLA's eq. 12 as printed, 1 - sum (y - mean y)^2 / sum (f - mean y)^2, has the terms the wrong way round)\n",
-             100 * p.accuracy, p.test_cases, p.r2, p.r2_rows);
+             100 * p.accuracy, p.test_cases, 100 * p.accuracy_level, 100 * p.accuracy_bound, p.r2, p.r2_rows);
   if (a.table.strata.empty()) {
     fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);
     return 1;

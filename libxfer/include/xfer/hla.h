@@ -282,6 +282,8 @@ std::string describe(const ParamTable& t);
 struct PredictorReport {
   size_t train_cases = 0, test_cases = 0;
   double accuracy = 0;   // share of held-out cases whose params are all within one of the history's levels
+  // The same for each model: the forests (SLA as a level), the network (as a bound).
+  double accuracy_level = 0, accuracy_bound = 0;
   double r2 = 0;         // FastHLA eq. 12: throughput of the predicted params against the optimum's
   size_t r2_rows = 0;    // the cases behind it
 };
