@@ -76,7 +76,7 @@ class HlaTuner : public Tuner {
   hla::Query query(size_t chunk, double ext_load) const;
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
   // The heuristic adjustment on the current surface (kMargin, kTrim).
-  std::optional<Params> adjust(const Observation& obs, double mbps, std::optional<double> j_per_gb, double proj);
+  std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
