@@ -22,7 +22,7 @@ const char* kOutputs[] = {"cc", "p", "pp", "cores"};
 // a ceiling in J/GB). One set of forests for each: a floor of 40 Mbit/s is
 // a different share of the best on every path, so a level cannot stand for it.
 enum class Ask { Level, Bound };
-constexpr const char* kForests[2] = {"forests", "bound_network"};
+constexpr const char* kModelKeys[2] = {"forests", "bound_network"};
 
 // A stratum's load as its rows had it (the band's middle for a table that
 // does not say).
@@ -356,14 +356,14 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                  {"r2_cases", r.r2_rows}};
   for (size_t a = 0; a < 2; ++a) {
     if (all[a].x.size() < 4) continue;
-    t.predictor[kForests[a]] = fit_model(Ask(a), all[a], seed + 10 + a)->save();
+    t.predictor[kModelKeys[a]] = fit_model(Ask(a), all[a], seed + 10 + a)->save();
   }
   return r;
 }
 
 std::optional<Knobs> predict(const ParamTable& t, const Query& q) {
   Ask ask = q.bound > 0 ? Ask::Bound : Ask::Level;
-  const char* set = kForests[size_t(ask)];
+  const char* set = kModelKeys[size_t(ask)];
   if (!t.predictor.is_object() || !t.predictor.contains(set)) return std::nullopt;
   TableStratum s;
   // A link rate not known yet: the strata's median; a loss not known: none.
