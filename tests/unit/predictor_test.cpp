@@ -26,13 +26,19 @@ Knobs optimum(double rtt_ms, const std::string& sla, double level) {
 
 const std::vector<double> kRtts = {5, 10, 20, 40, 80, 160, 320};
 
+// Path i of kRtts (1000 Mbit/s), one dataset, one band; no entries yet.
+TableStratum path_stratum(size_t i) {
+  TableStratum s;
+  s.id = "P" + std::to_string(i + 1) + "/D1/L1";
+  s.link_mbps = 1000, s.rtt_ms = kRtts[i];
+  s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
+  return s;
+}
+
 ParamTable known_table() {
   ParamTable t;
   for (size_t i = 0; i < kRtts.size(); ++i) {
-    TableStratum s;
-    s.id = "P" + std::to_string(i + 1) + "/D1/L1";
-    s.link_mbps = 1000, s.rtt_ms = kRtts[i];
-    s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
+    TableStratum s = path_stratum(i);
     for (double level : kThroughputLevels)
       s.entries.push_back({"throughput", level, level * 1000, {optimum(kRtts[i], "throughput", level), level * 1000, 0, true}});
     for (double level : {1.1, 1.25, 1.5})
@@ -116,10 +122,7 @@ double rate(int cc, double rtt_ms) { return std::min(1000.0, cc * 1000 / rtt_ms)
 ParamTable path_table() {
   ParamTable t;
   for (size_t i = 0; i < kRtts.size(); ++i) {
-    TableStratum s;
-    s.id = "P" + std::to_string(i + 1) + "/D1/L1";
-    s.link_mbps = 1000, s.rtt_ms = kRtts[i];
-    s.files = 100, s.bytes = 1e9, s.size_mean = 1e7, s.size_sd = 1e6;
+    TableStratum s = path_stratum(i);
     int most = int(std::ceil(kRtts[i]));  // the first cc at the link rate
     for (int cc = 1; cc <= std::min(most, 256); ++cc) {
       Knobs k{cc, 1, 1, 1, 0};
