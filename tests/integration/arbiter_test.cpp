@@ -258,7 +258,9 @@ TEST(ArbiterLink, TheKernelLayerServesTheJobsTogether) {
   }
   std::printf("the min-energy job ran on up to %d cores beside the bulk job, %d after it\n", most_during, last_after);
   EXPECT_EQ(most_during, 2);
-  if (last_after) EXPECT_EQ(last_after, 1);
+  if (last_after) {
+    EXPECT_EQ(last_after, 1);
+  }
 }
 
 // Two hosts behind one bottleneck, each with its own xferd (no arbiter in
