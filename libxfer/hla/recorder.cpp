@@ -52,15 +52,12 @@ HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h)
   loss_given_ = run_.loss_pct.has_value();
 }
 
-// Segments of this size carry the bytes the flows count (Ethernet MTU).
-constexpr double kSegmentBytes = 1448;
-
 void HistoryRecorder::measured_path() {
   const JobInfo& info = job_.info();
   std::string link = link_given_;
   if (!info.link_configured && link_seen_bps_ > 0) run_.link_mbps = link_seen_bps_ / 1e6, link = "measured";
   if (loss_given_) link += ", loss configured";
-  else if (segments_ > 0) run_.loss_pct = 100 * retrans_ / segments_, link += ", loss measured";
+  else if (loss_.pct() >= 0) run_.loss_pct = loss_.pct(), link += ", loss measured";
   run_.link_source = link;
 }
 
@@ -142,10 +139,7 @@ void HistoryRecorder::interval(const IntervalRecord& rec) {
     rows.push_back(std::move(r));
   }
   if (o.link_bps) link_seen_bps_ = std::max(link_seen_bps_, *o.link_bps);
-  if (o.flow && o.flow->bytes > 0) {
-    retrans_ += o.flow->retrans_per_mb * double(o.flow->bytes) / 1e6;
-    segments_ += double(o.flow->bytes) / kSegmentBytes;
-  }
+  if (o.flow) loss_.add(*o.flow);
   ++seq_;
   try {
     h_.append(rows);

@@ -100,7 +100,7 @@ hla::Query HlaTuner::query(size_t chunk, double ext_load) const {
   // (unknown until then: the cache matches the path without them).
   q.link_mbps = info_.link_configured ? info_.bandwidth_bps / 1e6 : link_seen_mbps_;
   q.rtt_ms = info_.rtt_s * 1e3;
-  q.loss_pct = info_.loss_pct >= 0 ? info_.loss_pct : segments_ > 0 ? 100 * retrans_ / segments_ : -1;
+  q.loss_pct = info_.loss_pct >= 0 ? info_.loss_pct : loss_.pct();
   q.ext_load = ext_load;
   q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
   q.sla = goal_ == Goal::Energy ? "energy" : "throughput";
@@ -219,10 +219,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   ++intervals_;
   if (obs.link_bps) link_seen_mbps_ = std::max(link_seen_mbps_, *obs.link_bps / 1e6);
-  if (obs.flow && obs.flow->bytes > 0) {
-    retrans_ += obs.flow->retrans_per_mb * double(obs.flow->bytes) / 1e6;
-    segments_ += double(obs.flow->bytes) / 1448;
-  }
+  if (obs.flow) loss_.add(*obs.flow);
   std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
   if (energy) joules_ += *energy;
   seconds_ += obs.interval_s;

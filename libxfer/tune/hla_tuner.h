@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernel_plan.h"
+#include "xfer/flow_monitor.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
@@ -111,11 +112,12 @@ class HlaTuner : public Tuner {
   // yet), and the last ratios measured.
   double predicted_ = 0, worth_ = 0;
   std::vector<double> ratios_;
-  std::vector<ChunkParams> table_chunks_;
+  std::vector<ChunkParams> table_chunks_;  // what the table last answered (before any fine-tuning)
   // The path as measured (where neither the config nor the caller says):
-  // the link rate seen (Observation::link_bps), the flows' loss signals and
-  // segments. The parameter cache matches on them once they are known.
-  double link_seen_mbps_ = 0, retrans_ = 0, segments_ = 0;  // what the table last answered (before any fine-tuning)
+  // the link rate seen (Observation::link_bps) and the flows' loss. The
+  // parameter cache matches on them once they are known.
+  double link_seen_mbps_ = 0;
+  LossCount loss_;
   nlohmann::json events_ = nlohmann::json::array();
 };
 

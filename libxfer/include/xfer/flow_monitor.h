@@ -63,6 +63,21 @@ struct FlowInterval {
   uint64_t bytes = 0;
 };
 
+// A path's loss as its flows saw it over many intervals: their loss signals
+// (retransmissions and out-of-order arrivals) over the segments received
+// (bytes / kSegmentBytes, the Ethernet MSS).
+struct LossCount {
+  static constexpr double kSegmentBytes = 1448;
+  double signals = 0, segments = 0;
+  void add(const FlowInterval& f) {
+    if (f.bytes == 0) return;
+    signals += f.retrans_per_mb * double(f.bytes) / 1e6;
+    segments += double(f.bytes) / kSegmentBytes;
+  }
+  // Percent; < 0: nothing received yet.
+  double pct() const { return segments > 0 ? 100 * signals / segments : -1; }
+};
+
 class FlowAccountant {
  public:
   // Deltas since the previous call.

@@ -31,7 +31,7 @@
 //     handshake_rtt_ms DOUBLE        RTT of the TCP handshakes at discovery (or configured)
 //     loss_pct DOUBLE                the path's packet loss: configured, else measured:
 //                                    the flows' retransmission signals over the segments
-//                                    received (bytes / 1448); NULL: neither
+//                                    received (LossCount); NULL: neither
 //     files, bytes BIGINT            the dataset: file count and bytes
 //     size_mean, size_sd DOUBLE      mean and standard deviation of the file size (bytes)
 //     cores_present BIGINT, freq_levels BIGINT   what the kernel layer could set (0: no driver)
@@ -73,6 +73,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "xfer/flow_monitor.h"
 
 namespace xfer {
 
@@ -240,7 +242,8 @@ class HistoryRecorder {
   // loss signals and segments.
   std::string link_given_;  // the front end's link_source
   bool loss_given_ = false;
-  double link_seen_bps_ = 0, retrans_ = 0, segments_ = 0;
+  double link_seen_bps_ = 0;
+  LossCount loss_;
   void measured_path();
   ChunkEnergySplit split_;
 };
