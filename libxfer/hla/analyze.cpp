@@ -1,4 +1,5 @@
 // The offline analysis end to end (hla.h): steps 1-4 and the predictor.
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 
@@ -24,22 +25,45 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
   t.generated_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   t.history = history_name;
   for (const Stratum& st : a.strata.strata) {
-    if (st.rows.size() < min_rows) {
-      a.skipped.push_back(fmt::format("{}: {} rows, fewer than {}", st.id, st.rows.size(), min_rows));
-      continue;
-    }
-    StratumModel m = fit_stratum(a.pre.samples, st.rows, seed);
-    std::vector<Knobs> c = candidates(m);
     TableStratum ts;
     ts.id = st.id;
     ts.link_mbps = st.link_mbps, ts.rtt_ms = st.rtt_ms, ts.loss_pct = st.loss_pct;
     ts.files = st.files, ts.bytes = st.bytes, ts.size_mean = st.size_mean, ts.size_sd = st.size_sd;
     ts.load_lo = st.load_lo, ts.load_hi = st.load_hi;
     ts.rows = st.rows.size();
-    ts.one_frequency = m.one_frequency;
-    ts.rmse_t = m.rmse_t, ts.rmse_e = m.rmse_e, ts.rmse_t_rows = m.rmse_t_rows, ts.rmse_e_rows = m.rmse_e_rows;
     for (size_t r : st.rows) ts.load_mean += a.pre.samples[r].ext_load / double(st.rows.size());
-    ts.entries = sla_entries(m, c);
+    ts.measured = measured_settings(a.pre.samples, st.rows);
+    bool energy = std::all_of(st.rows.begin(), st.rows.end(), [&](size_t r) { return a.pre.samples[r].j_per_gb.has_value(); });
+    StratumModel m;
+    if (st.rows.size() >= min_rows) {
+      m = fit_stratum(a.pre.samples, st.rows, seed);
+      ts.one_frequency = m.one_frequency;
+      ts.rmse_t = m.rmse_t, ts.rmse_e = m.rmse_e, ts.rmse_t_rows = m.rmse_t_rows, ts.rmse_e_rows = m.rmse_e_rows;
+      ts.repeat_t = m.repeat_t;
+      double trust = std::max(kTrustScatter * m.repeat_t, kTrustRmse);
+      if (m.test_rows > 0 && m.rmse_t_rows > trust) {
+        ts.decided = "measured";
+        ts.why = fmt::format("the surfaces predict held-out rows within {:.0f}% of the mean, past {:.0f}% ({} x the repeat "
+                             "scatter of {:.0f}%, at least {:.0f}%): the best of {} measured settings",
+                             100 * m.rmse_t_rows, 100 * trust, kTrustScatter, 100 * m.repeat_t, 100 * kTrustRmse,
+                             ts.measured.size());
+      } else {
+        ts.why = fmt::format("eq. 10 / 11 over the surfaces ({} rows; held-out RMSE {:.0f}% of the mean, repeat scatter "
+                             "{:.0f}%)", st.rows.size(), 100 * m.rmse_t_rows, 100 * m.repeat_t);
+      }
+    } else {
+      ts.decided = "measured";
+      ts.why = fmt::format("{} samples, fewer than {} to fit surfaces: the best of {} measured settings", st.rows.size(),
+                           min_rows, ts.measured.size());
+    }
+    if (ts.decided == "surfaces") {
+      ts.entries = sla_entries(m, candidates(m));
+    } else {
+      std::vector<Choice> tried;
+      for (const MeasuredSetting& x : ts.measured) tried.push_back({x.knobs, x.mbps, x.j_per_gb, true});
+      ts.entries = sla_entries(tried, energy);
+      a.skipped.push_back(st.id + ": " + ts.why);
+    }
     t.rows_used += st.rows.size();
     t.strata.push_back(std::move(ts));
     a.models.push_back(std::move(m));

@@ -118,6 +118,7 @@ std::vector<std::string> write_plots(const std::vector<StratumModel>& models, co
   for (size_t i = 0; i < t.strata.size() && i < models.size(); ++i) {
     const TableStratum& s = t.strata[i];
     const StratumModel& m = models[i];
+    if (!m.fitted) continue;  // too few rows for surfaces: nothing to draw
     std::vector<std::pair<Knobs, std::string>> marks;
     bool met = false;
     if (const TableEntry* e = choose_level(s, "throughput", 0.9, met)) marks.push_back({e->choice.knobs, "least J at >=90% T"});

@@ -314,7 +314,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
         good += within;
         ++r.test_cases;
         good_of[a] += within, cases_of_kind[a] += 1;
-        if (held < models.size()) {
+        if (held < models.size() && models[held].fitted && t.strata[held].decided == "surfaces") {
           k.freq_khz = opt.freq_khz;
           want.push_back(test.entry[i]->choice.mbps);
           got.push_back(models[held].throughput(k));

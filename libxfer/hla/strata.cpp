@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "xfer/hla.h"
 #include "xfer/stats.h"
@@ -72,6 +73,16 @@ Preprocessed preprocess(const HistoryData& h) {
   std::map<std::tuple<std::string, std::string, int64_t>, std::pair<std::array<int64_t, 5>, int>> last;
   std::vector<Sample> kept;
   std::vector<int> kept_block;
+  // A finished run's chunk whose every interval was settling or partial (a
+  // short job) keeps those rather than nothing: its only figures, averaged
+  // as one sample like any other.
+  struct Spare {
+    Sample s;
+    int block;
+    Rule why;
+  };
+  std::map<std::pair<std::string, int64_t>, std::vector<Spare>> spare;
+  std::set<std::pair<std::string, int64_t>> has_steady;
   for (const IntervalRow& i : h.intervals) {
     std::array<int64_t, 5> params{i.cc, i.p, i.pp, i.cores.value_or(0), i.freq_khz.value_or(0)};
     auto [bit, fresh_block] = last.try_emplace({i.node, i.run, i.chunk}, params, 0);
@@ -79,17 +90,22 @@ Preprocessed preprocess(const HistoryData& h) {
     int block = bit->second.second;
     auto it = runs.find({i.node, i.run});
     const RunRow* r = it == runs.end() ? nullptr : it->second;
-    Rule why = kRules;
-    if (!r || r->outcome != "done") why = NotDone;
-    else if (i.settling) why = Settling;
-    else if (i.interval_s < 0.5 * usual[r]) why = Partial;
-    else if (i.bytes_interval <= 0 || i.throughput_bps <= 0) why = Idle;
-    else if (r->link_mbps > 0 && i.throughput_bps > r->link_mbps * 1e6 * 1.02) why = AboveLink;
+    // The first rule that holds is the one counted (in the order of names).
+    Rule soft = kRules, hard = kRules;
+    if (!r || r->outcome != "done") {
+      ++removed[NotDone];
+      continue;
+    }
+    if (i.settling) soft = Settling;
+    else if (i.interval_s < 0.5 * usual[r]) soft = Partial;
+    if (i.bytes_interval <= 0 || i.throughput_bps <= 0) hard = Idle;
+    else if (r->link_mbps > 0 && i.throughput_bps > r->link_mbps * 1e6 * 1.02) hard = AboveLink;
     else if (!Knobs::possible(i.cc, i.p, i.pp, i.cores.value_or(1), i.freq_khz.value_or(0)) ||
              !std::isfinite(i.throughput_bps) || !std::isfinite(i.interval_s) ||
              (i.dynamic_joules && !std::isfinite(*i.dynamic_joules)) || (i.joules && !std::isfinite(*i.joules)))
-      why = Impossible;
-    if (why != kRules) {
+      hard = Impossible;
+    Rule why = soft != kRules ? soft : hard;
+    if (hard != kRules) {
       ++removed[why];
       continue;
     }
@@ -108,8 +124,24 @@ Preprocessed preprocess(const HistoryData& h) {
     // The dynamic energy (cross-layer-hla subtracts the idle baseline);
     // rows that have only the whole (imported logs) give that.
     if (std::optional<double> j = i.dynamic_joules ? i.dynamic_joules : i.joules) s.j_per_gb = *j / s.gb;
+    if (why != kRules) {
+      // Settling or partial: counted as removed unless its chunk has nothing else.
+      ++removed[why];
+      spare[{s.run, s.chunk}].push_back({std::move(s), block, why});
+      continue;
+    }
+    has_steady.insert({s.run, s.chunk});
     kept.push_back(std::move(s));
     kept_block.push_back(block);
+  }
+  for (auto& [key, rows] : spare) {
+    if (has_steady.count(key)) continue;
+    for (Spare& x : rows) {
+      --removed[x.why];
+      ++p.reinstated;
+      kept.push_back(std::move(x.s));
+      kept_block.push_back(x.block);
+    }
   }
   // Outliers among the rows of one run at one set of params.
   using Key = std::tuple<std::string, int64_t, int, int, int, int, long>;
@@ -132,7 +164,7 @@ Preprocessed preprocess(const HistoryData& h) {
   // throughput averaged over their time, their energy over their bytes.
   using BlockKey = std::pair<Key, int>;
   std::map<BlockKey, Sample> merged;
-  std::map<BlockKey, double> time, joules;
+  std::map<BlockKey, double> time, joules, sq;  // sq: time-weighted sum of the intervals' Mbit/s squared
   std::map<BlockKey, bool> all_energy;
   for (size_t k = 0; k < kept.size(); ++k) {
     if (drop[k]) {
@@ -150,16 +182,49 @@ Preprocessed preprocess(const HistoryData& h) {
     m.gb += x.gb;
     m.intervals += 1;
     time[key_k] += dt;
+    sq[key_k] += dt * x.mbps * x.mbps;
     if (x.j_per_gb) joules[key_k] += *x.j_per_gb * x.gb;
     else all_energy[key_k] = false;
   }
   for (auto& [k, m] : merged) {
     m.mbps = m.gb * 8e3 / time[k];
+    m.seconds = time[k];
+    m.mbps_sd = m.intervals > 1 ? std::sqrt(std::max(0.0, sq[k] / time[k] - m.mbps * m.mbps)) : 0;
     m.j_per_gb = all_energy[k] ? std::optional<double>(joules[k] / m.gb) : std::nullopt;
     p.samples.push_back(std::move(m));
   }
   for (int r = 0; r < kRules; ++r) p.rules.push_back({names[r], removed[size_t(r)]});
   return p;
+}
+
+std::vector<MeasuredSetting> measured_settings(const std::vector<Sample>& s, const std::vector<size_t>& rows) {
+  std::map<std::tuple<int, int, int, int, long>, std::vector<const Sample*>> by;
+  for (size_t r : rows) by[{s[r].cc, s[r].p, s[r].pp, s[r].cores, s[r].freq_khz}].push_back(&s[r]);
+  std::vector<MeasuredSetting> out;
+  for (auto& [key, v] : by) {
+    MeasuredSetting m;
+    m.knobs = {std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), std::get<4>(key)};
+    m.visits = v.size();
+    double joules = 0;
+    bool energy = true;
+    for (const Sample* x : v) {
+      double t = x->seconds > 0 ? x->seconds : x->gb * 8e3 / x->mbps;
+      m.seconds += t, m.gb += x->gb;
+      if (x->j_per_gb) joules += *x->j_per_gb * x->gb;
+      else energy = false;
+    }
+    m.mbps = m.seconds > 0 ? m.gb * 8e3 / m.seconds : 0;
+    m.j_per_gb = energy && m.gb > 0 ? joules / m.gb : 0;
+    if (v.size() > 1) {
+      double ss = 0;
+      for (const Sample* x : v) ss += (x->mbps - m.mbps) * (x->mbps - m.mbps);
+      m.mbps_sd = std::sqrt(ss / double(v.size() - 1));
+    } else {
+      m.mbps_sd = v.front()->mbps_sd;
+    }
+    out.push_back(m);
+  }
+  return out;
 }
 
 Dendrogram upgma(const std::vector<std::vector<double>>& points, double cut) {
@@ -324,7 +389,7 @@ Strata stratify(const std::vector<Sample>& s, size_t min_rows) {
         std::sort(st.rows.begin(), st.rows.end());
         st.id = fmt::format("P{}/D{}/L{}", p + 1, d + 1, b + 1);
         out.tree += fmt::format("    {}  external load (runs' median) {:.2f}-{:.2f}: {} rows{}\n", st.id, st.load_lo, st.load_hi,
-                                st.rows.size(), st.rows.size() < min_rows ? " (too few to fit)" : "");
+                                st.rows.size(), st.rows.size() < min_rows ? " (too few to fit: its measured settings)" : "");
         out.strata.push_back(std::move(st));
       }
     }

@@ -41,7 +41,9 @@ size_t index_of(const std::vector<double>& levels, double v) {
 
 }  // namespace
 
-void Surface::fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims) {
+void Surface::fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims,
+                  const std::vector<double>& w) {
+  auto weight = [&](size_t i) { return w.empty() ? 1.0 : w[i]; };
   dims_ = dims;
   impl_ = std::make_shared<Impl>();
   for (int d = 0; d < 2; ++d) {
@@ -50,14 +52,16 @@ void Surface::fit(const std::vector<std::array<double, 2>>& xs, const std::vecto
       for (const auto& x : xs) v.push_back(x[size_t(d)]);
     levels_[size_t(d)] = distinct(v);
   }
-  constant_ = y.empty() ? 0 : std::accumulate(y.begin(), y.end(), 0.0) / double(y.size());
+  double ws = 0, wy = 0;
+  for (size_t i = 0; i < y.size(); ++i) ws += weight(i), wy += weight(i) * y[i];
+  constant_ = ws > 0 ? wy / ws : 0;
   size_t n0 = levels_[0].size(), n1 = dims == 2 ? levels_[1].size() : 1;
   // Mean value per distinct point (the knots).
   std::vector<double> sum(n0 * n1, 0), cnt(n0 * n1, 0);
   for (size_t i = 0; i < xs.size(); ++i) {
     size_t a = index_of(levels_[0], xs[i][0]), b = dims == 2 ? index_of(levels_[1], xs[i][1]) : 0;
-    sum[b * n0 + a] += y[i];
-    cnt[b * n0 + a] += 1;
+    sum[b * n0 + a] += weight(i) * y[i];
+    cnt[b * n0 + a] += weight(i);
   }
   auto curve = [&](int active, const std::vector<double>& x, const std::vector<double>& v) {
     alglib::real_1d_array ax, ay;
@@ -240,10 +244,18 @@ namespace {
 Knobs knobs_of(const Sample& s) { return {s.cc, s.p, s.pp, s.cores, s.freq_khz}; }
 
 // Additive model by backfitting: y = mean + sum_k (S_k(x_k) - off_k).
-void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, double& mean, std::array<Surface, 3>& s,
-             std::array<double, 3>& off) {
+// Rows weighted by w (their time: a long visit counts as much as its many
+// short ones would).
+double weighted_mean(const std::vector<double>& y, const std::vector<double>& w) {
+  double sw = 0, sy = 0;
+  for (size_t i = 0; i < y.size(); ++i) sw += w[i], sy += w[i] * y[i];
+  return sw > 0 ? sy / sw : 0;
+}
+
+void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, const std::vector<double>& w, double& mean,
+             std::array<Surface, 3>& s, std::array<double, 3>& off) {
   size_t n = y.size();
-  mean = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
+  mean = weighted_mean(y, w);
   std::array<std::vector<double>, 3> part;
   for (auto& p : part) p.assign(n, 0);
   const int dims[3] = {2, 2, 1};
@@ -257,10 +269,9 @@ void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, double& 
         for (int o = 0; o < 3; ++o)
           if (o != j) r[i] -= part[size_t(o)][i];
       }
-      s[size_t(j)].fit(xs, r, dims[j]);
-      double m = 0;
-      for (size_t i = 0; i < n; ++i) m += part[size_t(j)][i] = s[size_t(j)](xs[i][0], xs[i][1]);
-      m /= double(n);
+      s[size_t(j)].fit(xs, r, dims[j], w);
+      for (size_t i = 0; i < n; ++i) part[size_t(j)][i] = s[size_t(j)](xs[i][0], xs[i][1]);
+      double m = weighted_mean(part[size_t(j)], w);
       for (size_t i = 0; i < n; ++i) part[size_t(j)][i] -= m;
       off[size_t(j)] = m;
     }
@@ -272,7 +283,7 @@ void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, double& 
       xs[i] = StratumModel::coords(j, k[i]);
       v[i] = mean + s[size_t(j)](xs[i][0], xs[i][1]) - off[size_t(j)];
     }
-    s[size_t(j)].fit(xs, v, dims[j]);
+    s[size_t(j)].fit(xs, v, dims[j], w);
     off[size_t(j)] = mean;
   }
 }
@@ -289,12 +300,13 @@ double predict_additive(double mean, const std::array<Surface, 3>& s, const std:
 // Per surface: how far it is from the held-out rows at its own points (the
 // other surfaces' parts removed), RMSE over the points weighted by rows;
 // and the whole model's RMSE per row. Both relative to the mean.
-void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double mean, const std::array<Surface, 3>& s,
-              const std::array<double, 3>& off, std::array<double, 3>& per_surface, double& rows) {
+void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, const std::vector<double>& wt, double mean,
+              const std::array<Surface, 3>& s, const std::array<double, 3>& off, std::array<double, 3>& per_surface,
+              double& rows) {
   size_t n = y.size();
-  double se = 0;
-  for (size_t i = 0; i < n; ++i) se += std::pow(y[i] - predict_additive(mean, s, off, k[i]), 2);
-  rows = n ? std::sqrt(se / double(n)) / std::abs(mean) : 0;
+  double se = 0, sw = 0;
+  for (size_t i = 0; i < n; ++i) se += wt[i] * std::pow(y[i] - predict_additive(mean, s, off, k[i]), 2), sw += wt[i];
+  rows = sw > 0 ? std::sqrt(se / sw) / std::abs(mean) : 0;
   for (int j = 0; j < 3; ++j) {
     std::map<std::array<double, 2>, std::pair<double, double>> at;  // point -> (sum of partial residuals, rows)
     for (size_t i = 0; i < n; ++i) {
@@ -304,10 +316,11 @@ void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, double 
         if (o != j) r -= s[size_t(o)](c[0], c[1]) - off[size_t(o)];
       }
       auto& cell = at[StratumModel::coords(j, k[i])];
-      cell.first += r, cell.second += 1;
+      cell.first += wt[i] * r, cell.second += wt[i];
     }
     double sq = 0, w = 0;
     for (auto& [c, v] : at) {
+      if (v.second <= 0) continue;
       double want = v.first / v.second, got = s[size_t(j)](c[0], c[1]) - off[size_t(j)] + mean;
       sq += v.second * (want - got) * (want - got), w += v.second;
     }
@@ -353,13 +366,14 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   size_t n_train = std::max<size_t>(1, (order.size() * 7 + 9) / 10);
   if (order.size() >= 2) n_train = std::min(n_train, order.size() - 1);
   std::vector<Knobs> ktr, kte;
-  std::vector<double> ttr, tte, etr, ete;
+  std::vector<double> ttr, tte, etr, ete, wtr, wte;
   m.has_energy = std::all_of(rows.begin(), rows.end(), [&](size_t r) { return s[r].j_per_gb.has_value(); });
   for (size_t i = 0; i < order.size(); ++i) {
     const Sample& x = s[order[i]];
     bool train = i < n_train;
     (train ? ktr : kte).push_back(knobs_of(x));
     (train ? ttr : tte).push_back(x.mbps);
+    (train ? wtr : wte).push_back(x.seconds > 0 ? x.seconds : 1.0);
     if (m.has_energy) (train ? etr : ete).push_back(*x.j_per_gb);
   }
   m.train_rows = ktr.size(), m.test_rows = kte.size();
@@ -373,11 +387,12 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   if (ktr.empty()) return m;
   m.repeat_t = repeat_scatter(s, rows, [](const Sample& x) { return x.mbps; });
   if (m.has_energy) m.repeat_e = repeat_scatter(s, rows, [](const Sample& x) { return *x.j_per_gb; });
-  backfit(ktr, ttr, m.mean_t, m.t, m.t_off);
-  held_out(kte, tte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);
+  m.fitted = true;
+  backfit(ktr, ttr, wtr, m.mean_t, m.t, m.t_off);
+  held_out(kte, tte, wte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);
   if (m.has_energy) {
-    backfit(ktr, etr, m.mean_e, m.e, m.e_off);
-    held_out(kte, ete, m.mean_e, m.e, m.e_off, m.rmse_e, m.rmse_e_rows);
+    backfit(ktr, etr, wtr, m.mean_e, m.e, m.e_off);
+    held_out(kte, ete, wte, m.mean_e, m.e, m.e_off, m.rmse_e, m.rmse_e_rows);
   }
   m.one_frequency = m.t[0].levels(1).size() < 2;
   return m;
@@ -550,8 +565,11 @@ Choice most_throughput(const StratumModel& m, const std::vector<Knobs>& c, doubl
 }
 
 std::vector<TableEntry> sla_entries(const StratumModel& m, const std::vector<Knobs>& c) {
+  return sla_entries(evaluate(m, c), m.has_energy);
+}
+
+std::vector<TableEntry> sla_entries(const std::vector<Choice>& all, bool has_energy) {
   std::vector<TableEntry> out;
-  std::vector<Choice> all = evaluate(m, c);
   if (all.empty()) return out;
   std::vector<Choice> by_t = all;
   std::stable_sort(by_t.begin(), by_t.end(), [](const Choice& a, const Choice& b) { return a.mbps > b.mbps; });
@@ -560,7 +578,7 @@ std::vector<TableEntry> sla_entries(const StratumModel& m, const std::vector<Kno
   // Written as the floor falls; kept as it rises (choose() reads them so).
   for (auto it = floors.rbegin(); it != floors.rend(); ++it)
     out.push_back({"throughput", t_max > 0 ? it->first / t_max : 0, it->first, it->second});
-  if (!m.has_energy) return out;
+  if (!has_energy) return out;
   std::vector<Choice> by_e = all;
   std::stable_sort(by_e.begin(), by_e.end(), [](const Choice& a, const Choice& b) { return a.j_per_gb < b.j_per_gb; });
   double e_min = by_e.front().j_per_gb;

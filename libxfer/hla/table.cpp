@@ -11,6 +11,8 @@
 //        "load_mean": the mean load of its rows (-1: not known),
 //        "rows": N, "one_frequency": true,    (the cores surface is a curve)
 //        "rmse": {"throughput": [s1, s2, s3], "energy": [...], "throughput_rows", "energy_rows"},
+//        "repeat_t": the repeat scatter,  "decided": "surfaces" | "measured",  "why": "...",   (optional)
+//        "measured": [ {"params", "visits", "seconds", "gb", "mbps", "mbps_sd", "j_per_gb"} ],  (optional)
 //        "entries": [ {"sla": "throughput" | "energy", "level", "bound",   (the steps of eq. 10 / 11)
 //                      "params": {"cc", "p", "pp", "cores", "freq_khz"},
 //                      "predicted": {"mbps", "j_per_gb"}, "feasible": bool} ] } ],
@@ -57,6 +59,16 @@ const json& member(const json& j, const char* key, const std::string& where, jso
   return v;
 }
 
+Knobs knobs_of(const json& p, const std::string& ea) {
+  Knobs kn;
+  kn.cc = whole(p, "cc", ea, 1, Knobs::kMaxCc);
+  kn.p = whole(p, "p", ea, 1, Knobs::kMaxP);
+  kn.pp = whole(p, "pp", ea, 1, Knobs::kMaxPp);
+  kn.cores = whole(p, "cores", ea, 1, Knobs::kMaxCores);
+  kn.freq_khz = long(num(p, "freq_khz", ea, 0, Knobs::kMaxFreqKhz));
+  return kn;
+}
+
 }  // namespace
 
 json to_json(const ParamTable& t) {
@@ -72,6 +84,17 @@ json to_json(const ParamTable& t) {
                          {"predicted", {{"mbps", e.choice.mbps}, {"j_per_gb", e.choice.j_per_gb}}},
                          {"feasible", e.choice.feasible}});
     }
+    json measured = json::array();
+    for (const MeasuredSetting& m : s.measured) {
+      const Knobs& k = m.knobs;
+      measured.push_back({{"params", {{"cc", k.cc}, {"p", k.p}, {"pp", k.pp}, {"cores", k.cores}, {"freq_khz", k.freq_khz}}},
+                          {"visits", m.visits},
+                          {"seconds", m.seconds},
+                          {"gb", m.gb},
+                          {"mbps", m.mbps},
+                          {"mbps_sd", m.mbps_sd},
+                          {"j_per_gb", m.j_per_gb}});
+    }
     strata.push_back({{"id", s.id},
                       {"path", {{"link_mbps", s.link_mbps}, {"rtt_ms", s.rtt_ms}, {"loss_pct", s.loss_pct}}},
                       {"dataset", {{"files", s.files}, {"bytes", s.bytes}, {"size_mean", s.size_mean}, {"size_sd", s.size_sd}}},
@@ -82,6 +105,10 @@ json to_json(const ParamTable& t) {
                       {"rmse",
                        {{"throughput", s.rmse_t}, {"energy", s.rmse_e}, {"throughput_rows", s.rmse_t_rows},
                         {"energy_rows", s.rmse_e_rows}}},
+                      {"repeat_t", s.repeat_t},
+                      {"decided", s.decided},
+                      {"why", s.why},
+                      {"measured", measured},
                       {"entries", entries}});
   }
   return {{"format", kTableFormat}, {"version", t.version}, {"generated_unix", t.generated_unix},
@@ -139,6 +166,35 @@ ParamTable table_from_json(const json& j) {
     }
     st.rmse_t_rows = num(rmse, "throughput_rows", at + " rmse", 0, 1e9);
     st.rmse_e_rows = num(rmse, "energy_rows", at + " rmse", 0, 1e9);
+    // Since the table from everyday history (optional: a table written
+    // before says nothing of them; its entries came from surfaces).
+    if (s.contains("repeat_t")) st.repeat_t = num(s, "repeat_t", at, 0, 1e9);
+    if (s.contains("decided")) {
+      st.decided = member(s, "decided", at, json::value_t::string).get<std::string>();
+      if (st.decided != "surfaces" && st.decided != "measured")
+        throw TableError(at + ": 'decided' must be \"surfaces\" or \"measured\"");
+    }
+    if (s.contains("why")) {
+      st.why = member(s, "why", at, json::value_t::string).get<std::string>();
+      if (st.why.size() > 1000) throw TableError(at + ": 'why' is longer than 1000 characters");
+    }
+    if (s.contains("measured")) {
+      const json& ms = member(s, "measured", at, json::value_t::array);
+      for (size_t k = 0; k < ms.size(); ++k) {
+        const json& e = ms[k];
+        std::string ea = fmt::format("{} measured setting {}", at, k + 1);
+        if (!e.is_object()) throw TableError(ea + ": not an object");
+        MeasuredSetting m;
+        m.knobs = knobs_of(member(e, "params", ea, json::value_t::object), ea);
+        m.visits = size_t(num(e, "visits", ea, 1, 1e12));
+        m.seconds = num(e, "seconds", ea, 0, 1e12);
+        m.gb = num(e, "gb", ea, 0, 1e12);
+        m.mbps = num(e, "mbps", ea, 0, 1e9);
+        m.mbps_sd = num(e, "mbps_sd", ea, 0, 1e9);
+        m.j_per_gb = num(e, "j_per_gb", ea, 0, 1e15);
+        st.measured.push_back(m);
+      }
+    }
     const json& entries = member(s, "entries", at, json::value_t::array);
     for (size_t k = 0; k < entries.size(); ++k) {
       const json& e = entries[k];
@@ -149,13 +205,7 @@ ParamTable table_from_json(const json& j) {
         throw TableError(ea + ": 'sla' must be \"throughput\" or \"energy\"");
       te.level = num(e, "level", ea, 0, 1000);
       te.bound = num(e, "bound", ea, 0, 1e12);
-      const json& p = member(e, "params", ea, json::value_t::object);
-      Knobs& kn = te.choice.knobs;
-      kn.cc = whole(p, "cc", ea, 1, Knobs::kMaxCc);
-      kn.p = whole(p, "p", ea, 1, Knobs::kMaxP);
-      kn.pp = whole(p, "pp", ea, 1, Knobs::kMaxPp);
-      kn.cores = whole(p, "cores", ea, 1, Knobs::kMaxCores);
-      kn.freq_khz = long(num(p, "freq_khz", ea, 0, Knobs::kMaxFreqKhz));
+      te.choice.knobs = knobs_of(member(e, "params", ea, json::value_t::object), ea);
       const json& pr = member(e, "predicted", ea, json::value_t::object);
       te.choice.mbps = num(pr, "mbps", ea, -1e12, 1e12);
       te.choice.j_per_gb = num(pr, "j_per_gb", ea, -1e15, 1e15);

@@ -415,3 +415,131 @@ TEST(Hla, AJobsEnergyIsSplitAmongItsChunksByWhatTheirSettingsCost) {
   for (double k : {1.0, 2.0, 3.0, 4.0, 5.0}) together.add(k, {k * 1e7}, {k});
   EXPECT_FALSE(together.fitted());
 }
+
+// Issue 41: a table from the history everyday jobs write, not only from a
+// sweep. Sixteen short jobs at static settings (cc {2, 8, 16, 32} x p {1, 2}
+// on two datasets), 1-s intervals: each job is one sample of its setting,
+// eight per stratum, fewer than the 12 rows surfaces need.
+namespace {
+
+struct Everyday {
+  HistoryData h;
+  // The path's answer at each setting (deterministic: what the jobs measured).
+  static double mbps(int cc, int p, bool small) { return std::min(330.0, (small ? 6.0 : 14.0) * cc * std::pow(p, 0.8)); }
+  static double j_per_gb(int cc, int p, bool small) { return (small ? 30 : 12) + 1.5 * cc * p + 4000 / mbps(cc, p, small); }
+};
+
+Everyday everyday_jobs(int steady_intervals) {
+  Everyday e;
+  int n = 0;
+  for (bool small : {true, false})
+    for (int cc : {2, 8, 16, 32})
+      for (int p : {1, 2}) {
+        RunRow r;
+        r.node = "dtn", r.run = "job" + std::to_string(n++), r.outcome = "done", r.link_mbps = 350, r.handshake_rtt_ms = 70;
+        r.loss_pct = 0.015, r.cores_present = 2;
+        e.h.runs.push_back(r);
+        double mbps = Everyday::mbps(cc, p, small);
+        for (int seq = 0; seq < steady_intervals + 2; ++seq) {
+          IntervalRow i;
+          i.node = r.node, i.run = r.run, i.seq = seq, i.cc = cc, i.p = p, i.pp = 1, i.cores = 2;
+          i.settling = seq == 0;
+          i.interval_s = seq == steady_intervals + 1 ? 0.3 : 1.0;  // the tail is partial
+          i.throughput_bps = mbps * 1e6, i.bytes_interval = int64_t(mbps * 1e6 / 8 * i.interval_s);
+          i.dynamic_joules = Everyday::j_per_gb(cc, p, small) * double(i.bytes_interval) / 1e9;
+          i.chunk_files = small ? 400 : 60, i.chunk_bytes = small ? 400'000'000 : 600'000'000;
+          i.chunk_size_mean = small ? 1e6 : 1e7, i.chunk_size_sd = small ? 2e5 : 3e7;
+          e.h.intervals.push_back(i);
+        }
+      }
+  return e;
+}
+
+}  // namespace
+
+TEST(Hla, AHistoryOfShortEverydayJobsGivesATableOfTheirBestMeasuredSettings) {
+  Everyday e = everyday_jobs(3);
+  Analysis a = analyze(e.h, "everyday", 12);
+  ASSERT_EQ(a.table.strata.size(), 2u) << a.strata.tree;
+  for (const TableStratum& s : a.table.strata) {
+    EXPECT_EQ(s.decided, "measured") << s.id;
+    EXPECT_NE(s.why.find("fewer than 12"), std::string::npos) << s.why;
+    ASSERT_EQ(s.measured.size(), 8u) << s.id;
+    bool small = s.files > 200;
+    for (const MeasuredSetting& m : s.measured) {
+      EXPECT_EQ(m.visits, 1u);
+      EXPECT_NEAR(m.seconds, 3, 1e-6);
+      EXPECT_NEAR(m.mbps, Everyday::mbps(m.knobs.cc, m.knobs.p, small), 1e-3);
+      EXPECT_NEAR(m.j_per_gb, Everyday::j_per_gb(m.knobs.cc, m.knobs.p, small), 1e-3);
+    }
+    // Each floor gets a measured setting that met it at (within kTie of)
+    // the least energy of those that did; the same for ceilings.
+    for (double floor : {20.0, 60.0, 100.0, 150.0, 250.0, 320.0}) {
+      double least = 1e300;
+      for (const MeasuredSetting& m : s.measured)
+        if (m.mbps >= floor) least = std::min(least, m.j_per_gb);
+      bool met = false;
+      const TableEntry* t = choose(s, "throughput", floor, met);
+      ASSERT_NE(t, nullptr);
+      if (least == 1e300) {
+        EXPECT_FALSE(met) << floor;
+        continue;
+      }
+      EXPECT_TRUE(met) << s.id << " floor " << floor;
+      EXPECT_GE(t->choice.mbps, floor);
+      EXPECT_LE(t->choice.j_per_gb, least * (1 + kTie) + 1e-9) << s.id << " floor " << floor;
+      EXPECT_NEAR(t->choice.mbps, Everyday::mbps(t->choice.knobs.cc, t->choice.knobs.p, small), 1e-3);
+    }
+    for (double ceiling : {60.0, 80.0, 120.0}) {
+      double most = -1;
+      for (const MeasuredSetting& m : s.measured)
+        if (m.j_per_gb <= ceiling) most = std::max(most, m.mbps);
+      bool met = false;
+      const TableEntry* t = choose(s, "energy", ceiling, met);
+      ASSERT_NE(t, nullptr);
+      if (most < 0) continue;
+      EXPECT_LE(t->choice.j_per_gb, ceiling);
+      EXPECT_GE(t->choice.mbps, most * (1 - kTie) - 1e-9) << s.id << " ceiling " << ceiling;
+    }
+  }
+  // It round-trips as any table.
+  ParamTable back = table_from_json(to_json(a.table));
+  ASSERT_EQ(back.strata.size(), 2u);
+  EXPECT_EQ(back.strata[0].decided, "measured");
+  EXPECT_EQ(back.strata[0].measured.size(), 8u);
+  EXPECT_EQ(back.strata[0].measured[3].knobs, a.table.strata[0].measured[3].knobs);
+}
+
+TEST(Hla, OneFinishedJobWithOnlyASettlingAndAPartialIntervalGivesATable) {
+  Everyday e = everyday_jobs(0);  // each job: a settling interval and the tail
+  e.h.runs.resize(1);
+  e.h.intervals.resize(2);
+  Analysis a = analyze(e.h, "one job", 12);
+  EXPECT_EQ(a.pre.reinstated, 2u);
+  ASSERT_EQ(a.table.strata.size(), 1u);
+  const TableStratum& s = a.table.strata[0];
+  ASSERT_EQ(s.measured.size(), 1u);
+  EXPECT_EQ(s.measured[0].knobs.cc, 2);
+  bool met = false;
+  const TableEntry* t = choose(s, "throughput", 0, met);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->choice.knobs.cc, 2);
+  // A job with steady intervals keeps its settling ones out.
+  Everyday longer = everyday_jobs(3);
+  EXPECT_EQ(analyze(longer.h, "16 jobs", 12).pre.reinstated, 0u);
+  // A history whose one job failed is nothing to learn from.
+  e.h.runs[0].outcome = "failed";
+  EXPECT_THROW(analyze(e.h, "failed", 12), HistoryError);
+}
+
+TEST(Hla, AKnotIsItsRowsMeanWeightedByTheirTime) {
+  // Two visits to cc 4: a long one (60 s at 100 Mbit/s) and a short one
+  // (1 s at 200); one visit each to cc 2 and cc 8.
+  Surface s;
+  std::vector<std::array<double, 2>> xs = {{1, 0}, {2, 0}, {2, 0}, {3, 0}};
+  std::vector<double> y = {50, 100, 200, 150}, w = {10, 60, 1, 10};
+  s.fit(xs, y, 1, w);
+  EXPECT_NEAR(s(2), (100 * 60 + 200 * 1) / 61.0, 1e-6);
+  s.fit(xs, y, 1);  // unweighted: the plain mean
+  EXPECT_NEAR(s(2), 150, 1e-6);
+}

@@ -53,7 +53,8 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              a.pre.samples.size());
   fmt::print("Step 2, strata (tier 1 path, UPGMA; tier 2 dataset, UPGMA; tier 3 external-load bands):\n{}\n",
              a.strata.tree);
-  for (const std::string& s : a.skipped) fmt::print("  not fitted: {}\n", s);
+  if (a.pre.reinstated)
+    fmt::print("  (+{} settling or partial rows kept: finished chunks with no other)\n", a.pre.reinstated);
   fmt::print("\nStep 3, surfaces: RMSE on the held-out 30%, % of the mean (s1 cores/freq, s2 cc,p, s3 pp; rows: the "
              "whole model per row; rep: how far repeated visits to one setting scatter, the floor under rows)\n");
   fmt::print("  {:<12} {:>6}  {:>7} {:>7} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7} {:>7} {:>7}\n", "stratum", "rows", "T s1",
@@ -62,6 +63,10 @@ int analyze(const std::string& where, const std::string& out, const std::string&
   for (size_t i = 0; i < a.table.strata.size(); ++i) {
     const TableStratum& s = a.table.strata[i];
     const StratumModel& m = a.models[i];
+    if (!m.fitted) {
+      fmt::print("  {:<12} {:>6}  not fitted: too few rows\n", s.id, s.rows);
+      continue;
+    }
     fmt::print("  {:<12} {:>6}  {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}%   {:>6.1f}% {:>6.1f}% {:>6.1f}% {:>6.1f}% "
                "{:>6.1f}%{}\n",
                s.id, s.rows, 100 * s.rmse_t[0], 100 * s.rmse_t[1], 100 * s.rmse_t[2], 100 * s.rmse_t_rows,
@@ -77,6 +82,7 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              below, surfaces);
   fmt::print("\nStep 4, SLA optima (eq. 10 at 90% of the best throughput; eq. 11 at 1.25x the least energy):\n");
   for (const TableStratum& s : a.table.strata) {
+    fmt::print("  {:<12} decided by {}: {}\n", s.id, s.decided, s.why);
     size_t floors = 0, ceilings = 0;
     for (const TableEntry& e : s.entries) (e.sla == "throughput" ? floors : ceilings) += 1;
     for (auto [sla, level] : {std::pair<const char*, double>{"throughput", 0.9}, {"energy", 1.25}}) {
@@ -87,8 +93,8 @@ int analyze(const std::string& where, const std::string& out, const std::string&
                  e->choice.knobs.cc, e->choice.knobs.p, e->choice.knobs.pp, e->choice.knobs.cores, e->choice.mbps,
                  e->choice.j_per_gb, met ? "" : "  (out of reach: the closest)");
     }
-    fmt::print("  {:<12} {} steps of eq. 10 (floors), {} of eq. 11 (ceilings), solved over the surfaces' samples\n", s.id,
-               floors, ceilings);
+    fmt::print("  {:<12} {} steps of eq. 10 (floors), {} of eq. 11 (ceilings), solved over {}\n", s.id, floors, ceilings,
+               s.decided == "surfaces" ? "the surfaces' samples" : fmt::format("{} measured settings", s.measured.size()));
   }
   const PredictorReport& p = a.predictor;
   fmt::print("\nFastHLA predictor (leaving one stratum out): {:.1f}% of {} cases with every "
@@ -97,8 +103,8 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              "parameters reach against the optimum's ({} cases; the standard R2 = 1 - sum (y - f)^2 / sum (y - mean y)^2: "
              "FastHLA's eq. 12 as printed, 1 - sum (y - mean y)^2 / sum (f - mean y)^2, has the terms the wrong way round)\n",
              100 * p.accuracy, p.test_cases, 100 * p.accuracy_level, 100 * p.accuracy_bound, p.r2, p.r2_rows);
-  if (a.table.strata.empty()) {
-    fmt::print(stderr, "xfer-hla analyze: no stratum has enough rows to fit (at least {}); no table written\n", min_rows);
+  if (a.table.strata.empty()) {  // cannot happen: analyze() throws when no sample is left
+    fmt::print(stderr, "xfer-hla analyze: no stratum; no table written\n");
     return 1;
   }
   try {
@@ -145,7 +151,7 @@ int main(int argc, char** argv) {
   an->add_option("--history", history, "a SQLite file or a postgresql:// URL")->required();
   an->add_option("--out", out, "the parameter table to write (JSON)")->required();
   an->add_option("--plots", plots, "write SVG plots of every stratum's surfaces here");
-  an->add_option("--min-rows", min_rows, "strata with fewer rows are not fitted")->check(CLI::Range(4, 1000000));
+  an->add_option("--min-rows", min_rows, "strata with fewer rows take the best of their measured settings (no surfaces)")->check(CLI::Range(4, 1000000));
   an->add_flag("--reload", reload, "ask xferd to read the table again (SIGHUP)");
   CLI11_PARSE(app, argc, argv);
   if (*c) {

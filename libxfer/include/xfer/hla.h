@@ -35,6 +35,12 @@ struct Sample {
   std::optional<double> j_per_gb;  // its energy per GB (its share of the machine's)
   double gb = 0;                   // what it moved
   int intervals = 1;               // the measured intervals averaged into it
+  // How long the setting was held (the measured intervals' time): the
+  // sample's weight. A long everyday job at one setting is one sample of
+  // low noise, a sweep's visit of two intervals one of high noise; the
+  // surfaces and the measured optima weigh them so.
+  double seconds = 0;
+  double mbps_sd = 0;  // its intervals' throughput sd (time-weighted; 0 with one interval): its own confidence
 };
 
 struct RuleCount {
@@ -45,6 +51,9 @@ struct Preprocessed {
   std::vector<Sample> samples;  // one per visit of a run's chunk to a setting: its measured intervals averaged
   size_t input = 0;
   size_t kept = 0;  // interval rows left after the rules
+  // Settling or partial rows kept after all: a finished run's chunk that had
+  // no other (a short job's only figures). Not in the rules' counts.
+  size_t reinstated = 0;
   std::vector<RuleCount> rules;  // in the order applied
 };
 // Drops, and counts: rows of runs that did not end done; settling intervals;
@@ -104,8 +113,10 @@ Strata stratify(const std::vector<Sample>& s, size_t min_rows = 12);
 class Surface {
  public:
   enum class Kind { Constant, Curve, Surface };
-  // xs: one or two coordinates per row (already transformed); y: values.
-  void fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims);
+  // xs: one or two coordinates per row (already transformed); y: values;
+  // w: the rows' weights (empty: equal). Each knot takes its rows' weighted mean.
+  void fit(const std::vector<std::array<double, 2>>& xs, const std::vector<double>& y, int dims,
+           const std::vector<double>& w = {});
   double operator()(double x, double y = 0) const;
   // Gradient and Hessian (2x2; the unused dimension zero).
   void derivatives(double x, double y, std::array<double, 2>& g, std::array<double, 4>& h) const;
@@ -147,6 +158,18 @@ struct Knobs {
   }
 };
 
+// The settings a stratum's history holds, each with what its visits
+// measured: throughput over their time, J/GB over their bytes, and how far
+// they scatter (the sd between visits; with one visit, within its intervals).
+struct MeasuredSetting {
+  Knobs knobs;
+  size_t visits = 0;
+  double seconds = 0, gb = 0;
+  double mbps = 0, mbps_sd = 0;
+  double j_per_gb = 0;  // 0: no energy figures
+};
+std::vector<MeasuredSetting> measured_settings(const std::vector<Sample>& s, const std::vector<size_t>& rows);
+
 // Per stratum, for throughput (Mbit/s) and energy (J/GB): three surfaces
 // each, s1(cores, freq), s2(cc, p), s3(pp) (eq. 3-9), combined additively
 // (value = mean + sum of each surface's deviation from the mean), fitted by
@@ -168,6 +191,7 @@ struct StratumModel {
   // this, whatever the surfaces.
   double repeat_t = 0, repeat_e = 0;
   bool one_frequency = true;  // s1 is a curve over cores
+  bool fitted = false;        // false: too few rows; nothing below is set
 
   // Where the additive parts meet at settings never measured together, the
   // sum can pass what is possible: throughput stops at the link rate, and
@@ -240,6 +264,17 @@ struct TableEntry {
 // best throughput, or over its least energy.
 struct StratumModel;
 std::vector<TableEntry> sla_entries(const StratumModel& m, const std::vector<Knobs>& c);
+// The same steps over settings whose figures are given (the measured ones:
+// the empirical optimum of each bound among what the history tried).
+std::vector<TableEntry> sla_entries(const std::vector<Choice>& all, bool has_energy);
+
+// Whether a stratum's surfaces are trusted for its entries: the whole
+// model's held-out throughput RMSE within kTrustScatter x the repeat
+// scatter (what a held-out row cannot be predicted better than), or within
+// kTrustRmse when nothing was repeated or the scatter is smaller. A
+// stratum whose surfaces are not trusted, or with too few rows to fit
+// them, takes its entries from its measured settings.
+constexpr double kTrustScatter = 2.0, kTrustRmse = 0.15;
 
 struct TableStratum {
   std::string id;
@@ -251,6 +286,13 @@ struct TableStratum {
   bool one_frequency = true;
   std::array<double, 3> rmse_t{}, rmse_e{};
   double rmse_t_rows = 0, rmse_e_rows = 0;
+  double repeat_t = 0;  // the repeat scatter of its throughput (StratumModel::repeat_t; 0: none measured)
+  // How the entries were decided: "surfaces" (eq. 10 / 11 over the fitted
+  // surfaces) or "measured" (over the settings the history tried, with
+  // their measured figures), and why, in words.
+  std::string decided = "surfaces";
+  std::string why;
+  std::vector<MeasuredSetting> measured;  // what the history tried here (the online tuner explores around it)
   std::vector<TableEntry> entries;
 };
 struct ParamTable {
@@ -354,8 +396,10 @@ std::vector<Knobs> schedule_mixed(std::vector<Knobs> per_chunk, int max_channels
 struct Analysis {
   Preprocessed pre;
   Strata strata;
-  std::vector<StratumModel> models;  // per table stratum, in the table's order
-  std::vector<std::string> skipped;  // strata too small to fit, with why
+  // Per table stratum, in the table's order; a stratum with too few rows to
+  // fit has an empty model (fitted false).
+  std::vector<StratumModel> models;
+  std::vector<std::string> skipped;  // strata whose surfaces were not fitted or not trusted, with why
   ParamTable table;
   PredictorReport predictor;
 };
@@ -363,8 +407,11 @@ struct Analysis {
 // best (eq. 10), energy at these multiples of its least (eq. 11).
 inline const std::vector<double> kThroughputLevels = {0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0};
 inline const std::vector<double> kEnergyLevels = {1.0, 1.1, 1.25, 1.5, 2.0};
-// Throws HistoryError when there is nothing to learn from (no rows, or no
-// row left after preprocessing).
+// Every stratum gets entries: from its surfaces when it has min_rows rows and
+// they are trusted (kTrustScatter), else from its measured settings; so a
+// history of one finished job already gives a table. Throws HistoryError
+// when there is nothing to learn from (no rows, or no row left after
+// preprocessing).
 Analysis analyze(const HistoryData& h, const std::string& history_name, size_t min_rows = 12, uint64_t seed = 1);
 
 // ---- step 5: pictures ---------------------------------------------------------------
