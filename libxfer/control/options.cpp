@@ -108,6 +108,9 @@ std::vector<OptionSpec> make_table() {
              "throughput / K^channels, so that xferds sharing a bottleneck split it without adding streams"),
       number("energy_budget_j_per_gb", 0.001, 1e9, nullptr, kPolicy | kJob | kRun,
              "hla-energy: the energy ceiling in J/GB (none: least energy)"),
+      number("explore_share", 0, 0.5, 0.1, kPolicy | kRun,
+             "hla-energy, hla-throughput: the most of a job's intervals spent exploring settings next to the one in "
+             "use that the history lacks or knows poorly, within the SLA (0: none)"),
       integer("search_step", 1, 1024, nullptr, kPolicy | kRun, "energy-efficient: cc step of the search (2 HTEE, 4 EE)"),
       [] {
         OptionSpec o = integer("search_levels", 1, 4096, nullptr, kRun,
@@ -426,6 +429,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   t.target_pct = d("target_pct");
   t.energy_budget_j_per_gb = d("energy_budget_j_per_gb");
   t.stream_cost = d("stream_cost");
+  t.explore_share = d("explore_share", 0.1);
   t.search_step = int(i("search_step"));
   if (m.contains("search_levels")) t.search_levels = m["search_levels"].get<std::vector<int>>();
   if (m.contains("sweep")) t.sweep_points = parse_sweep(m["sweep"].get<std::string>());

@@ -121,6 +121,7 @@ double HlaTuner::asked_bound(size_t i) const {
 // The params of every chunk's current band (or the predictor's), scaled to
 // the channel limit.
 Params HlaTuner::from_table(const std::string& why) {
+  exploring_.active = false;  // what the table says now replaces an exploration under way
   const hla::ParamTable& t = *opts_.hla_table;
   const char* sla = goal_ == Goal::Energy ? "energy" : "throughput";
   std::vector<hla::Knobs> k(info_.chunks.size());
@@ -218,6 +219,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     return p;
   }
   ++intervals_;
+  if (exploring_.active) ++explored_intervals_;
   if (obs.link_bps) link_seen_mbps_ = std::max(link_seen_mbps_, *obs.link_bps / 1e6);
   if (obs.flow) loss_.add(*obs.flow);
   std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
@@ -247,6 +249,8 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   // little about the params.
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
   double mbps = obs.throughput_bps / 1e6;
+  last_j_per_gb_ = energy ? *energy / (double(obs.bytes_interval) / 1e9) : 0;
+  if (exploring_.active) return judge_exploration(obs, mbps);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   std::optional<double> load;
@@ -305,13 +309,13 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   bool worse = worse_now || worse_for_ > 0;
   if (worse_for_ > 0) --worse_for_;
 
-  if (switches_ >= kMaxSwitches || !load || ref_load_ < 0) return adjust(obs, mbps, proj);
+  if (switches_ >= kMaxSwitches || !load || ref_load_ < 0) return steady(obs, mbps, proj);
   // The last reading says the load rose and the median has not caught up:
   // Algorithm 2's band switch is coming; no adjustment on this surface meanwhile.
   bool rising = !loads_.empty() && loads_.back() > (1 + kBeta) * ref_load_ && loads_.back() - ref_load_ > kLoadStep;
   bool up = worse && *load > (1 + kBeta) * ref_load_ && *load - ref_load_ > kLoadStep;
   bool down = !worse && *load < (1 - kAlpha) * ref_load_ && ref_load_ - *load > kLoadStep;
-  if (!up && !down) return rising ? std::nullopt : adjust(obs, mbps, proj);
+  if (!up && !down) return rising ? std::nullopt : steady(obs, mbps, proj);
   // "The surface closest to the current measured external load": the band
   // that holds it, above (or below) the one in use.
   bool moved = false;
@@ -322,7 +326,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
       if (*load >= c.bands[i]->load_lo) want = i;
     if ((up && want > c.band) || (down && want < c.band)) c.band = want, moved = true;
   }
-  if (!moved) return rising ? std::nullopt : adjust(obs, mbps, proj);
+  if (!moved) return rising ? std::nullopt : steady(obs, mbps, proj);
   ++switches_;
   std::string why = fmt::format(
       "{}: switch {} of {}: external load {:.2f} against {:.2f} when the band was taken, {}; the {}-load surfaces", name(),
@@ -401,6 +405,147 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   return next;
 }
 
+std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, double proj) {
+  std::optional<Params> p = adjust(obs, mbps, proj);
+  if (p) return p;
+  bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
+  if (ceiling && (proj <= 0 || proj > opts_.energy_budget_j_per_gb / (1 + kMargin))) return std::nullopt;
+  return explore(obs, mbps);
+}
+
+namespace {
+
+// What a stratum's history measured at (cc, p, pp), over every core count
+// and frequency: visits, throughput over time, J/GB over bytes, spread.
+struct Known {
+  size_t visits = 0;
+  double seconds = 0, gb = 0, joules = 0, spread = 0;
+  double mbps() const { return seconds > 0 ? gb * 8e3 / seconds : 0; }
+  double j_per_gb() const { return gb > 0 ? joules / gb : 0; }
+};
+Known known_at(const std::vector<hla::MeasuredSetting>& m, const ChunkParams& c) {
+  Known k;
+  for (const hla::MeasuredSetting& x : m)
+    if (x.knobs.cc == c.cc && x.knobs.p == c.p && x.knobs.pp == c.pp) {
+      k.visits += x.visits, k.seconds += x.seconds, k.gb += x.gb, k.joules += x.j_per_gb * x.gb;
+      k.spread = std::max(k.spread, x.mbps > 0 ? x.mbps_sd / x.mbps : 0);
+    }
+  return k;
+}
+
+}  // namespace
+
+std::optional<Params> HlaTuner::explore(const Observation& obs, double mbps) {
+  if (exploring_.active || obs.near_end || recent_bps_.size() < 2) return std::nullopt;
+  if (double(explored_intervals_ + kExploreHold) > opts_.explore_share * double(intervals_))
+    return std::nullopt;
+  bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
+  // Never while the floor could be missed: the last intervals all above it by the margin.
+  if (floor)
+    for (double b : recent_bps_)
+      if (b / 1e6 < sla_mbps_ * (1 + kMargin)) return std::nullopt;
+  std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
+  size_t pick = current_.chunks.size();
+  uint64_t most = 0;
+  for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
+    if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+  if (pick >= current_.chunks.size()) return std::nullopt;
+  const ChunkParams c = current_.chunks[pick];
+  static const std::vector<hla::MeasuredSetting> none;
+  const std::vector<hla::MeasuredSetting>& measured =
+      places_[pick].bands.empty() ? none : places_[pick].bands[places_[pick].band]->measured;
+  // The objective as a share of the best the stratum measured (1: as good).
+  bool throughput = goal_ == Goal::Throughput && !floor;
+  bool energy_objective = !throughput && !(goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0);
+  double best_mbps = 0, least_j = 0;
+  size_t total = 0;
+  for (const hla::MeasuredSetting& x : measured) {
+    total += x.visits, best_mbps = std::max(best_mbps, x.mbps);
+    if (x.j_per_gb > 0 && (least_j <= 0 || x.j_per_gb < least_j)) least_j = x.j_per_gb;
+  }
+  // The neighbours: cc, p or pp doubled (first, for throughput) or halved.
+  std::vector<ChunkParams> next;
+  for (int dir : energy_objective ? std::vector<int>{-1, 1} : std::vector<int>{1, -1})
+    for (int knob = 0; knob < 3; ++knob) {
+      ChunkParams n = c;
+      int& v = knob == 0 ? n.cc : knob == 1 ? n.p : n.pp;
+      v = dir > 0 ? v * 2 : v / 2;
+      if (v < 1 || n == c || n.p > hla::Knobs::kMaxP || n.pp > hla::Knobs::kMaxPp) continue;
+      if (floor && (n.cc * n.p < c.cc * c.p || n.pp < c.pp)) continue;  // no fewer channels under a floor
+      if (current_.total_channels() - c.cc * c.p + n.cc * n.p > std::max(1, info_.max_channels)) continue;
+      next.push_back(n);
+    }
+  // UCB1: the measured objective's share of the best plus sqrt(2 ln N / n);
+  // a setting never measured first; one known well (kExploreKnown visits,
+  // spread under 10%) is not explored.
+  const ChunkParams* chosen = nullptr;
+  double best_score = -1;
+  Known chosen_known;
+  for (const ChunkParams& n : next) {
+    Known k = known_at(measured, n);
+    if (k.visits >= kExploreKnown && k.spread < 0.1) continue;
+    double value = throughput || !energy_objective ? (best_mbps > 0 ? k.mbps() / best_mbps : 0)
+                                                   : (k.j_per_gb() > 0 && least_j > 0 ? least_j / k.j_per_gb() : 0);
+    double score = k.visits == 0 ? 1e300 : value + std::sqrt(2 * std::log(double(std::max<size_t>(total, 2))) / double(k.visits));
+    if (score > best_score) best_score = score, chosen = &n, chosen_known = k;
+  }
+  if (!chosen) return std::nullopt;
+  double ref_bps = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size());
+  double ref_w = recent_w_.empty() ? 0 : std::accumulate(recent_w_.begin(), recent_w_.end(), 0.0) / double(recent_w_.size());
+  exploring_ = {true, pick, 0, current_, ref_bps / 1e6, ref_w > 0 && ref_bps > 0 ? ref_w / (ref_bps / 8e9) : 0,
+                predicted_, table_chunks_};
+  ++explorations_;
+  current_.chunks[pick] = *chosen;
+  std::string known = chosen_known.visits == 0
+                          ? "never measured in this stratum"
+                          : fmt::format("{} visits in this stratum, {:.0f} Mbit/s", chosen_known.visits, chosen_known.mbps());
+  current_.reason = fmt::format("{}: explore ({} so far): the {} chunk at {}x{}x{} (from {}x{}x{}; {}), {} intervals, "
+                                "then kept if {:.0f}% better within the SLA (UCB1 over the neighbours)",
+                                name(), explorations_, to_string(info_.chunks[pick].kind), chosen->cc,
+                                chosen->p, chosen->pp, c.cc, c.p, c.pp, known, kExploreHold, 100 * kExploreGain);
+  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", chosen->cc},
+                     {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits}});
+  log::info("{}", current_.reason);
+  (void)mbps;
+  return current_;
+}
+
+std::optional<Params> HlaTuner::judge_exploration(const Observation& obs, double mbps) {
+  (void)obs;
+  Exploration& x = exploring_;
+  x.active = false;
+  bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
+  bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
+  double j = last_j_per_gb_;
+  bool within = floor ? mbps >= sla_mbps_ * (1 + kMargin)
+                      : ceiling ? j > 0 && j <= opts_.energy_budget_j_per_gb / (1 + kMargin) : true;
+  // Most throughput (hla-throughput without a floor; hla-energy under a
+  // ceiling), or least energy (a floor; hla-energy without a ceiling).
+  bool by_throughput = (goal_ == Goal::Throughput && !floor) || ceiling;
+  double gain = by_throughput ? (x.ref_mbps > 0 ? mbps / x.ref_mbps - 1 : -1)
+                              : (x.ref_j_per_gb > 0 && j > 0 ? x.ref_j_per_gb / j - 1 : -1);
+  bool keep = within && gain >= kExploreGain;
+  const ChunkParams& c = current_.chunks[x.chunk];
+  events_.push_back({{"interval", intervals_}, {"event", keep ? "explored: kept" : "explored: back"}, {"chunk", x.chunk},
+                     {"mbps", mbps}, {"j_per_gb", j}, {"ref_mbps", x.ref_mbps}, {"ref_j_per_gb", x.ref_j_per_gb}});
+  std::string what = fmt::format("{}: explored {}x{}x{}: {:.1f} Mbit/s, {:.0f} J/GB against {:.1f} Mbit/s, {:.0f} J/GB",
+                                 name(), c.cc, c.p, c.pp, mbps, j, x.ref_mbps, x.ref_j_per_gb);
+  new_references(ref_load_);
+  if (keep) {
+    ++explorations_kept_;
+    predicted_ = 0;  // the table predicted nothing for it
+    ratios_.clear();
+    log::info("{}: kept", what);
+    return std::nullopt;
+  }
+  current_ = x.back;
+  predicted_ = x.back_predicted, table_chunks_ = x.back_table;
+  ratios_.clear();
+  current_.reason = what + (within ? "; not better by enough: back" : "; outside the SLA: back");
+  log::info("{}", current_.reason);
+  return current_;
+}
+
 std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
   std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
   size_t pick = current_.chunks.size();
@@ -448,6 +593,10 @@ nlohmann::json HlaTuner::summary() const {
   j["switches"] = switches_;
   j["fine_steps"] = fine_steps_;
   j["adjustments"] = adjustments_;
+  j["intervals"] = intervals_;
+  j["explorations"] = explorations_;
+  j["explorations_kept"] = explorations_kept_;
+  j["explored_intervals"] = explored_intervals_;
   j["events"] = events_;
   if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;
   else j["ceiling_j_per_gb"] = opts_.energy_budget_j_per_gb;

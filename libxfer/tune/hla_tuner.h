@@ -52,6 +52,22 @@ class HlaTuner : public Tuner {
   // ceiling) asks again for a cheaper setting (more throughput).
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
+  // Exploration within the SLA (issue 41): at most explore_share (the
+  // option; kExploreShare by default) of the
+  // intervals so far are spent on a setting next to the one in use (cc, p
+  // or pp doubled or halved) that the stratum's history lacks or knows
+  // poorly, picked by UCB1 over what the table measured (a setting never
+  // measured first). It is held kExploreHold intervals (the first
+  // settles), judged on the last, kept when it did better by kExploreGain
+  // within the SLA, else the setting before comes back. A floor job
+  // explores only settings with no fewer channels, and only while its
+  // last intervals were above the floor by kMargin; one that falls below
+  // the floor is left at once. The intervals land in the history with
+  // their reason ("explore"), so the next analysis knows the setting.
+  static constexpr double kExploreShare = 0.1;
+  static constexpr int kExploreHold = 2;
+  static constexpr double kExploreGain = 0.1;
+  static constexpr size_t kExploreKnown = 3;  // visits past which a setting whose spread is small is known
 
   HlaTuner(Goal goal, const TunerOptions& o);
   ~HlaTuner() override;
@@ -78,6 +94,11 @@ class HlaTuner : public Tuner {
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
   // The heuristic adjustment on the current surface (kMargin, kTrim).
   std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
+  // adjust(), and when it changes nothing, an exploration if one is due.
+  std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
+  std::optional<Params> explore(const Observation& obs, double mbps);
+  // The explored interval measured: keep the setting or go back.
+  std::optional<Params> judge_exploration(const Observation& obs, double mbps);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
@@ -118,6 +139,17 @@ class HlaTuner : public Tuner {
   // parameter cache matches on them once they are known.
   double link_seen_mbps_ = 0;
   LossCount loss_;
+  struct Exploration {
+    bool active = false;
+    size_t chunk = 0;
+    int held = 0;        // intervals at the explored setting so far
+    Params back;         // what ran before
+    double ref_mbps = 0, ref_j_per_gb = 0;  // what it measured (J/GB 0: no energy)
+    double back_predicted = 0;
+    std::vector<ChunkParams> back_table;
+  } exploring_;
+  int explored_intervals_ = 0, explorations_ = 0, explorations_kept_ = 0;
+  double last_j_per_gb_ = 0;  // the last measured interval's J/GB (dynamic; 0: none)
   nlohmann::json events_ = nlohmann::json::array();
 };
 

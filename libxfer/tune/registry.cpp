@@ -38,14 +38,14 @@ const std::vector<TunerEntry>& tuner_registry() {
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<HlaTuner>(HlaTuner::Goal::Energy, o);
        },
-       {"energy_budget_j_per_gb"}},
+       {"energy_budget_j_per_gb", "explore_share"}},
       {"hla-throughput",
        "Cross-LayerHLA Alg. 2: least energy above a throughput floor (or most throughput), from the parameter table; "
        "switches load surfaces as the external load moves",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<HlaTuner>(HlaTuner::Goal::Throughput, o);
        },
-       {"target_mbps", "target_pct"}},
+       {"target_mbps", "target_pct", "explore_share"}},
       {"sweep", "not an SLA: static params on a schedule (--sweep cc:p:pp[:cores],..., --sweep-hold N): fills a history",
        [](const TunerOptions& o) -> std::unique_ptr<Tuner> {
          return std::make_unique<SweepTuner>(o.sweep_points, o.sweep_hold);

@@ -106,8 +106,11 @@ struct SimJob {
 };
 
 // A job started by `policy` from the hand-made table.
-SimJob started(const std::string& policy, TunerOptions o) {
+// These follow the algorithms alone; exploration (explore_share) has its
+// own tests below.
+SimJob started(const std::string& policy, TunerOptions o, bool explore = false) {
   o.hla_table = table();
+  if (!explore) o.explore_share = 0;
   SimJob r{make_tuner(policy, o)};
   r.p = r.tuner->init(job());
   return r;
@@ -305,6 +308,7 @@ std::shared_ptr<const hla::ParamTable> steps_table() {
 
 SimJob on_steps(TunerOptions o, double per_channel) {
   o.hla_table = steps_table();
+  o.explore_share = 0;
   JobInfo info = job();
   SimJob r{make_tuner("hla-throughput", o)};
   r.sim.link = 1000, r.sim.per_channel = per_channel;
@@ -384,4 +388,99 @@ TEST(HlaTuner, AnEnergyCeilingPassedWithFlatLoadIsCorrected) {
   Observation last = r.sim.step(r.p, false);
   EXPECT_LE(*last.dynamic_joules / (double(last.bytes_interval) / 1e9), 2500);
   EXPECT_EQ(r.at(0.05, 8), cc) << "and it stays";
+}
+
+// Issue 41: exploration within the SLA. The table's light band has measured
+// cc 2 and cc 4 well (five visits each, 2% spread) and nothing with p or pp
+// above 1.
+namespace {
+
+std::shared_ptr<const hla::ParamTable> measured_table() {
+  auto t = std::make_shared<hla::ParamTable>(*table());
+  for (hla::TableStratum& s : t->strata)
+    for (int cc : {2, 4}) s.measured.push_back({{cc, 1, 1, 2, 0}, 5, 50, 0.5, 40.0 * cc, 0.8 * cc, 300});
+  return t;
+}
+
+// Runs n intervals; returns the least throughput of the measured (not
+// settling) intervals.
+double run_intervals(SimJob& r, double load, int n) {
+  r.sim.load = load;
+  double least = 1e300;
+  for (int i = 0; i < n; ++i) {
+    Observation o = r.sim.step(r.p, r.changed);
+    if (!o.settling) least = std::min(least, o.throughput_bps / 1e6);
+    r.changed = false;
+    if (auto next = r.tuner->decide(o)) {
+      r.changed = !(next->chunks == r.p.chunks);
+      r.p = *next;
+      if (r.changed) EXPECT_TRUE(next->reason.find("explore") != std::string::npos || next->reason.find("back") != std::string::npos) << next->reason;
+    }
+  }
+  return least;
+}
+
+}  // namespace
+
+TEST(HlaTuner, ExplorationSpendsAtMostItsShareNeverMissesTheFloorAndSaysSo) {
+  TunerOptions o = floor_of(30);
+  o.hla_table = measured_table();
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.p = r.tuner->init(job());
+  ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;  // 80 Mbit/s here: well above the floor
+  double least = run_intervals(r, 0.05, 200);
+  nlohmann::json s = r.tuner->summary();
+  EXPECT_GE(s["explorations"].get<int>(), 3) << s.dump();
+  EXPECT_LE(s["explored_intervals"].get<double>(), 0.1 * s["intervals"].get<double>()) << s.dump();
+  EXPECT_GE(least, 30) << "an exploration under a floor never takes fewer channels";
+  // What was tried: settings the stratum lacks (p or pp doubled), never the
+  // well-known cc 4, and never fewer channels. In this path p and pp change
+  // nothing, so each goes back.
+  int explored = 0;
+  for (const auto& e : s["events"]) {
+    if (e["event"] != "explore") continue;
+    ++explored;
+    EXPECT_EQ(e["visits"], 0) << e.dump();
+    EXPECT_TRUE(e["p"].get<int>() > 1 || e["pp"].get<int>() > 1) << e.dump();
+    EXPECT_GE(e["cc"].get<int>(), 2) << e.dump();
+  }
+  EXPECT_EQ(explored, s["explorations"].get<int>());
+  EXPECT_EQ(s["explorations_kept"], 0) << s.dump();
+  EXPECT_EQ(r.p.chunks[0].cc, 2);
+
+  // A floor met by less than the margin: no exploration at all.
+  TunerOptions tight = floor_of(75);
+  tight.hla_table = measured_table();
+  SimJob t{make_tuner("hla-throughput", tight)};
+  t.p = t.tuner->init(job());
+  ASSERT_EQ(t.p.chunks[0].cc, 2) << t.p.reason;
+  run_intervals(t, 0.05, 200);
+  EXPECT_EQ(t.tuner->summary()["explorations"], 0) << t.tuner->summary().dump();
+
+  // explore_share 0: none either.
+  TunerOptions off = floor_of(30);
+  off.hla_table = measured_table();
+  off.explore_share = 0;
+  SimJob z{make_tuner("hla-throughput", off)};
+  z.p = z.tuner->init(job());
+  run_intervals(z, 0.05, 200);
+  EXPECT_EQ(z.tuner->summary()["explorations"], 0);
+}
+
+TEST(HlaTuner, AnExploredSettingThatDoesBetterIsKept) {
+  // Most throughput: the table says cc 2 (80 Mbit/s), this path gives 40
+  // Mbit/s a channel up to 1000. cc 8 was never measured: explored, kept.
+  TunerOptions o;
+  auto t = std::make_shared<hla::ParamTable>(*measured_table());
+  for (hla::TableStratum& st : t->strata) st.measured.pop_back();  // cc 4 not measured either
+  o.hla_table = t;
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.sim.link = 1000;
+  r.p = r.tuner->init(job());
+  ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+  run_intervals(r, 0.05, 60);
+  nlohmann::json s = r.tuner->summary();
+  EXPECT_GE(s["explorations_kept"].get<int>(), 1) << s.dump();
+  EXPECT_GE(r.p.chunks[0].cc, 4) << r.p.reason;
+  EXPECT_LE(s["explored_intervals"].get<double>(), 0.1 * s["intervals"].get<double>()) << s.dump();
 }

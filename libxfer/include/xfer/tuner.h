@@ -109,6 +109,9 @@ struct TunerOptions {
   // hla-throughput's SLA is target_mbps / target_pct (0: most throughput).
   std::shared_ptr<const hla::ParamTable> hla_table;
   double energy_budget_j_per_gb = 0;
+  // The most of a job's intervals spent exploring (HlaTuner::kExploreShare
+  // is the default; 0: none).
+  double explore_share = 0.1;
   // max-throughput: Falcon's cost per stream K (> 1): the channels are
   // searched online for the most utility T / K^n rather than all
   // max_channels; 0: off.
