@@ -254,8 +254,9 @@ std::string Service::hla_table_state() const {
   if (!hla_table) return "no parameter table loaded: a cold start on the heuristics ([hla] table)";
   double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   double hours = std::max(0.0, now - hla_table->generated_unix) / 3600;
-  return fmt::format("table {}: {} strata, learnt {:.1f} h ago", xfer::printable(cfg.text("hla_table")),
-                     hla_table->strata.size(), hours);
+  return fmt::format("table {}: {} strata, learnt {:.1f} h ago from {} rows ({})", xfer::printable(cfg.text("hla_table")),
+                     hla_table->strata.size(), hours, hla_table->rows_used,
+                     xfer::printable(xfer::hla::known_strata(*hla_table, 4)));
 }
 
 std::string Service::load_hla_table() {

@@ -282,4 +282,18 @@ std::string describe(const ParamTable& t) {
                      t.history, t.version, t.predictor.is_null() ? "" : ", with a predictor");
 }
 
+std::string known_strata(const ParamTable& t, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < t.strata.size() && i < most; ++i) {
+    const TableStratum& s = t.strata[i];
+    out += fmt::format("{}{} {:.0f} Mbit/s {:.0f} ms {:.3f}% loss, {:.0f} files of {:.1f} MB, load {:.2f}-{:.2f}: {}",
+                       out.empty() ? "" : "; ", s.id, s.link_mbps, s.rtt_ms, s.loss_pct, s.files, s.size_mean / 1e6,
+                       s.load_lo, s.load_hi,
+                       s.decided == "surfaces" ? fmt::format("surfaces over {} rows", s.rows)
+                                               : fmt::format("{} measured settings", s.measured.size()));
+  }
+  if (t.strata.size() > most) out += fmt::format("; and {} more", t.strata.size() - most);
+  return out;
+}
+
 }  // namespace xfer::hla

@@ -63,7 +63,9 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   xfer::hla::ParamTable t = xfer::hla::load_table(table);
   ASSERT_GE(t.strata.size(), 1u);
   for (const auto& s : t.strata) {
-    EXPECT_GE(s.rows, 6u);
+    if (s.decided == "surfaces") EXPECT_GE(s.rows, 6u) << s.id;
+    EXPECT_FALSE(s.why.empty()) << s.id;
+    EXPECT_FALSE(s.measured.empty()) << s.id;
     // eq. 10's and eq. 11's steps: at least the most throughput and the
     // least energy, rising with their bounds.
     size_t floors = 0, ceilings = 0;
@@ -78,6 +80,12 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
     EXPECT_GE(ceilings, 1u) << s.id;
   }
   EXPECT_TRUE(t.predictor.is_object());
+  // At the default of 12 rows no stratum of 8 samples has surfaces: the
+  // table comes from the measured settings (before issue 41: no table, exit 1).
+  Shell d12 = run(bin("xfer-hla") + " analyze --history " + history + " --out " + work + "/table12.json");
+  ASSERT_EQ(d12.status, 0) << d12.out;
+  EXPECT_NE(d12.out.find("decided by measured: 8 samples, fewer than 12 to fit surfaces"), std::string::npos) << d12.out;
+  EXPECT_EQ(xfer::hla::load_table(work + "/table12.json").strata.size(), t.strata.size());
   size_t svgs = 0;
   for (const auto& f : fs::directory_iterator(work + "/plots")) svgs += f.path().extension() == ".svg";
   EXPECT_GE(svgs, 3u);
@@ -216,6 +224,9 @@ TEST(HlaTool, XferdLoadsTheTableAndReloadKeepsAGoodOne) {
   Shell p = run(bin("xferctl") + " policies");
   ASSERT_EQ(p.status, 0) << p.out;
   EXPECT_NE(p.out.find("table " + table + ": 1 strata, learnt"), std::string::npos) << p.out;
+  // its rows, and the strata it knows (path, dataset, load band, how decided)
+  EXPECT_NE(p.out.find("h ago from 40 rows (P1/D1/L1 100 Mbit/s 40 ms 0.000% loss"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("load 0.00-1.00: surfaces over 40 rows"), std::string::npos) << p.out;
   write_table(dir, 7);  // replaced by a table of another version
   Shell r = run("busctl call org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 Reload");
   EXPECT_NE(r.status, 0) << r.out;
