@@ -56,6 +56,38 @@ Preprocessed preprocess(const HistoryData& h) {
     run_load[r] = median(v);
   }
 
+  // A path measured by its own jobs: each job's link rate is the most the
+  // interfaces received while it ran, which a job at two channels puts far
+  // below what the link carries, and its loss is a few seconds' count. Runs
+  // between the same two hosts are one path: the link rate is the most any
+  // of them measured, the loss their median (configured figures are kept).
+  // Without this, a history of everyday jobs splits one path into a
+  // stratum per speed the jobs happened to reach.
+  auto path_key = [](const RunRow& r) {
+    std::string o = r.source_origin;
+    if (size_t at = o.find("://"); at != std::string::npos) o = o.substr(at + 3);
+    if (!o.empty() && o.front() == '[') o = o.substr(0, o.find(']') + 1);  // an IPv6 literal: up to its bracket
+    else o = o.substr(0, o.find(':'));
+    return o.empty() ? "run " + r.node + "/" + r.run : o + " -> " + r.dest_host;
+  };
+  auto link_measured = [](const RunRow& r) { return r.link_source.rfind("measured", 0) == 0; };
+  auto loss_measured = [](const RunRow& r) { return r.link_source.find("loss measured") != std::string::npos; };
+  std::map<std::string, double> path_link;
+  std::map<std::string, std::vector<double>> path_losses;
+  for (const RunRow& r : h.runs) {
+    if (r.outcome != "done") continue;
+    if (link_measured(r)) path_link[path_key(r)] = std::max(path_link[path_key(r)], r.link_mbps);
+    if (loss_measured(r) && r.loss_pct) path_losses[path_key(r)].push_back(*r.loss_pct);
+  }
+  auto link_of = [&](const RunRow& r) {
+    auto it = path_link.find(path_key(r));
+    return link_measured(r) && it != path_link.end() ? it->second : r.link_mbps;
+  };
+  auto loss_of = [&](const RunRow& r) {
+    auto it = path_losses.find(path_key(r));
+    return loss_measured(r) && it != path_losses.end() ? median(it->second) : r.loss_pct.value_or(0);
+  };
+
   enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Impossible, Outlier, kRules };
   const char* names[kRules] = {
       "the run did not end done (failed, cancelled, interrupted or cut off)",
@@ -99,7 +131,7 @@ Preprocessed preprocess(const HistoryData& h) {
     if (i.settling) soft = Settling;
     else if (i.interval_s < 0.5 * usual[r]) soft = Partial;
     if (i.bytes_interval <= 0 || i.throughput_bps <= 0) hard = Idle;
-    else if (r->link_mbps > 0 && i.throughput_bps > r->link_mbps * 1e6 * 1.02) hard = AboveLink;
+    else if (link_of(*r) > 0 && i.throughput_bps > link_of(*r) * 1e6 * 1.02) hard = AboveLink;
     else if (!Knobs::possible(i.cc, i.p, i.pp, i.cores.value_or(1), i.freq_khz.value_or(0)) ||
              !std::isfinite(i.throughput_bps) || !std::isfinite(i.interval_s) ||
              (i.dynamic_joules && !std::isfinite(*i.dynamic_joules)) || (i.joules && !std::isfinite(*i.joules)))
@@ -112,7 +144,7 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample s;
     s.run = i.node + "/" + i.run;
     s.chunk = i.chunk;
-    s.link_mbps = r->link_mbps, s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = r->loss_pct.value_or(0);
+    s.link_mbps = link_of(*r), s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = loss_of(*r);
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
     s.size_sd = i.chunk_size_sd;
     if (auto l = run_load.find({i.node, i.run}); l != run_load.end()) s.ext_load = l->second;

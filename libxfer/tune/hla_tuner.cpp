@@ -21,9 +21,8 @@
 // and T_ref, E_ref and ref were measured on the first interval at the
 // current band's params; "the band" is the one holding the load (the
 // surface closest to it, §III-D). At most kMaxSwitches band changes.
-// The first load measured places each chunk on the band that holds it (the
-// cache asked again with the link rate and loss measured by then): not a
-// switch. Between switches and after them, the heuristic adjustment the
+// The first load measured places each chunk on the band that holds it: not
+// a switch. Between switches and after them, the heuristic adjustment the
 // paper adds: a floor (ceiling) missed with flat load asks the table again
 // at the bound over what its predictions proved worth on this path (x 1 +
 // kMargin); a floor exceeded by more than kTrim over two intervals (a
@@ -96,11 +95,15 @@ Params HlaTuner::init(const JobInfo& info) {
 hla::Query HlaTuner::query(size_t chunk, double ext_load) const {
   const ChunkPlan& c = info_.chunks[chunk];
   hla::Query q;
-  // The link rate and the loss as configured, else as measured so far
-  // (unknown until then: the cache matches the path without them).
-  q.link_mbps = info_.link_configured ? info_.bandwidth_bps / 1e6 : link_seen_mbps_;
+  // The link rate and the loss as configured; else not known here (the
+  // cache matches the path without them). What this job measured so far
+  // is no figure of the path yet: the most the interfaces received while
+  // a job at two channels runs is its own rate, and a few seconds' loss is
+  // noise. The history pools what its jobs measured per path (preprocess),
+  // and the analysis's strata hold that.
+  q.link_mbps = info_.link_configured ? info_.bandwidth_bps / 1e6 : -1;
   q.rtt_ms = info_.rtt_s * 1e3;
-  q.loss_pct = info_.loss_pct >= 0 ? info_.loss_pct : loss_.pct();
+  q.loss_pct = info_.loss_pct >= 0 ? info_.loss_pct : -1;
   q.ext_load = ext_load;
   q.files = double(c.files.size()), q.bytes = double(c.bytes), q.size_mean = c.avg_size(), q.size_sd = c.size_sd;
   q.sla = goal_ == Goal::Energy ? "energy" : "throughput";
@@ -220,8 +223,6 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   ++intervals_;
   if (exploring_.active) ++explored_intervals_;
-  if (obs.link_bps) link_seen_mbps_ = std::max(link_seen_mbps_, *obs.link_bps / 1e6);
-  if (obs.flow) loss_.add(*obs.flow);
   std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
   if (energy) joules_ += *energy;
   seconds_ += obs.interval_s;
@@ -270,8 +271,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   // The first load measured places every chunk on the band that holds it:
   // a job that starts under heavy load starts on the heavy band's
-  // surfaces (not a switch: nothing was tuned on the light one). The cache
-  // is asked again, with the link rate and loss measured by then.
+  // surfaces (not a switch: nothing was tuned on the light one).
   if (!placed_ && load) {
     placed_ = true;
     bool moved = false;

@@ -134,11 +134,6 @@ class HlaTuner : public Tuner {
   double predicted_ = 0, worth_ = 0;
   std::vector<double> ratios_;
   std::vector<ChunkParams> table_chunks_;  // what the table last answered (before any fine-tuning)
-  // The path as measured (where neither the config nor the caller says):
-  // the link rate seen (Observation::link_bps) and the flows' loss. The
-  // parameter cache matches on them once they are known.
-  double link_seen_mbps_ = 0;
-  LossCount loss_;
   struct Exploration {
     bool active = false;
     size_t chunk = 0;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include "xfer/hla.h"
@@ -542,4 +543,33 @@ TEST(Hla, AKnotIsItsRowsMeanWeightedByTheirTime) {
   EXPECT_NEAR(s(2), (100 * 60 + 200 * 1) / 61.0, 1e-6);
   s.fit(xs, y, 1);  // unweighted: the plain mean
   EXPECT_NEAR(s(2), 150, 1e-6);
+}
+
+TEST(Hla, APathItsOwnJobsMeasuredIsTheMostAnyOfThemSaw) {
+  // Three jobs between the same hosts measured the link at 80, 330 and 200
+  // Mbit/s (each the most the interfaces received while it ran) and loss
+  // 0, 0.02 and 0.01%; a fourth, to another host, was given its figures.
+  Everyday e = everyday_jobs(3);
+  e.h.runs.resize(4);
+  const double link[4] = {80, 330, 200, 1000}, loss[4] = {0, 0.02, 0.01, 0.5};
+  for (int k = 0; k < 4; ++k) {
+    RunRow& r = e.h.runs[size_t(k)];
+    r.source_origin = k < 3 ? "http://10.9.0.2:8081" : "https://[2001:db8::1]:443";
+    r.dest_host = "dtn";
+    r.link_mbps = link[k], r.loss_pct = loss[k];
+    r.link_source = k < 3 ? "measured, loss measured" : "configured, loss configured";
+  }
+  // The slow jobs' throughput is under the measured 80 of the first: kept.
+  Preprocessed p = preprocess(e.h);
+  ASSERT_FALSE(p.samples.empty());
+  for (const Sample& s : p.samples) {
+    bool given = s.run == "dtn/job3";
+    EXPECT_DOUBLE_EQ(s.link_mbps, given ? 1000 : 330) << s.run;
+    EXPECT_DOUBLE_EQ(s.loss_pct, given ? 0.5 : 0.01) << s.run;
+  }
+  // So the three are one path in the strata.
+  Strata st = stratify(p.samples, 12);
+  std::set<std::string> paths;
+  for (const Stratum& x : st.strata) paths.insert(x.id.substr(0, x.id.find('/')));
+  EXPECT_EQ(paths.size(), 2u) << st.tree;
 }

@@ -40,6 +40,7 @@
 #include "contention.h"
 #include "cross.h"
 #include "hla_report.h"
+#include "learning.h"
 #include "measure.h"
 #include "report.h"
 #include "scenario.h"
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
   std::string hla_table;
   for (const auto& c : clients)
     for (const auto& a : c.args)
-      if (a.find("{hla_table}") != std::string::npos && sc.hla.plan.empty()) {
+      if (a.find("{hla_table}") != std::string::npos && sc.hla.plan.empty() && sc.learning.rounds == 0) {
         fmt::print(stderr, "xfer-bench: client '{}' names {{hla_table}} but the scenario has no [hla] phase\n", c.name);
         return 2;
       }
@@ -347,77 +348,96 @@ int main(int argc, char** argv) {
   int total = int(datasets.size() * clients.size()) * repeat, done = 0;
   fmt::print(stderr, "xfer-bench: {} on {} Mbit/s, {} ms RTT, {}% loss: {} runs\n", sc.name, sc.link.rate_mbps,
              sc.link.rtt_ms, sc.link.loss_pct, total);
-  for (const auto& d : datasets) {
-    // The server's files read once before the first run, so that the client
-    // that runs first does not also pay for nginx reading them from disk.
-    // (The engine's first run in an invocation stayed 0.10-0.15 s slower on
-    // wan html with this in place: that has another cause, not yet found.)
-    warm_page_cache(data_root + "/" + d.id, d.files);
-    for (int rep = 1; rep <= repeat && !g_stop; ++rep) {
-      for (size_t ci = 0; ci < clients.size() && !g_stop; ++ci) {
-        const auto& c = clients[ci];
-        std::string work = out + "/work/" + d.id + "/" + std::to_string(ci);
-        std::string dest = dest_fs->root + "/" + d.id + "-" + std::to_string(ci);
-        fs::create_directories(work);  // the client's inputs (URL list, manifest, curl config)
-        fs::remove_all(dest);
-        fs::create_directories(dest);
-        // No run pays for another's writeback: the peers leave their files
-        // dirty in the page cache, where the next run's writeback (xferctl's
-        // commits sync, and an ext4 journal commit may carry other files'
-        // data) could meet them. Written out here, before the clock starts.
-        ::sync();
-        std::string base = c.port == "https" ? fmt::format("https://{}:{}/", link->server_ip, NginxInNs::kHttpsPort)
-                           : "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
-        auto argv_c = client_argv(c, d, base, work, dest, sc.link.rate_mbps, tls.ca_file);
-        std::string log = fmt::format("{}/logs/{}-{}-r{}", out, d.id, ci, rep);
-        std::vector<std::string> full = {"ip", "netns", "exec", link->client_ns};
-        if (profile)  // software clock: this machine has no hardware counters
-          full.insert(full.end(), {"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384",
-                                   "-o", log + ".perf.data", "--"});
-        full.insert(full.end(), argv_c.begin(), argv_c.end());
-        double srv0 = bench::process_tree_cpu_s(nginx);
-        auto kthreads0 = bench::kernel_threads_cpu();
-        traffic.start();
-        bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
-        auto synced_from = std::chrono::steady_clock::now();
-        double busy0 = machine_busy_s();
-        ::sync();
-        double writeback_cpu_s = machine_busy_s() - busy0;
-        double kthread_cpu_s = bench::kernel_threads_cpu_since(kthreads0);
-        double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - synced_from).count();
-        traffic.stop();
-        double srv1 = bench::process_tree_cpu_s(nginx);
-        if (!e.cores_restored.empty())
-          fmt::print(stderr, "xfer-bench: {} #{} left cpu {} offline; brought back online for the next run\n", c.name,
-                     rep, fmt::join(e.cores_restored, ","));
+  // One client's run on one dataset: measured, verified, logged, appended
+  // to results.csv; tag tells runs of the same repeat apart in the logs.
+  auto run_one = [&](const bench::ClientSpec& c, size_t ci, const PreparedDataset& d, int rep,
+                     const std::string& tag) -> bench::RunRow {
+    std::string work = out + "/work/" + d.id + "/" + std::to_string(ci);
+    std::string dest = dest_fs->root + "/" + d.id + "-" + std::to_string(ci);
+    fs::create_directories(work);  // the client's inputs (URL list, manifest, curl config)
+    fs::remove_all(dest);
+    fs::create_directories(dest);
+    // No run pays for another's writeback: the peers leave their files
+    // dirty in the page cache, where the next run's writeback (xferctl's
+    // commits sync, and an ext4 journal commit may carry other files'
+    // data) could meet them. Written out here, before the clock starts.
+    ::sync();
+    std::string base = c.port == "https" ? fmt::format("https://{}:{}/", link->server_ip, NginxInNs::kHttpsPort)
+                       : "http://" + link->server_ip + (c.port == "h2c" ? ":8081/" : ":8080/");
+    auto argv_c = client_argv(c, d, base, work, dest, sc.link.rate_mbps, tls.ca_file);
+    std::string log = fmt::format("{}/logs/{}-{}-r{}{}", out, d.id, ci, rep, tag);
+    std::vector<std::string> full = {"ip", "netns", "exec", link->client_ns};
+    if (profile)  // software clock: this machine has no hardware counters
+      full.insert(full.end(), {"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384",
+                               "-o", log + ".perf.data", "--"});
+    full.insert(full.end(), argv_c.begin(), argv_c.end());
+    double srv0 = bench::process_tree_cpu_s(nginx);
+    auto kthreads0 = bench::kernel_threads_cpu();
+    traffic.start();
+    bench::Exec e = bench::run_measured(full, log, 1800, [&] { traffic.poll(); });
+    auto synced_from = std::chrono::steady_clock::now();
+    double busy0 = machine_busy_s();
+    ::sync();
+    double writeback_cpu_s = machine_busy_s() - busy0;
+    double kthread_cpu_s = bench::kernel_threads_cpu_since(kthreads0);
+    double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - synced_from).count();
+    traffic.stop();
+    double srv1 = bench::process_tree_cpu_s(nginx);
+    if (!e.cores_restored.empty())
+      fmt::print(stderr, "xfer-bench: {} #{} left cpu {} offline; brought back online for the next run\n", c.name,
+                 rep, fmt::join(e.cores_restored, ","));
 
-        bench::RunRow r;
-        r.scenario = sc.name, r.dataset = d.id, r.client = c.name, r.kind = c.kind, r.repeat = rep;
-        r.exit_code = e.exit_code, r.wall_s = e.wall_s, r.files = d.files.size();
-        r.disk_s = e.wall_s + sync_s;
-        r.writeback_cpu_s = writeback_cpu_s;
-        r.kthread_cpu_s = kthread_cpu_s;
-        r.files_ok = bench::verify_files(dest, d.files, &r.bytes);
-        r.verified = r.files_ok == r.files;
-        r.throughput_mbps = double(r.bytes) * 8 / e.wall_s / 1e6;
-        r.client_cpu_s = e.cpu_s, r.server_cpu_s = srv1 - srv0;
-        r.client_j = model.cpu_energy_j(r.client_cpu_s, r.wall_s, cores);
-        r.server_j = model.cpu_energy_j(r.server_cpu_s, r.wall_s, cores);
-        r.j_per_gb = r.bytes ? r.client_j / (double(r.bytes) / 1e9) : 0;
-        r.core_s = e.core_s;
-        r.end_j = r.client_j + model.idle_energy_j(e.core_s, r.wall_s);
-        r.end_j_per_gb = r.bytes ? r.end_j / (double(r.bytes) / 1e9) : 0;
-        r.energy_source = bench::kEnergySource;
-        r.goal = c.goal;
-        if (c.kind == "xferctl") read_tuning(log + ".out", &r);
-        csv_out << bench::csv_line(r) << "\n" << std::flush;
-        rows.push_back(r);
-        fmt::print(stderr, "[{}/{}] {} {} #{}: {:.1f} Mbit/s, {:.2f} s, CPU {:.2f} s, J/GB (model) {:.1f} dynamic, {:.1f} "
-                   "end-system, {}\n", ++done, total, d.id, c.name, rep, r.throughput_mbps, r.wall_s, r.client_cpu_s,
-                   r.j_per_gb, r.end_j_per_gb,
-                   r.verified ? "verified" : fmt::format("NOT VERIFIED: {}/{} files, exit {}", r.files_ok, r.files, r.exit_code));
-        fs::remove_all(dest);
-      }
+    bench::RunRow r;
+    r.scenario = sc.name, r.dataset = d.id, r.client = c.name, r.kind = c.kind, r.repeat = rep;
+    r.exit_code = e.exit_code, r.wall_s = e.wall_s, r.files = d.files.size();
+    r.disk_s = e.wall_s + sync_s;
+    r.writeback_cpu_s = writeback_cpu_s;
+    r.kthread_cpu_s = kthread_cpu_s;
+    r.files_ok = bench::verify_files(dest, d.files, &r.bytes);
+    r.verified = r.files_ok == r.files;
+    r.throughput_mbps = double(r.bytes) * 8 / e.wall_s / 1e6;
+    r.client_cpu_s = e.cpu_s, r.server_cpu_s = srv1 - srv0;
+    r.client_j = model.cpu_energy_j(r.client_cpu_s, r.wall_s, cores);
+    r.server_j = model.cpu_energy_j(r.server_cpu_s, r.wall_s, cores);
+    r.j_per_gb = r.bytes ? r.client_j / (double(r.bytes) / 1e9) : 0;
+    r.core_s = e.core_s;
+    r.end_j = r.client_j + model.idle_energy_j(e.core_s, r.wall_s);
+    r.end_j_per_gb = r.bytes ? r.end_j / (double(r.bytes) / 1e9) : 0;
+    r.energy_source = bench::kEnergySource;
+    r.goal = c.goal;
+    if (c.kind == "xferctl") read_tuning(log + ".out", &r);
+    csv_out << bench::csv_line(r) << "\n" << std::flush;
+    rows.push_back(r);
+    fmt::print(stderr, "[{}/{}] {} {} #{}{}: {:.1f} Mbit/s, {:.2f} s, CPU {:.2f} s, J/GB (model) {:.1f} dynamic, {:.1f} "
+               "end-system, {}\n", ++done, total, d.id, c.name, rep, tag, r.throughput_mbps, r.wall_s, r.client_cpu_s,
+               r.j_per_gb, r.end_j_per_gb,
+               r.verified ? "verified" : fmt::format("NOT VERIFIED: {}/{} files, exit {}", r.files_ok, r.files, r.exit_code));
+    fs::remove_all(dest);
+    return r;
+  };
+  std::string learning_md;
+  if (sc.learning.rounds > 0) {
+    bench::LearningRun lr{sc, datasets, clients, out, repeat, &g_stop};
+    lr.analyze_bin = self_dir() + "/xfer-hla";
+    for (const auto& d : datasets) warm_page_cache(data_root + "/" + d.id, d.files);
+    lr.run = [&](const bench::ClientSpec& c, size_t ci, const PreparedDataset& d, int curve, int round) {
+      bench::RunRow r = run_one(c, ci, d, curve, fmt::format("-k{}", round));
+      r.round = round;
+      rows.push_back(r);
+      return r;
+    };
+    total = bench::learning_runs(lr);
+    bench::run_learning(lr);
+    learning_md = bench::learning_markdown(lr, rows);
+  } else {
+    for (const auto& d : datasets) {
+      // The server's files read once before the first run, so that the client
+      // that runs first does not also pay for nginx reading them from disk.
+      // (The engine's first run in an invocation stayed 0.10-0.15 s slower on
+      // wan html with this in place: that has another cause, not yet found.)
+      warm_page_cache(data_root + "/" + d.id, d.files);
+      for (int rep = 1; rep <= repeat && !g_stop; ++rep)
+        for (size_t ci = 0; ci < clients.size() && !g_stop; ++ci) rows.push_back(run_one(clients[ci], ci, d, rep, ""));
     }
   }
   server.reset();
@@ -441,7 +461,8 @@ int main(int argc, char** argv) {
       if (t > 0 && std::find(hctx.switches_s.begin(), hctx.switches_s.end(), t) == hctx.switches_s.end())
         hctx.switches_s.push_back(t);
   std::sort(hctx.switches_s.begin(), hctx.switches_s.end());
-  if (hla_goal) {
+  md += learning_md;
+  if (hla_goal && sc.learning.rounds == 0) {
     md += bench::hla_markdown(rows, hctx);
     std::ofstream(out + "/timelines.csv") << bench::timelines_csv(rows);
     for (const auto& d : datasets) {

@@ -25,6 +25,7 @@ struct IntervalPoint {
 struct RunRow {
   std::string scenario, dataset, client, kind;
   int repeat = 0;
+  int round = 0;  // a learning scenario's round (1..); 0: none
   int exit_code = 0;
   double wall_s = 0;
   uint64_t bytes = 0;           // bytes of files that verified

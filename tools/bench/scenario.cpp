@@ -91,6 +91,13 @@ Scenario load_scenario(const std::string& path) {
     if (s.hla.plan.empty()) throw std::runtime_error(where(path, *h) + ": [hla] needs plan = \"PLAN.toml\"");
     if (s.hla.plan[0] != '/') s.hla.plan = (std::filesystem::path(path).parent_path() / s.hla.plan).string();
   }
+  if (auto* l = root["learning"].as_table()) {
+    s.learning.rounds = int(get<int64_t>(*l, "rounds", 0));
+    if (s.learning.rounds < 1 || s.learning.rounds > 100)
+      throw std::runtime_error(where(path, *l) + ": [learning] needs rounds = 1..100");
+    if (!s.hla.plan.empty())
+      throw std::runtime_error(where(path, *l) + ": [learning] makes its own history; it does not go with [hla]");
+  }
   for (const toml::table* t : tables_of(root, "job", path)) {
     SetJobSpec j;
     j.name = get<std::string>(*t, "name", "");
@@ -136,6 +143,9 @@ Scenario load_scenario(const std::string& path) {
       c.program = (std::filesystem::path(path).parent_path() / c.program).string();
     if (auto* a = (*t)["args"].as_array())
       for (auto& x : *a) c.args.push_back(x.value_or(std::string()));
+    c.rotate = get<bool>(*t, "rotate", false);
+    if (c.rotate && !root["learning"].as_table())
+      throw std::runtime_error(where(path, *t) + ": rotate goes with a [learning] scenario");
     s.clients.push_back(c);
   }
   if (s.datasets.empty()) throw std::runtime_error(path + ": no [[dataset]]");

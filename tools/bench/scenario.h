@@ -37,6 +37,9 @@ struct ClientSpec {
   std::string port = "h1";
   int parallel = 16, split = 4;
   std::vector<std::string> args;
+  // [learning]: the clients marked rotate take turns, one per round (the
+  // everyday traffic under mixed policies); the others run every round.
+  bool rotate = false;
   // xferctl: the binary to run (default: the xferctl beside xfer-bench), so
   // that two builds of the engine run in the same bench run (A/B).
   std::string program;
@@ -54,6 +57,16 @@ struct ClientSpec {
 // arguments name the table it made.
 struct HlaPhase {
   std::string plan;  // resolved against the scenario's directory; empty: no phase
+};
+
+// A learning-curve scenario (issue 41): a new path and an empty history;
+// `rounds` rounds of everyday jobs, each xferctl client writing the history
+// ("{history}" in its args) and the table analysed again after each round
+// ("{hla_table}": absent before the first analysis, so the hla clients of
+// round 1 start cold). --repeat runs the whole curve again from an empty
+// history.
+struct LearningSpec {
+  int rounds = 0;  // 0: not a learning scenario
 };
 
 // A job of a contention scenario ([[job]]): many jobs run together in one
@@ -75,6 +88,7 @@ struct Scenario {
   std::vector<SetJobSpec> jobs;
   LinkSpec link;
   HlaPhase hla;
+  LearningSpec learning;
   std::vector<CrossSpec> cross;
   std::vector<DatasetSpec> datasets;
   std::vector<ClientSpec> clients;
