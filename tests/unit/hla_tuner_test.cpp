@@ -484,3 +484,26 @@ TEST(HlaTuner, AnExploredSettingThatDoesBetterIsKept) {
   EXPECT_GE(r.p.chunks[0].cc, 4) << r.p.reason;
   EXPECT_LE(s["explored_intervals"].get<double>(), 0.1 * s["intervals"].get<double>()) << s.dump();
 }
+
+TEST(HlaTuner, AChunkTheTableLacksIsStartedByThePredictorWhenTheTableHasOne) {
+  auto t = std::make_shared<hla::ParamTable>(*table());
+  std::vector<hla::Sample> levels;
+  for (int cc : {1, 2, 4, 8}) {
+    hla::Sample x;
+    x.cc = cc;
+    levels.push_back(x);
+  }
+  hla::train_predictor(*t, {}, levels, 3);
+  ASSERT_TRUE(t->predictor.is_object());
+  TunerOptions o;
+  o.hla_table = t;
+  JobInfo info = job();
+  info.bandwidth_bps = 10e9, info.rtt_s = 0.0002;  // a path the table never saw
+  auto tuner = make_tuner("hla-throughput", o);
+  Params p = tuner->init(info);
+  EXPECT_NE(p.reason.find("the predictor says"), std::string::npos) << p.reason;
+  EXPECT_EQ(tuner->summary()["chunks"][0]["source"], "predictor");
+  // What it says is one of the table's settings (every band's answers are cc 2, 4 or 8).
+  EXPECT_GE(p.chunks[0].cc, 1);
+  EXPECT_LE(p.chunks[0].cc, 8);
+}

@@ -407,7 +407,6 @@ int main(int argc, char** argv) {
     r.goal = c.goal;
     if (c.kind == "xferctl") read_tuning(log + ".out", &r);
     csv_out << bench::csv_line(r) << "\n" << std::flush;
-    rows.push_back(r);
     fmt::print(stderr, "[{}/{}] {} {} #{}{}: {:.1f} Mbit/s, {:.2f} s, CPU {:.2f} s, J/GB (model) {:.1f} dynamic, {:.1f} "
                "end-system, {}\n", ++done, total, d.id, c.name, rep, tag, r.throughput_mbps, r.wall_s, r.client_cpu_s,
                r.j_per_gb, r.end_j_per_gb,
@@ -444,6 +443,16 @@ int main(int argc, char** argv) {
   std::string counters = link->stop();
   std::ofstream(out + "/logs/linkemu.json") << counters << "\n";
 
+  // A learning scenario's runs alternate between the datasets: the summary
+  // keeps each dataset's together.
+  std::stable_sort(rows.begin(), rows.end(), [&](const bench::RunRow& a, const bench::RunRow& b) {
+    auto at = [&](const std::string& id) {
+      for (size_t i = 0; i < datasets.size(); ++i)
+        if (datasets[i].id == id) return i;
+      return datasets.size();
+    };
+    return at(a.dataset) < at(b.dataset);
+  });
   auto summary = bench::summarize(rows);
   std::string md = bench::markdown(sc.name + (quick ? " (quick)" : ""), summary,
                                    std::string(bench::kEnergySource) + "; idle " + model.idle_basis(),
