@@ -240,7 +240,7 @@ std::vector<MeasuredSetting> measured_settings(const std::vector<Sample>& s, con
     double joules = 0;
     bool energy = true;
     for (const Sample* x : v) {
-      double t = x->seconds > 0 ? x->seconds : x->gb * 8e3 / x->mbps;
+      double t = x->seconds > 0 ? x->seconds : x->mbps > 0 ? x->gb * 8e3 / x->mbps : 0;
       m.seconds += t, m.gb += x->gb;
       if (x->j_per_gb) joules += *x->j_per_gb * x->gb;
       else energy = false;

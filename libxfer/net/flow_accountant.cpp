@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "xfer/flow_monitor.h"
 #include "xfer/sysfs.h"
 
@@ -21,7 +23,13 @@ FlowInterval FlowAccountant::interval(const std::vector<FlowCounters>& now, doub
     uint32_t prev_loss = it == last_.end() ? 0 : it->second.retrans;
     uint64_t d = f.bytes_received >= prev ? f.bytes_received - prev : 0;
     out.bytes += d;
-    loss += f.retrans >= prev_loss ? f.retrans - prev_loss : 0;
+    uint64_t signals = f.retrans >= prev_loss ? f.retrans - prev_loss : 0;
+    loss += signals;
+    if (signals > 0) {
+      // One episode per window of the flow's segments (flow_monitor.h).
+      double window = f.rtt_ms > 0 && dt_s > 0 ? double(d) / LossCount::kSegmentBytes * (f.rtt_ms / 1e3) / dt_s : 0;
+      out.loss_events += window > 1 ? std::max(1.0, double(signals) / window) : double(signals);
+    }
     if (d > 0 && f.rtt_ms > 0) weighted += f.rtt_ms * double(d);
     if (d > 0 || !f.closed) ++out.flows;
     if (f.closed) last_.erase(f.id);

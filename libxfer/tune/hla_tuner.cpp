@@ -31,6 +31,11 @@
 // missed is not tried again. When the table has nothing else: channels one
 // at a time (fine-tuning: hla-throughput adds one to the chunk with the most
 // bytes left, hla-energy takes one from the chunk with the most).
+// Exploration (issue 41; hla_tuner.h kExploreShare): at most explore_share
+// of the intervals go to a neighbouring setting the stratum's history lacks
+// or knows poorly (UCB1 over the table's measured settings), held for two
+// intervals and kept only when it did better within the SLA; under a floor
+// never fewer channels, and only while the floor is met with margin.
 // hla-throughput's floor is split among the chunks by their bytes; when a
 // chunk finishes, the rest re-choose from their bands for their share of
 // the whole floor (not a switch: the surfaces stay).
@@ -68,6 +73,7 @@ double HlaTuner::chunk_bound(size_t i) const {
 
 Params HlaTuner::init(const JobInfo& info) {
   info_ = info;
+  sla_mbps_ = opts_.target_mbps;  // said in the summary also on a cold start
   if (!opts_.hla_table) {
     if (goal_ == Goal::Energy) cold_ = std::make_unique<MinEnergyTuner>(opts_);
     else if (opts_.target_mbps > 0 || opts_.target_pct > 0) cold_ = std::make_unique<ThroughputTargetTuner>(opts_);
@@ -80,7 +86,6 @@ Params HlaTuner::init(const JobInfo& info) {
     current_ = p;
     return p;
   }
-  sla_mbps_ = opts_.target_mbps;
   active_.assign(info.chunks.size(), true);
   places_.assign(info.chunks.size(), {});
   for (size_t i = 0; i < info.chunks.size(); ++i)
@@ -251,7 +256,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
   double mbps = obs.throughput_bps / 1e6;
   last_j_per_gb_ = energy ? *energy / (double(obs.bytes_interval) / 1e9) : 0;
-  if (exploring_.active) return judge_exploration(obs, mbps);
+  if (exploring_.active) return judge_exploration(mbps);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   std::optional<double> load;
@@ -410,7 +415,7 @@ std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, doub
   if (p) return p;
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
   if (ceiling && (proj <= 0 || proj > opts_.energy_budget_j_per_gb / (1 + kMargin))) return std::nullopt;
-  return explore(obs, mbps);
+  return explore(obs);
 }
 
 namespace {
@@ -435,7 +440,7 @@ Known known_at(const std::vector<hla::MeasuredSetting>& m, const ChunkParams& c)
 
 }  // namespace
 
-std::optional<Params> HlaTuner::explore(const Observation& obs, double mbps) {
+std::optional<Params> HlaTuner::explore(const Observation& obs) {
   if (exploring_.active || obs.near_end || recent_bps_.size() < 2) return std::nullopt;
   if (double(explored_intervals_ + kExploreHold) > opts_.explore_share * double(intervals_))
     return std::nullopt;
@@ -492,7 +497,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs, double mbps) {
   if (!chosen) return std::nullopt;
   double ref_bps = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size());
   double ref_w = recent_w_.empty() ? 0 : std::accumulate(recent_w_.begin(), recent_w_.end(), 0.0) / double(recent_w_.size());
-  exploring_ = {true, pick, 0, current_, ref_bps / 1e6, ref_w > 0 && ref_bps > 0 ? ref_w / (ref_bps / 8e9) : 0,
+  exploring_ = {true, pick, current_, ref_bps / 1e6, ref_w > 0 && ref_bps > 0 ? ref_w / (ref_bps / 8e9) : 0,
                 predicted_, table_chunks_};
   ++explorations_;
   current_.chunks[pick] = *chosen;
@@ -506,12 +511,10 @@ std::optional<Params> HlaTuner::explore(const Observation& obs, double mbps) {
   events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", chosen->cc},
                      {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits}});
   log::info("{}", current_.reason);
-  (void)mbps;
   return current_;
 }
 
-std::optional<Params> HlaTuner::judge_exploration(const Observation& obs, double mbps) {
-  (void)obs;
+std::optional<Params> HlaTuner::judge_exploration(double mbps) {
   Exploration& x = exploring_;
   x.active = false;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;

@@ -96,9 +96,10 @@ class HlaTuner : public Tuner {
   std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
   // adjust(), and when it changes nothing, an exploration if one is due.
   std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
-  std::optional<Params> explore(const Observation& obs, double mbps);
-  // The explored interval measured: keep the setting or go back.
-  std::optional<Params> judge_exploration(const Observation& obs, double mbps);
+  std::optional<Params> explore(const Observation& obs);
+  // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the
+  // setting or go back.
+  std::optional<Params> judge_exploration(double mbps);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
@@ -137,7 +138,6 @@ class HlaTuner : public Tuner {
   struct Exploration {
     bool active = false;
     size_t chunk = 0;
-    int held = 0;        // intervals at the explored setting so far
     Params back;         // what ran before
     double ref_mbps = 0, ref_j_per_gb = 0;  // what it measured (J/GB 0: no energy)
     double back_predicted = 0;

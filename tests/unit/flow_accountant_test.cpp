@@ -67,3 +67,26 @@ TEST(FlowAccountant, CountersThatGoBackwardsAddNothing) {
   EXPECT_EQ(i.bytes, 0u);
   EXPECT_EQ(i.retrans_per_mb, 0);
 }
+
+TEST(FlowAccountant, OneLossIsOneEpisodeNotTheWindowOfOutOfOrderArrivalsBehindIt) {
+  // A flow receiving 10 MB a second at 50 ms: 345 segments a round trip.
+  // 690 out-of-order arrivals in the second are two losses' windows.
+  xfer::FlowAccountant a;
+  a.interval({flow(1, 0, 50)}, 1);
+  xfer::FlowInterval i = a.interval({flow(1, 10000000, 50, 690)}, 1);
+  double window = 10000000 / xfer::LossCount::kSegmentBytes * 0.05;
+  EXPECT_NEAR(i.loss_events, 690 / window, 1e-9);
+  EXPECT_NEAR(i.loss_events, 2, 0.01);
+  xfer::LossCount l;
+  l.add(i);
+  // 2 of 6906 segments: 0.029%, where the arrivals themselves would say 10%.
+  EXPECT_NEAR(l.pct(), 100 * 2 / (10000000 / xfer::LossCount::kSegmentBytes), 0.001);
+  // One signal is one episode, however large the window; a slow flow's
+  // signals (a window of one segment or less) count one each.
+  i = a.interval({flow(1, 20000000, 50, 691)}, 1);
+  EXPECT_DOUBLE_EQ(i.loss_events, 1);
+  xfer::FlowAccountant slow;
+  slow.interval({flow(2, 0, 50)}, 1);
+  i = slow.interval({flow(2, 20000, 50, 3)}, 1);
+  EXPECT_DOUBLE_EQ(i.loss_events, 3);
+}

@@ -196,6 +196,7 @@ TEST(HlaTuner, WithoutATableItIsAColdStartOnTheHeuristic) {
   nlohmann::json s = t->summary();
   EXPECT_EQ(s["start"], "cold");
   EXPECT_EQ(s["heuristic"], "throughput-target");
+  EXPECT_EQ(s["floor_mbps"], 50) << "the SLA is said also on a cold start";
   auto e = make_tuner("hla-energy", TunerOptions{});
   e->init(job());
   EXPECT_EQ(e->summary()["heuristic"], "min-energy");
