@@ -573,3 +573,46 @@ TEST(Hla, APathItsOwnJobsMeasuredIsTheMostAnyOfThemSaw) {
   for (const Stratum& x : st.strata) paths.insert(x.id.substr(0, x.id.find('/')));
   EXPECT_EQ(paths.size(), 2u) << st.tree;
 }
+
+TEST(Hla, SurfacesThatMissAWellMeasuredSettingAreNotTrusted) {
+  // On h2 a connection's requests in flight are what count: cc 1 with 32 in
+  // flight is fast, cc 1 with one is slow. The additive parts (cc, then pp)
+  // cannot hold that: their sum puts cc 1 pp 1 near the average.
+  HistoryData h;
+  struct Point {
+    int cc, pp;
+    double mbps;
+  };
+  const std::vector<Point> points = {{1, 1, 6}, {1, 32, 250}, {8, 1, 45}, {32, 1, 175}, {32, 32, 295}, {8, 32, 280}};
+  int n = 0;
+  for (int visit = 0; visit < 3; ++visit)
+    for (const Point& pt : points) {
+      RunRow r;
+      r.node = "dtn", r.run = "job" + std::to_string(n++), r.outcome = "done", r.link_mbps = 350, r.handshake_rtt_ms = 70;
+      h.runs.push_back(r);
+      for (int seq = 0; seq < 4; ++seq) {
+        IntervalRow i;
+        i.node = r.node, i.run = r.run, i.seq = seq, i.cc = pt.cc, i.pp = pt.pp, i.cores = 1, i.settling = seq == 0;
+        i.interval_s = 1;
+        double mbps = pt.mbps * (1 + 0.02 * ((seq + visit) % 3 - 1));
+        i.throughput_bps = mbps * 1e6, i.bytes_interval = int64_t(mbps * 1e6 / 8);
+        i.dynamic_joules = (100 + 1000 / mbps) * double(i.bytes_interval) / 1e9;
+        i.chunk_files = 400, i.chunk_bytes = 40'000'000, i.chunk_size_mean = 1e5, i.chunk_size_sd = 2e4;
+        h.intervals.push_back(i);
+      }
+    }
+  Analysis a = analyze(h, "h2", 6);
+  ASSERT_EQ(a.table.strata.size(), 1u) << a.strata.tree;
+  const TableStratum& s = a.table.strata[0];
+  ASSERT_TRUE(a.models[0].fitted);
+  EXPECT_GT(std::abs(a.models[0].throughput({1, 1, 1, 1, 0}) - 6), 3.0) << "the additive sum does miss it here";
+  EXPECT_EQ(s.decided, "measured") << s.why;
+  EXPECT_NE(s.why.find("well-measured"), std::string::npos) << s.why;
+  // And least energy is a setting that was measured, never cc 1 pp 1's 6 Mbit/s promised as 130.
+  bool met = false;
+  const TableEntry* e = choose(s, "throughput", 100, met);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(met);
+  EXPECT_GE(e->choice.mbps, 100);
+  EXPECT_FALSE(e->choice.knobs.cc == 1 && e->choice.knobs.pp == 1);
+}

@@ -275,6 +275,10 @@ std::vector<TableEntry> sla_entries(const std::vector<Choice>& all, bool has_ene
 // stratum whose surfaces are not trusted, or with too few rows to fit
 // them, takes its entries from its measured settings.
 constexpr double kTrustScatter = 2.0, kTrustRmse = 0.15;
+// Nor are surfaces that put a well-measured setting (two visits, or
+// kWellMeasuredS seconds) further than kMeasuredMiss of its measured
+// throughput from it (and 3 of its sd).
+constexpr double kWellMeasuredS = 2.0, kMeasuredMiss = 0.5;
 
 struct TableStratum {
   std::string id;
