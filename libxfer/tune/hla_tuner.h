@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernel_plan.h"
-#include "xfer/flow_monitor.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
