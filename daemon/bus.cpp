@@ -57,9 +57,9 @@ Caller need_caller(sd_bus_message* m) {
 
 // Submit's reply, sent once the caller's destination has been opened as the
 // caller (the handler returns before: sd-bus sends nothing for it).
-Service::SubmitReply deferred_reply(sd_bus_message* m) {
+Service::SubmitReply deferred_reply(sd_bus_message* m, Service& s) {
   std::shared_ptr<sd_bus_message> held(sd_bus_message_ref(m), sd_bus_message_unref);
-  return [held](uint64_t id, const Refusal* r) {
+  return [held, &s](uint64_t id, const Refusal* r) {
     int rc;
     if (r) {
       log_refusal(held.get(), *r);
@@ -69,6 +69,7 @@ Service::SubmitReply deferred_reply(sd_bus_message* m) {
       rc = sd_bus_reply_method_error(held.get(), &e);
       sd_bus_error_free(&e);
     } else {
+      if (auto it = s.jobs.find(id); it != s.jobs.end()) it->second->watch(sd_bus_message_get_sender(held.get()));
       rc = sd_bus_reply_method_return(held.get(), "o", job_path(id).c_str());
     }
     if (rc < 0) log::warn("Submit: the reply to {} could not be sent: {}", sd_bus_message_get_sender(held.get()) ?: "?",
@@ -77,19 +78,21 @@ Service::SubmitReply deferred_reply(sd_bus_message* m) {
 }
 
 int method_submit(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  sd_bus_message_sensitive(m);  // it may carry credentials: wiped when freed
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
     SubmitRequest req = read_submit(m, size_t(svc(ud).cfg.max_entries_per_job));
-    svc(ud).submit(c, std::move(req), deferred_reply(m));
+    svc(ud).submit(c, std::move(req), deferred_reply(m, svc(ud)));
     return 1;
   });
 }
 
 int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  sd_bus_message_sensitive(m);
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
     SubmitRequest req = read_submit_manifest(m, size_t(svc(ud).cfg.max_entries_per_job));
-    svc(ud).submit(c, std::move(req), deferred_reply(m));
+    svc(ud).submit(c, std::move(req), deferred_reply(m, svc(ud)));
     return 1;
   });
 }
@@ -171,6 +174,16 @@ int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
     Caller c = need_caller(m);
     JobEntry& j = entry(ud);
     (j.service->*Op)(c, j);
+    return sd_bus_reply_method_return(m, "");
+  });
+}
+
+int method_set_credentials(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  sd_bus_message_sensitive(m);
+  return guarded(m, e, [&] {
+    Caller c = need_caller(m);
+    JobEntry& j = entry(ud);
+    j.service->set_credentials(c, j, read_credentials(m));
     return sd_bus_reply_method_return(m, "");
   });
 }
@@ -282,10 +295,11 @@ const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
     SD_BUS_METHOD_WITH_NAMES("Submit", "a(sts)ssa{sv}",
                              SD_BUS_PARAM(entries) SD_BUS_PARAM(destination) SD_BUS_PARAM(policy) SD_BUS_PARAM(options),
-                             "o", SD_BUS_PARAM(job), method_submit, SD_BUS_VTABLE_UNPRIVILEGED),
+                             "o", SD_BUS_PARAM(job), method_submit, SD_BUS_VTABLE_UNPRIVILEGED | SD_BUS_VTABLE_SENSITIVE),
     SD_BUS_METHOD_WITH_NAMES("SubmitManifest", "sssa{sv}",
                              SD_BUS_PARAM(manifest) SD_BUS_PARAM(destination) SD_BUS_PARAM(policy) SD_BUS_PARAM(options),
-                             "o", SD_BUS_PARAM(job), method_submit_manifest, SD_BUS_VTABLE_UNPRIVILEGED),
+                             "o", SD_BUS_PARAM(job), method_submit_manifest,
+                             SD_BUS_VTABLE_UNPRIVILEGED | SD_BUS_VTABLE_SENSITIVE),
     SD_BUS_METHOD_WITH_NAMES("ListJobs", "", , "a(otussstt)", SD_BUS_PARAM(jobs), method_list_jobs,
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_NAMES("GetPolicies", "", , "a(ssbbs)", SD_BUS_PARAM(policies), method_get_policies,
@@ -304,6 +318,8 @@ const sd_bus_vtable* job_vtable() {
     t.push_back(SD_BUS_METHOD("Cancel", "", "", job_method<&Service::cancel>, SD_BUS_VTABLE_UNPRIVILEGED));
     t.push_back(SD_BUS_METHOD("Pause", "", "", job_method<&Service::pause>, SD_BUS_VTABLE_UNPRIVILEGED));
     t.push_back(SD_BUS_METHOD("Resume", "", "", job_method<&Service::resume>, SD_BUS_VTABLE_UNPRIVILEGED));
+    t.push_back(SD_BUS_METHOD_WITH_NAMES("SetCredentials", "a{sv}", SD_BUS_PARAM(credentials), "", , method_set_credentials,
+                                         SD_BUS_VTABLE_UNPRIVILEGED | SD_BUS_VTABLE_SENSITIVE));
     t.push_back(SD_BUS_SIGNAL_WITH_NAMES("Finished", "ss", SD_BUS_PARAM(state) SD_BUS_PARAM(summary), 0));
     t.push_back(SD_BUS_VTABLE_END);
     return t;
@@ -385,6 +401,8 @@ int find_job(sd_bus* bus, const char* path, const char*, void* ud, void** found,
         std::strcmp(sd_bus_message_get_path(m), path) == 0 && caller_of(m, &c) >= 0 && !c.root() &&
         c.uid != it->second->row.uid)
       it = s.jobs.end();
+    else if (m && sd_bus_message_is_method_call(m, nullptr, nullptr))
+      it->second->watch(sd_bus_message_get_sender(m));  // its owner (or root) follows it: signals go there too
   }
   if (it == s.jobs.end())
     return sd_bus_error_setf(e, err::kNoSuchJob,
@@ -410,6 +428,22 @@ int enumerate_jobs(sd_bus* bus, const char*, void* ud, char*** nodes, sd_bus_err
   return 0;
 }
 
+// A signal about job j, sent to each of its watchers alone (the message's
+// destination set: the bus delivers it to that connection only, whatever
+// match rules others hold). fill appends the arguments.
+template <class F>
+void unicast(sd_bus* bus, const JobEntry& j, const char* iface, const char* member, F&& fill) {
+  for (const std::string& to : j.watchers) {
+    sd_bus_message* m = nullptr;
+    int r = sd_bus_message_new_signal(bus, &m, j.path().c_str(), iface, member);
+    if (r >= 0) r = sd_bus_message_set_destination(m, to.c_str());
+    if (r >= 0) r = fill(m);
+    if (r >= 0) r = sd_bus_send(bus, m, nullptr);
+    sd_bus_message_unref(m);
+    if (r < 0) log::debug("job {}: {} to {}: {}", j.row.id, member, to, strerror(-r));
+  }
+}
+
 }  // namespace
 
 int bus_register(Service& s, sd_bus* bus) {
@@ -424,23 +458,38 @@ int bus_register(Service& s, sd_bus* bus) {
   auto shown = std::make_shared<std::map<uint64_t, std::map<std::string, PropValue>>>();
   s.on_changed = [bus, shown](JobEntry& j) {
     std::map<std::string, PropValue>& last = (*shown)[j.row.id];
-    std::vector<const char*> changed;
+    std::vector<std::pair<const char*, const JobProperty*>> changed;
     xfer::JobProgress p = j.live_progress();
     for (const JobProperty& prop : kJobProperties) {
       if (!prop.changes) continue;
-      const char* name = prop.name;
       PropValue v = prop.value(j, p);
-      auto it = last.find(name);
+      auto it = last.find(prop.name);
       if (it != last.end() && it->second == v) continue;
-      last[name] = std::move(v);
-      changed.push_back(name);
+      last[prop.name] = std::move(v);
+      changed.emplace_back(prop.name, &prop);
     }
     if (changed.empty()) return;
-    changed.push_back(nullptr);
-    sd_bus_emit_properties_changed_strv(bus, j.path().c_str(), "org.xferd.Job1", const_cast<char**>(changed.data()));
+    // PropertiesChanged with the new values, to each watcher alone.
+    unicast(bus, j, "org.freedesktop.DBus.Properties", "PropertiesChanged", [&](sd_bus_message* m) {
+      int r = sd_bus_message_append(m, "s", "org.xferd.Job1");
+      if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
+      for (const auto& [name, prop] : changed) {
+        if (r >= 0) r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r >= 0) r = sd_bus_message_append(m, "s", name);
+        if (r >= 0) r = sd_bus_message_open_container(m, 'v', prop->type);
+        if (r >= 0) r = append_value(m, last[name]);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+      }
+      if (r >= 0) r = sd_bus_message_close_container(m);
+      if (r >= 0) r = sd_bus_message_append(m, "as", 0);
+      return r;
+    });
   };
   s.on_finished = [bus, shown](JobEntry& j) {
-    sd_bus_emit_signal(bus, j.path().c_str(), "org.xferd.Job1", "Finished", "ss", xfer::to_string(j.state), j.summary.c_str());
+    unicast(bus, j, "org.xferd.Job1", "Finished", [&](sd_bus_message* m) {
+      return sd_bus_message_append(m, "ss", xfer::to_string(j.state), j.summary.c_str());
+    });
     shown->erase(j.row.id);
   };
   return 0;

@@ -1,4 +1,5 @@
 #include "config.h"
+#include "xfer/manifest.h"
 
 #include "xfer/bw_schedule.h"
 
@@ -121,6 +122,29 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
   return keys;
 }
 
+// An http(s) URL without user information (credentials are named apart).
+Setter<Policy> url_text(std::string Policy::*field) {
+  return [=](const toml::node& n, Policy& p) -> std::string {
+    if (!n.is_string()) return "expected a string";
+    std::string v = *n.value<std::string>();
+    if (std::string why = xfer::check_url(v); !why.empty()) return why;
+    p.*field = v;
+    return "";
+  };
+}
+
+// The name of a systemd credential: a file name in $CREDENTIALS_DIRECTORY.
+Setter<Policy> credential_name(std::string Policy::*field) {
+  return [=](const toml::node& n, Policy& p) -> std::string {
+    if (!n.is_string()) return "expected a string";
+    std::string v = *n.value<std::string>();
+    if (v.empty() || v == "." || v == ".." || v.find('/') != std::string::npos || v.size() > 255)
+      return "the name of a systemd credential (LoadCredential=NAME:PATH), a plain file name";
+    p.*field = v;
+    return "";
+  };
+}
+
 std::vector<std::string> algorithms() {
   std::vector<std::string> out;
   for (const auto& e : xfer::tuner_registry()) out.push_back(e.name);
@@ -134,6 +158,14 @@ const std::map<std::string, Setter<Policy>>& policy_keys() {
       {"kernel", boolean(&Policy::kernel)},
       {"users", strings(&Policy::users)},
       {"groups", strings(&Policy::groups)},
+      {"proxy", url_text(&Policy::proxy)},
+      {"proxy_user", text(&Policy::proxy_user)},
+      {"proxy_password_credential", credential_name(&Policy::proxy_password_credential)},
+      {"no_proxy", text(&Policy::no_proxy)},
+      {"credentials_origin", url_text(&Policy::credentials_origin)},
+      {"user", text(&Policy::user)},
+      {"password_credential", credential_name(&Policy::password_credential)},
+      {"bearer_token_credential", credential_name(&Policy::bearer_token_credential)},
   };
   return keys;
 }
@@ -281,6 +313,14 @@ void check_config(const Config& c) {
   for (const auto& [name, p] : c.policies) {
     no_nul(p.values, p.origin + ": policy " + name);
     if (p.algorithm.empty()) throw ConfigError(p.origin + ": policy " + name + " has no algorithm");
+    if ((!p.bearer_token_credential.empty() || !p.password_credential.empty()) && p.credentials_origin.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": credentials_origin says which origin its credentials are for");
+    if (!p.bearer_token_credential.empty() && !p.password_credential.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": a bearer token or a password, not both");
+    if (!p.password_credential.empty() && p.user.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": password_credential needs user");
+    if ((!p.proxy_user.empty() || !p.proxy_password_credential.empty()) && p.proxy.empty())
+      throw ConfigError(p.origin + ": policy " + name + ": proxy_user and proxy_password_credential need proxy");
     const xfer::TunerEntry* t = xfer::find_tuner(p.algorithm);  // the key's choices are the registry's
     if (t && !t->run_only.empty())
       throw ConfigError(p.origin + ": policy " + name + ": '" + p.algorithm + "' " + t->run_only + "; it is for xferctl run");

@@ -31,6 +31,16 @@ struct Policy {
   // max_cores, min_freq_khz, max_freq_khz, ca_file.
   xfer::OptionValues values = xfer::OptionValues::object();
   std::string origin;               // "file:line" where it was defined
+  // The admin's credentials for the policy's jobs, each secret named by a
+  // systemd credential (LoadCredential=NAME:PATH in xferd.service; read from
+  // $CREDENTIALS_DIRECTORY/NAME when a job starts, never kept in the config):
+  // a proxy (with a user and password), and a bearer token, or a user and
+  // password, for one origin. A job's own credentials for that origin win.
+  std::string proxy, proxy_user, proxy_password_credential, no_proxy;
+  std::string credentials_origin, user, password_credential, bearer_token_credential;
+  bool has_credentials() const {
+    return !proxy.empty() || !password_credential.empty() || !bearer_token_credential.empty();
+  }
 };
 
 struct Config {

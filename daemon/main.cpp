@@ -12,7 +12,9 @@
 
 #include "bus.h"
 #include "config.h"
+#include "xfer/credentials.h"
 #include "service.h"
+#include "xfer/credentials.h"
 #include "xfer/hla.h"
 #include "xfer/log.h"
 #include "xfer/text.h"
@@ -88,6 +90,7 @@ int run(const Args& a) {
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  xfer::protect_process_memory();  // it will hold its callers' credentials: no core file, no ptrace by uid
 
   sd_event* loop = nullptr;
   sd_event_default(&loop);

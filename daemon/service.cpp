@@ -44,12 +44,22 @@ void JobEntry::take_manifest(xfer::Manifest m) {
   progress.bytes_total = 0;
   names.clear();
   names.reserve(m.entries.size());
+  origins.clear();
   for (const auto& e : m.entries) {
     progress.bytes_total += e.size.value_or(0);
     names.push_back(e.name);
+    if (std::string o = xfer::url_origin(e.url); std::find(origins.begin(), origins.end(), o) == origins.end())
+      origins.push_back(std::move(o));
   }
   std::sort(names.begin(), names.end());
   manifest = std::move(m);
+}
+
+void JobEntry::watch(const char* unique_name) {
+  if (!unique_name || !*unique_name) return;
+  std::erase(watchers, std::string(unique_name));
+  if (watchers.size() >= kMaxWatchers) watchers.erase(watchers.begin());
+  watchers.emplace_back(unique_name);
 }
 
 DirKey dest_key(int dir_fd) {
@@ -62,6 +72,52 @@ JobEntry::~JobEntry() {
   run.reset();  // before the destination descriptor its Job writes through
   if (dir_fd >= 0) close(dir_fd);
   if (ca_fd >= 0) close(ca_fd);
+}
+
+// One systemd credential: $CREDENTIALS_DIRECTORY/NAME, which systemd fills
+// from LoadCredential= (root's, read-only, on a ramfs).
+xfer::Secret systemd_credential(const std::string& name) {
+  const char* dir = getenv("CREDENTIALS_DIRECTORY");
+  if (!dir || !*dir)
+    throw std::runtime_error("credential '" + name + "': no $CREDENTIALS_DIRECTORY (give it with LoadCredential=" + name +
+                             ":PATH in xferd.service)");
+  std::string text;
+  try {
+    text = xfer::read_small_file(std::string(dir) + "/" + name, 1 << 20, "systemd credential");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("credential '" + name + "' (LoadCredential=" + name + ":PATH in xferd.service): " + e.what());
+  }
+  std::string_view v = text;
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.remove_suffix(1);
+  xfer::Secret s(v);
+  xfer::wipe(text);
+  return s;
+}
+
+std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy& p,
+                                                                    const std::shared_ptr<const xfer::JobCredentials>& job,
+                                                                    const std::vector<std::string>& origins) {
+  auto out = job ? std::make_shared<xfer::JobCredentials>(*job) : std::make_shared<xfer::JobCredentials>();
+  if (!p.proxy.empty() && out->proxy.url.empty()) {  // the job's own proxy wins
+    out->proxy.url = p.proxy;
+    out->proxy.user = p.proxy_user;
+    out->proxy.no_proxy = p.no_proxy;
+    if (!p.proxy_password_credential.empty()) out->proxy.password = systemd_credential(p.proxy_password_credential);
+  }
+  std::string origin = xfer::url_origin(p.credentials_origin);
+  bool used = std::find(origins.begin(), origins.end(), origin) != origins.end();
+  if (!origin.empty() && used && !out->find(origin)) {
+    xfer::Credentials c;
+    c.origin = origin;
+    if (!p.bearer_token_credential.empty()) c.bearer = systemd_credential(p.bearer_token_credential);
+    if (!p.password_credential.empty()) {
+      c.user = p.user;
+      c.password = systemd_credential(p.password_credential);
+      c.auth = xfer::AuthKind::Any;
+    }
+    out->origins.push_back(std::move(c));
+  }
+  return out;
 }
 
 bool may_change_kernel(const Config& cfg, const Caller& c) {
@@ -189,7 +245,8 @@ double Service::link_capacity_bps() const {
 double Service::admitted_floors(const JobEntry* except, bool running_only) const {
   double f = 0;
   for (const auto& [id, j] : jobs)
-    if (j.get() != except && !j->finished() && j->state != xfer::JobState::Paused && (!running_only || j->run))
+    if (j.get() != except && !j->finished() && j->state != xfer::JobState::Paused &&
+        j->state != xfer::JobState::NeedsCredentials && (!running_only || j->run))
       f += j->floor_bps;
   return f;
 }
@@ -436,7 +493,14 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   j->row.dest = req.dest;
   j->row.manifest = xfer::to_text(*j->manifest);
   j->row.policy = p.name;
-  j->row.options = options.dump();
+  if (req.credentials) {
+    j->credentials = bind_credentials(std::move(*req.credentials), j->origins);
+    j->credentials_kinds = j->credentials->describe();
+  }
+  // The store keeps what kinds of credentials the job had, never them.
+  nlohmann::json stored = options;
+  if (j->credentials) stored["credentials"] = j->credentials_kinds;
+  j->row.options = stored.dump();
   j->row.submitted_at = unix_now();
   j->row.state = xfer::to_string(xfer::JobState::Queued);
   j->policy = p;
@@ -459,8 +523,8 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   j->row.manifest.clear();  // the store keeps the text; the parsed manifest is enough here
   j->row.manifest.shrink_to_fit();
   uint64_t id = j->row.id;
-  log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}", id, c.name, c.uid, j->progress.files_total,
-            req.dest, p.name);
+  log::info("job {}: submitted by {} (uid {}): {} files into {}, policy {}{}", id, c.name, c.uid, j->progress.files_total,
+            req.dest, p.name, j->credentials ? "; credentials: " + j->credentials_kinds : "");
   jobs[id] = std::move(j);
   start_queued();
   return id;
@@ -682,6 +746,14 @@ void Service::start(JobEntry& j) {
   std::string why;
   std::string ca_pem = job_ca(j, &why);
   if (!why.empty()) return fail(j, why);
+  std::shared_ptr<const xfer::JobCredentials> creds = j.credentials;
+  if (j.policy.has_credentials()) {
+    try {
+      creds = with_policy_credentials(j.policy, j.credentials, j.origins);
+    } catch (const std::runtime_error& e) {
+      return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
+    }
+  }
 
   xfer::RunningJobSpec spec;
   spec.id = uint32_t(id);
@@ -697,6 +769,7 @@ void Service::start(JobEntry& j) {
   j.manifest.reset();
   spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
   spec.job.opts.ca_pem = std::move(ca_pem);
+  spec.job.opts.credentials = std::move(creds);
   spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
   spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
   spec.run.link_source = cfg.configured("bandwidth_mbps") ? "configured" : "assumed";
@@ -764,6 +837,12 @@ void Service::follow(JobEntry& j) {
     // until the job runs again.
     if (st == xfer::JobState::Paused) jp->error = jp->job()->pause_reason();
     if (st == xfer::JobState::Running) jp->error.clear();
+    if (st == xfer::JobState::Paused && jp->job()->needs_credentials()) {
+      log::warn("job {}: {}; it waits for its owner's SetCredentials (xferctl credentials {})", jp->row.id,
+                jp->error, jp->row.id);
+      st = xfer::JobState::NeedsCredentials;
+      return set_state(*jp, st);
+    }
     if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
       set_state(*jp, st);
   };
@@ -862,7 +941,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
 
 void Service::pause(const Caller& c, JobEntry& j) {
   need_owner(c, j, "pause");
-  if (j.finished() || j.state == xfer::JobState::Paused)
+  if (j.finished() || j.state == xfer::JobState::Paused || j.state == xfer::JobState::NeedsCredentials)
     throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id,
                                               xfer::to_string(j.state)));
   if (j.run) {
@@ -879,11 +958,45 @@ void Service::pause(const Caller& c, JobEntry& j) {
   start_queued();  // its slot is free
 }
 
+void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
+  need_owner(c, j, "give credentials to");
+  if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
+  if (j.origins.empty()) {  // a job that never held its manifest in memory since a restart
+    try {
+      j.take_manifest(manifest_from_text(store->manifest(j.row.id), cfg.max_entries_per_job));
+    } catch (const std::exception& e) {
+      throw Refusal(err::kInternal, std::string("the job's manifest: ") + e.what());
+    }
+  }
+  j.credentials = bind_credentials(std::move(a), j.origins);
+  j.credentials_kinds = j.credentials->describe();
+  log::info("job {}: new credentials from {}: {}", j.row.id, c.name, j.credentials_kinds);
+  if (j.run) j.job()->set_credentials(j.credentials);
+  if (j.state != xfer::JobState::NeedsCredentials) return;
+  j.error.clear();
+  if (j.run) {
+    j.job()->resume();  // announces running through on_state
+  } else {
+    set_state(j, xfer::JobState::Queued);
+    j.queued_seq = ++next_seq_;
+    start_queued();
+  }
+}
+
 void Service::resume(const Caller& c, JobEntry& j) {
   need_owner(c, j, "resume");
+  if (j.state == xfer::JobState::NeedsCredentials)
+    throw Refusal(err::kBadState, fmt::format("job {} waits for credentials: give them (SetCredentials; xferctl "
+                                              "credentials {}), and it goes on",
+                                              j.row.id, j.row.id));
   if (j.state != xfer::JobState::Paused)
     throw Refusal(err::kBadState, fmt::format("job {} is {}, not paused", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: resumed by {}", j.row.id, c.name);
+  if (!j.run && !j.credentials_kinds.empty() && !j.credentials) {  // paused across a restart: its credentials are gone
+    j.error = "xferd restarted and keeps no credentials: give them again (SetCredentials; xferctl credentials " +
+              std::to_string(j.row.id) + "); it had: " + j.credentials_kinds;
+    return set_state(j, xfer::JobState::NeedsCredentials);
+  }
   if (j.run) {
     // Announces Running through on_state, and may end the job at once (its
     // last file was checked while it was paused): nothing is set after it.
@@ -921,6 +1034,10 @@ void Service::restore_jobs() {
     j->options = nlohmann::json::parse(r.options, nullptr, false);
     if (j->options.is_discarded()) j->options = nlohmann::json::object();
     j->label = j->options.value("label", "");
+    if (j->options.contains("credentials")) {  // which kinds it had: the credentials themselves were never stored
+      j->credentials_kinds = j->options["credentials"].is_string() ? j->options["credentials"].get<std::string>() : "?";
+      j->options.erase("credentials");
+    }
     auto p = cfg.policies.find(r.policy);
     j->policy = p != cfg.policies.end() ? p->second : Policy{};
     j->policy.name = r.policy;
@@ -954,6 +1071,14 @@ void Service::restore_jobs() {
       }
       if (p == cfg.policies.end()) {
         fail(e, "policy '" + e.row.policy + "' is no longer in the configuration");
+      } else if (!e.credentials_kinds.empty() && e.state != xfer::JobState::Paused) {
+        // Secrets are not kept across a restart (no key to encrypt them at
+        // rest is trusted more than their owner): the owner gives them again.
+        e.error = "xferd restarted and keeps no credentials: give them again (SetCredentials; xferctl credentials " +
+                  std::to_string(e.row.id) + "); it had: " + e.credentials_kinds;
+        set_state(e, xfer::JobState::NeedsCredentials);
+        log::info("job {}: carried on after a restart; waits for its owner to give its credentials again ({})",
+                  e.row.id, e.credentials_kinds);
       } else {
         log::info("job {}: carried on after a restart ({})", e.row.id, xfer::to_string(e.state));
       }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "caller.h"
+#include "credentials_args.h"
 #include "errors.h"
 #include "config.h"
 #include "store.h"
@@ -85,6 +86,19 @@ struct JobEntry {
   // so that no two jobs write one name.
   DirKey dest;
   std::vector<std::string> names;
+  // The bus connections its signals go to (unique names): the one that
+  // submitted it and each of its owner's (or root's) that has called on it
+  // since, newest last, at most kMaxWatchers. Signals about a job are never
+  // broadcast: another user's match rule would receive them.
+  std::vector<std::string> watchers;
+  // Its credentials (never stored: a restart keeps only what kinds it had,
+  // `credentials_kinds`, and the job waits in needs-credentials for its owner
+  // to give them again), and the origins of its entries they bind to.
+  std::shared_ptr<const xfer::JobCredentials> credentials;
+  std::string credentials_kinds;
+  std::vector<std::string> origins;
+  static constexpr size_t kMaxWatchers = 16;
+  void watch(const char* unique_name);
 
   xfer::Job* job() const { return run ? &run->job() : nullptr; }
   // The Job's figures while it runs, else the last known.
@@ -97,6 +111,12 @@ struct JobEntry {
   bool finished() const { return xfer::finished(state); }
   ~JobEntry();
 };
+
+// A job's credentials with its policy's (systemd credentials: $CREDENTIALS_DIRECTORY),
+// for the job's origins. Throws std::runtime_error naming a credential that cannot be read.
+std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy& p,
+                                                                    const std::shared_ptr<const xfer::JobCredentials>& job,
+                                                                    const std::vector<std::string>& origins);
 
 struct Options {
   std::string config = kConfigFile;
@@ -161,6 +181,9 @@ struct Service {
   void cancel(const Caller& c, JobEntry& j);
   void pause(const Caller& c, JobEntry& j);
   void resume(const Caller& c, JobEntry& j);
+  // New credentials from the job's owner (only): a job waiting for them
+  // (needs-credentials) goes on; a running one uses them from now on.
+  void set_credentials(const Caller& c, JobEntry& j, CredentialArgs a);
 
   // Jobs the store holds unfinished are carried on (after a restart or a crash).
   void restore_jobs();

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "xfer/history.h"
+#include "xfer/log.h"
+#include "xfer/safe_open.h"
 #include "xfer/sqlite_stmt.h"
 
 namespace xferd {
@@ -55,6 +57,13 @@ class Stmt : public xfer::SqliteStmt<StoreError> {
 }  // namespace
 
 Store::Store(const std::string& path) : path_(path) {
+  // Manifests hold URLs with their query tokens: the store is root's alone.
+  try {
+    if (int n = xfer::make_private_file(path, "job store"))
+      xfer::log::warn("job store {}: {} file(s) were readable by other users; now owner only", path, n);
+  } catch (const std::runtime_error& e) {
+    throw StoreError(e.what());
+  }
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
       SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";

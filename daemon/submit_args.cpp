@@ -29,12 +29,12 @@ Refusal too_many(size_t max_entries) {
 // The checks of one entry that have an error name of their own.
 void check_entry(const std::string& url, const std::string& where) {
   if (std::string why = xfer::check_url(url); !why.empty())
-    throw Refusal(err::kUnsupportedUrl, fmt::format("{}: {}: {}", where, xfer::printable(url.substr(0, 300)), why));
+    throw Refusal(err::kUnsupportedUrl, fmt::format("{}: {}: {}", where, xfer::shown_url(url), why));
   try {
     xfer::file_name_from_url(url);
   } catch (const std::invalid_argument& e) {
     throw Refusal(err::kBadFileName, fmt::format("{}: {}: {}; the file name must stay inside the destination", where,
-                                                 xfer::printable(url.substr(0, 300)), e.what()));
+                                                 xfer::shown_url(url), e.what()));
   }
 }
 
@@ -70,7 +70,7 @@ xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries) {
   }
 }
 
-nlohmann::json read_options(sd_bus_message* m) {
+nlohmann::json read_options(sd_bus_message* m, std::optional<CredentialArgs>* creds) {
   nlohmann::json out = nlohmann::json::object();
   check(sd_bus_message_enter_container(m, 'a', "{sv}"), "options");
   for (;;) {
@@ -79,6 +79,13 @@ nlohmann::json read_options(sd_bus_message* m) {
     if (r == 0) break;
     const char* key = nullptr;
     check(sd_bus_message_read(m, "s", &key), "option name");
+    if (creds && std::strcmp(key, "credentials") == 0) {
+      check(sd_bus_message_enter_container(m, 'v', "a{sv}"), "option credentials (an a{sv})");
+      *creds = read_credentials(m);
+      check(sd_bus_message_exit_container(m), "option credentials");
+      check(sd_bus_message_exit_container(m), "options");
+      continue;
+    }
     const xfer::OptionSpec* opt = xfer::find_option(key);
     if (!opt || !(opt->scopes & xfer::kJob)) {
       std::string known;
@@ -137,7 +144,7 @@ SubmitRequest read_submit(sd_bus_message* m, size_t max_entries) {
   check(sd_bus_message_read(m, "ss", &dest, &policy), "destination, policy");
   req.dest = dest;
   req.policy = policy;
-  req.options = read_options(m);
+  req.options = read_options(m, &req.credentials);
   if (n == 0) throw Refusal(err::kInvalidManifest, "no entries: nothing to fetch");
   req.manifest = finish(b);
   return req;
@@ -149,7 +156,7 @@ SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries) {
   check(sd_bus_message_read(m, "sss", &text, &dest, &policy), "manifest, destination, policy");
   req.dest = dest;
   req.policy = policy;
-  req.options = read_options(m);
+  req.options = read_options(m, &req.credentials);
   req.manifest = manifest_from_text(text, max_entries);
   return req;
 }

@@ -9,8 +9,10 @@
 #include <systemd/sd-bus.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "credentials_args.h"
 #include "errors.h"
 #include "xfer/manifest.h"
 
@@ -20,6 +22,7 @@ struct SubmitRequest {
   xfer::Manifest manifest;
   std::string dest, policy;
   nlohmann::json options = nlohmann::json::object();
+  std::optional<CredentialArgs> credentials;  // options' "credentials" (never in `options`: those are stored)
 };
 
 // Submit: (a(sts) entries, s destination, s policy, a{sv} options). More than
@@ -28,7 +31,9 @@ SubmitRequest read_submit(sd_bus_message* m, size_t max_entries);
 // SubmitManifest: (s manifest, s destination, s policy, a{sv} options).
 SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries);
 // The a{sv} options, each checked by xfer::option_table() (scope kJob).
-nlohmann::json read_options(sd_bus_message* m);
+// "credentials" (an a{sv}, credentials_args.h) goes to *creds when given,
+// and is refused when creds is null.
+nlohmann::json read_options(sd_bus_message* m, std::optional<CredentialArgs>* creds = nullptr);
 // Manifest text (SubmitManifest, a job carried on from the store), checked the
 // same way: the entry limit before anything is parsed.
 xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries);

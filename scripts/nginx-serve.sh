@@ -8,7 +8,8 @@
 # connection without a reply (nginx's 444); /redir-file/NAME redirects to
 # file:///etc/passwd; /redir/NAME redirects to /NAME.
 # More servers (https tests: their certificates, ports and ALPN) may be put in
-# RUNDIR/sites.d/*.conf before start; each includes RUNDIR/locations.conf.
+# RUNDIR/sites.d/*.conf before start; each includes RUNDIR/locations.conf,
+# which includes RUNDIR/locations.d/*.conf (a test's own locations).
 # Access log: RUNDIR/access.log, one request a line:
 #   msec request_time connection connection_requests protocol status body_bytes "request" "range" port
 set -euo pipefail
@@ -33,7 +34,7 @@ h1=${4:?H1_PORT missing}
 h2=${5:?H2C_PORT missing}
 rate=${6:-2m}
 addr=${7:-127.0.0.1}
-mkdir -p "$run/tmp" "$run/sites.d"
+mkdir -p "$run/tmp" "$run/sites.d" "$run/locations.d"
 
 cat >"$run/locations.conf" <<CONF
 root $data;
@@ -42,6 +43,7 @@ location /error500/ { return 500; }
 location /reset/ { return 444; }
 location /redir-file/ { return 302 file:///etc/passwd; }
 location /redir/ { rewrite ^/redir/(.*)\$ http://$addr:\$server_port/\$1 redirect; }
+include $run/locations.d/*.conf;
 CONF
 
 # Workers run as root: this is a private server for tests, benchmarks and the

@@ -36,6 +36,10 @@ case "$cmd" in
     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
   </policy>
+  <!-- As Debian's: root may become a bus monitor (busctl monitor). -->
+  <policy user="root">
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+  </policy>
   <include>$src/systemd/org.xferd.Xferd1.conf</include>
 </busconfig>
 CONF

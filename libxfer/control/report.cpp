@@ -3,6 +3,7 @@
 // stored summary and the README document.
 #include "xfer/control_loop.h"
 #include "xfer/kernel_knobs.h"
+#include "xfer/text.h"
 
 namespace xfer {
 
@@ -73,7 +74,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["bdp_bytes"] = job.info().bdp_bytes;
   if (!job.fatal_error().empty()) j["error"] = job.fatal_error();
   j["failed"] = json::array();
-  for (const auto& f : job.failed()) j["failed"].push_back({{"url", f.url}, {"reason", f.reason}});
+  for (const auto& f : job.failed()) j["failed"].push_back({{"url", shown_url(f.url)}, {"reason", f.reason}});
   j["chunks"] = json::array();
   for (const ChunkStatus& c : job.chunks())
     j["chunks"].push_back({{"kind", to_string(c.kind)},

@@ -55,7 +55,16 @@ std::string check_url(const std::string& url) {
   if (scheme != "http" && scheme != "https")
     return "scheme '" + scheme + "' not allowed: only http and https";
   if (url_part(u.h, CURLUPART_HOST).empty()) return "URL has no host";
-  if (!url_part(u.h, CURLUPART_USER).empty()) return "credentials in URLs are not accepted";
+  // Any user information at all, "user@", ":password@" or ";options@", is
+  // refused: libcurl sends "http://:PW@host/" as Basic auth with an empty
+  // user name. Credentials are given apart from the URL (xferctl's
+  // --user, --bearer-token-file...), never inside it.
+  for (CURLUPart part : {CURLUPART_USER, CURLUPART_PASSWORD, CURLUPART_OPTIONS}) {
+    char* out = nullptr;
+    CURLUcode got = curl_url_get(u.h, part, &out, 0);
+    curl_free(out);
+    if (got == CURLUE_OK) return "credentials in URLs are not accepted (give them with the job's credentials)";
+  }
   return {};
 }
 
@@ -106,7 +115,7 @@ bool ManifestBuilder::add(std::string url, std::optional<uint64_t> size, std::st
   e.url = std::move(url);
   e.size = size;
   if (std::string why = check_url(e.url); !why.empty()) {
-    problem(line, why + ": " + printable(e.url.substr(0, 200)));
+    problem(line, why + ": " + shown_url(e.url, 200));
     return false;
   }
   if (!sha256.empty()) {
@@ -121,7 +130,7 @@ bool ManifestBuilder::add(std::string url, std::optional<uint64_t> size, std::st
   try {
     e.name = file_name_from_url(e.url);
   } catch (const std::invalid_argument& ex) {
-    problem(line, std::string(ex.what()) + ": " + printable(e.url.substr(0, 200)));
+    problem(line, std::string(ex.what()) + ": " + shown_url(e.url, 200));
     return false;
   }
   auto [it, fresh] = name_line_.emplace(e.name, line);

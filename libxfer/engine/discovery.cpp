@@ -33,7 +33,9 @@ void Discovery::start() {
     o.probing = true;
     const std::string& mode = job_.spec.opts.http;
     bool http = f.entry->url.rfind("http:", 0) == 0;
-    o.prior_knowledge = http && mode != "1.1";
+    const JobCredentials* creds = job_.spec.opts.credentials.get();
+    const Credentials* c = creds ? creds->find(f.origin) : nullptr;
+    o.prior_knowledge = http && mode != "1.1" && !(c && c->challenged());  // Digest: HTTP/1.1 (see challenged())
     o.connect_probe = http && mode == "1.1";
     if (!http) log::info("{}: https, {}", f.origin, job_.tls_trust());
     heads_.push_back({&f, true, 0});
@@ -260,11 +262,16 @@ void Discovery::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
   long connects = 0;
   if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK) connects_ += int(connects);
 
-  if (probe && code != CURLE_OK && o.prior_knowledge && job_.spec.opts.http == "auto") {
+  if (probe && code != CURLE_OK && code != CURLE_HTTP_RETURNED_ERROR && o.prior_knowledge && job_.spec.opts.http == "auto") {
     // Not an h2c server (or not reachable at all): ask again in HTTP/1.1.
     log::info("{}: no h2c with prior knowledge ({}); using HTTP/1.1", f->origin, curl_easy_strerror(code));
     o.prior_knowledge = false;
     heads_.push_front({f, true, 0});
+    dispatch();
+    return;
+  }
+  if (!connect_only && job_.redirected(f, r.get()) == Job::Impl::Redirected::Follow) {
+    heads_.push_front({f, probe, 0});  // asked again where it now goes
     dispatch();
     return;
   }
@@ -299,21 +306,29 @@ void Discovery::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
     Failure why = classify(code, r->easy, r->errbuf);
     long http = 0;
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
-    if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
+    if (code == CURLE_HTTP_RETURNED_ERROR && (http == 401 || http == 403) && !r->auth_deferred)
+      why.reason += job_.refused_auth(f, r.get(), http);
+    if (code == CURLE_HTTP_RETURNED_ERROR && http == 401 && r->auth_deferred) {
+      log::info("{}: HEAD answered 401 (Digest goes with the downloads); size learned from the download", f->entry->name);
+    } else if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
       log::info("{}: server refuses HEAD ({}); size learned from the download", f->entry->name, why.reason);
     } else if (why.retryable && (!counts_as_attempt(f, why) || ++f->failures <= job_.spec.opts.max_retries)) {
-      heads_.push_back({f, probe, job_.eng.now_us() + backoff_us(f->failures), why.fresh_connection});
+      heads_.push_back({f, probe, job_.eng.now_us() + backoff_us(std::max(1, f->failures)), why.fresh_connection});
       dispatch();
       return;
     } else {
       if (f->failures > job_.spec.opts.max_retries) why.reason += " (after " + std::to_string(f->failures) + " attempts)";
       job_.fail_file(f, why.reason);
     }
-    if (probe) {  // the origin's protocol stays unknown: HTTP/1.1 is the safe choice
+    if (probe) {
+      // An HTTP answer (a 401, a 404) still says the protocol; without one,
+      // it stays unknown and HTTP/1.1 is the safe choice.
+      long v = 0;
+      curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &v);
       o.known = true;
       o.probing = false;
-      o.h2 = false;
-      o.prior_knowledge = false;
+      o.h2 = code == CURLE_HTTP_RETURNED_ERROR && v == CURL_HTTP_VERSION_2_0;
+      if (!o.h2) o.prior_knowledge = false;
     }
   }
   f->failures = 0;

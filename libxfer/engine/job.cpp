@@ -14,6 +14,7 @@
 #include "job_impl.h"
 #include "xfer/log.h"
 #include "xfer/sha256.h"
+#include "xfer/text.h"
 
 namespace xfer {
 
@@ -42,13 +43,14 @@ const char* to_string(JobState s) {
     case JobState::Done: return "done";
     case JobState::Failed: return "failed";
     case JobState::Cancelled: return "cancelled";
+    case JobState::NeedsCredentials: return "needs-credentials";
   }
   return "?";
 }
 
 std::optional<JobState> job_state_from(std::string_view text) {
   for (JobState s : {JobState::Queued, JobState::Discovering, JobState::Running, JobState::Paused, JobState::Done,
-                     JobState::Failed, JobState::Cancelled})
+                     JobState::Failed, JobState::Cancelled, JobState::NeedsCredentials})
     if (text == to_string(s)) return s;
   return std::nullopt;
 }
@@ -347,7 +349,7 @@ void Job::Impl::fail_file(FileTask* f, const std::string& reason) {
   if (f->part) f->part->close_for_resume();  // keeps durable bytes for a later run
   ++files_failed;
   failed.push_back({f->entry->url, reason});
-  log::warn("{}: failed: {}", f->entry->url, reason);
+  log::warn("{}: failed: {}", shown_url(f->entry->url), reason);
 }
 
 void Job::Impl::fatal(const std::string& reason) {
@@ -584,6 +586,7 @@ void Job::Impl::pause(const std::string& reason) {
 void Job::Impl::resume() {
   if (state != JobState::Paused) return;
   pause_reason.clear();
+  needs_credentials = false;
   set_state(JobState::Running);
   log::info("job resumed");
   pump();
@@ -627,6 +630,52 @@ void Job::Impl::on_request_done(Request* r, CURLcode code) {
   on_get_done(std::move(owned), code);
 }
 
+Job::Impl::Redirected Job::Impl::redirected(FileTask* f, Request* r) {
+  if (!r->follows_itself) return Redirected::No;
+  long code = 0;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+  if (code < 300 || code >= 400) return Redirected::No;
+  r->pos = r->req_begin;  // a 3xx's body was not the file's
+  if (r->location.empty()) {
+    if (code == 304) return Redirected::No;
+    fail_file(f, "HTTP " + std::to_string(code) + " without a Location to follow");
+    return Redirected::Failed;
+  }
+  const std::string& loc = r->location;
+  if (++f->redirects > 10) {
+    fail_file(f, "more than 10 redirects");
+    return Redirected::Failed;
+  }
+  bool down = spec.opts.credentials && spec.opts.credentials->allow_downgrade;
+  Redirect to = redirect_target(f->url(), loc, down);
+  if (!to.refused.empty()) {
+    fail_file(f, "HTTP " + std::to_string(code) + " to " + shown_url(loc) + " refused: " + to.refused);
+    return Redirected::Failed;
+  }
+  std::string before = f->url_origin(), after = url_origin(to.url);
+  if (before != after && spec.opts.credentials && spec.opts.credentials->find(before))
+    log::info("{}: redirected from {} to {}: the credentials given for {} are not sent there", f->entry->name, before,
+              shown_url(after), before);
+  f->location = std::move(to.url);
+  f->location_origin = std::move(after);
+  return Redirected::Follow;
+}
+
+std::string Job::Impl::refused_auth(FileTask* f, Request* r, long http) {
+  const std::string& origin = f->url_origin();
+  if (r->credentials_sent.empty())
+    return fmt::format(" (no credentials were sent: the job has none for {})", shown_url(origin));
+  std::string note = fmt::format(" (sent: {})", r->credentials_sent);
+  if (http == 401 && auth_worked.count(origin)) {
+    // Accepted before on this origin: they expired (a token's lifetime is
+    // shorter than the job's). The job waits for new ones and goes on.
+    needs_credentials = true;
+    pause(fmt::format("{} answered 401 to credentials it accepted before ({}): new ones are needed", shown_url(origin),
+                      r->credentials_sent));
+  }
+  return note;
+}
+
 void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
   FileTask* f = r->file;
   --f->inflight;
@@ -658,11 +707,24 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
       pump();
       return;
     }
+    switch (redirected(f, r.get())) {
+      case Redirected::Follow:
+        requeue(f, {r->req_begin, r->end}, r->end_known, 0, true);
+        pump();
+        return;
+      case Redirected::Failed:
+        maybe_finish_file(f);
+        pump();
+        return;
+      case Redirected::No:
+        break;
+    }
     if (!r->abort_reason.empty()) {
       fail_file(f, r->abort_reason);
     } else if (r->range_ignored) {
       collapse_to_one_connection(f);
     } else if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && r->stopped_at_end)) {
+      if (!r->credentials_sent.empty()) auth_worked.insert(f->url_origin());
       if (!r->end_known) {
         f->size = r->pos;  // the body defined the size
         f->part->set_size(r->pos);
@@ -681,6 +743,15 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
       requeue(f, {r->pos, r->end}, r->end_known, 0, true);
     } else {
       Failure why = classify(code, r->easy, r->errbuf);
+      if (long http = 0; code == CURLE_HTTP_RETURNED_ERROR &&
+                         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http) == CURLE_OK &&
+                         (http == 401 || http == 403)) {
+        why.reason += refused_auth(f, r.get(), http);
+        if (state == JobState::Paused) {  // expired: this range waits for the new credentials
+          requeue(f, {r->pos, r->end}, r->end_known, 0, true);
+          return;
+        }
+      }
       if (progressed) f->failures = 0;
       else if (counts_as_attempt(f, why)) ++f->failures;
       if (!why.retryable) {
@@ -744,6 +815,12 @@ const JobInfo& Job::info() const { return impl_->info; }
 const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
 const std::string& Job::fatal_error() const { return impl_->fatal_error; }
 const std::string& Job::pause_reason() const { return impl_->pause_reason; }
+bool Job::needs_credentials() const { return impl_->needs_credentials; }
+void Job::set_credentials(std::shared_ptr<const JobCredentials> c) {
+  // Requests made from now on take them; those in flight keep what they sent.
+  impl_->spec.opts.credentials = std::move(c);
+  impl_->auth_worked.clear();
+}
 
 std::vector<ChunkStatus> Job::chunks() const {
   std::vector<ChunkStatus> out;

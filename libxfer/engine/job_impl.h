@@ -60,6 +60,12 @@ struct FileTask {
   // next group commit (Ready) or in the one running off the loop (InBatch).
   enum class Commit { None, Ready, InBatch } commit = Commit::None;
   uint64_t recorded_us = 0;  // when its progress was last recorded (or it was opened)
+  // Where its requests go once a redirect that xferd followed itself moved
+  // it (a job with credentials, see Job::Impl::redirected); empty: entry->url.
+  std::string location, location_origin;
+  int redirects = 0;
+  const std::string& url() const { return location.empty() ? entry->url : location; }
+  const std::string& url_origin() const { return location.empty() ? origin : location_origin; }
 };
 
 // A byte range of one file waiting for a connection.
@@ -217,6 +223,18 @@ struct Job::Impl : RequestOwner {
 
   // request.cpp
   Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1 = false);
+  void put_credentials(Request* r, const Credentials& c);
+  void put_proxy(Request* r, const Proxy& p);
+  // A 3xx answer to a request that follows itself: Follow when the file now
+  // goes to the new location (asked again by the caller), Failed when the
+  // redirect was refused (the file failed with why), No otherwise.
+  enum class Redirected { No, Follow, Failed };
+  Redirected redirected(FileTask* f, Request* r);
+  // What a 401 or 403 means for this job: the reason's tail (what was sent),
+  // and, for an answer to credentials that worked before on that origin (a
+  // token that expired mid-job), the job pauses until new ones come.
+  std::string refused_auth(FileTask* f, Request* r, long http);
+  std::set<std::string> auth_worked;  // origins whose credentials had a 2xx
   // After a request ends: forget an h2c connection that may be gone.
   void note_connection(Request* r, CURLcode code);
   std::unique_ptr<Request> take(Request* r);
@@ -232,6 +250,7 @@ struct Job::Impl : RequestOwner {
   void set_state(JobState s);  // every change goes through here (and to Job::on_state)
   std::string fatal_error;
   std::string pause_reason;
+  bool needs_credentials = false;  // paused because credentials that worked were refused (refused_auth)
 
   std::vector<FileTask> files;
   std::vector<std::unique_ptr<Chunk>> chunks;

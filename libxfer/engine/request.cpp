@@ -51,6 +51,9 @@ size_t header_cb(char* data, size_t size, size_t n, void* ud) {
     r->cr_total.reset();
     r->accept_ranges = false;
     r->content_encoding.clear();
+    r->location.clear();
+  } else if (r->follows_itself && header_is(line, "location", &v)) {
+    r->location = v;
   } else if (header_is(line, "content-encoding", &v)) {
     r->content_encoding = v;
   } else if (header_is(line, "content-range", &v)) {
@@ -75,6 +78,10 @@ bool check_response(Request* r) {
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
   FileTask* f = r->file;
   const EngineOptions& opts = static_cast<Job::Impl*>(r->owner)->spec.opts;
+  if (r->follows_itself && code >= 300 && code < 400) {
+    r->redirected = true;  // the job follows it (or refuses it); its body is not the file's
+    return true;
+  }
   // libcurl is not asked to decode (no Accept-Encoding): an encoded body is
   // not the file's bytes.
   if (!r->content_encoding.empty() && strcasecmp(r->content_encoding.c_str(), "identity") != 0) {
@@ -189,6 +196,10 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   auto* r = static_cast<Request*>(ud);
   const size_t len = size * n;
   if (!r->response_checked && !check_response(r)) return 0;  // aborts the transfer
+  if (r->redirected) {  // a 3xx's body: read and dropped (a short page), never written
+    r->pos += len;
+    return r->pos - r->req_begin > 64 * 1024 ? 0 : len;
+  }
   auto* job = static_cast<Job::Impl*>(r->owner);
   if (job->limit.active() && !job->limit.take(len, coarse_us())) {
     job->hold_for_rate(r);  // libcurl hands the same bytes again when resumed
@@ -227,6 +238,77 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
 
 }  // namespace
 
+Request::~Request() {
+  if (easy) curl_easy_cleanup(easy);
+  for (curl_slist* h = headers; h; h = h->next)
+    if (h->data) explicit_bzero(h->data, strlen(h->data));
+  curl_slist_free_all(headers);
+}
+
+// One origin's credentials on a request. libcurl keeps its own copies of the
+// strings set here (freed with the handle; the process is not dumpable); the
+// certificate and key are lent (CURL_BLOB_NOCOPY) from their Secret buffers,
+// which outlive the request.
+void Job::Impl::put_credentials(Request* r, const Credentials& c) {
+  CURL* e = r->easy;
+  if (!c.bearer.empty()) {
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+    curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, c.bearer.c_str());
+  } else if (!c.sigv4.empty()) {
+    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, c.sigv4.c_str());
+    curl_easy_setopt(e, CURLOPT_USERNAME, c.user.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, c.password.c_str());
+  } else if (c.challenged() && r->kind == RequestKind::Head) {
+    // Digest answers a challenge: a HEAD (sizes, the protocol probe) goes
+    // without, and a 401 to it only means the size comes with the download.
+    // (libcurl 7.88 fails a HEAD's second round on HTTP/2: curl #10634.)
+    r->auth_deferred = true;
+  } else if (!c.user.empty() || !c.password.empty()) {
+    unsigned long kinds = c.auth == AuthKind::Basic    ? CURLAUTH_BASIC
+                          : c.auth == AuthKind::Digest ? CURLAUTH_DIGEST
+                                                       : CURLAUTH_BASIC | CURLAUTH_DIGEST;  // never NTLM or Negotiate
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, kinds);
+    curl_easy_setopt(e, CURLOPT_USERNAME, c.user.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, c.password.c_str());
+  }
+  for (const auto& [name, value] : c.headers) {
+    std::string line = name + ": " + std::string(value.view());
+    r->headers = curl_slist_append(r->headers, line.c_str());
+    wipe(line);
+  }
+  if (r->headers) curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (!c.client_cert.empty()) {
+    curl_blob cert{const_cast<char*>(c.client_cert.c_str()), c.client_cert.size(), CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    if (!c.client_key.empty()) {
+      curl_blob key{const_cast<char*>(c.client_key.c_str()), c.client_key.size(), CURL_BLOB_NOCOPY};
+      curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+      curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (!c.key_passphrase.empty()) curl_easy_setopt(e, CURLOPT_KEYPASSWD, c.key_passphrase.c_str());
+  }
+  if (!r->auth_deferred) r->credentials_sent = c.describe();
+}
+
+// The job's proxy, with its own credentials (sent to the proxy only: libcurl
+// puts them in Proxy-Authorization, which a tunnel does not pass on).
+void Job::Impl::put_proxy(Request* r, const Proxy& p) {
+  if (p.url.empty()) return;
+  CURL* e = r->easy;
+  curl_easy_setopt(e, CURLOPT_PROXY, p.url.c_str());
+  if (!p.no_proxy.empty()) curl_easy_setopt(e, CURLOPT_NOPROXY, p.no_proxy.c_str());
+  if (!p.user.empty() || !p.password.empty()) {
+    curl_easy_setopt(e, CURLOPT_PROXYAUTH, CURLAUTH_BASIC | CURLAUTH_DIGEST);
+    curl_easy_setopt(e, CURLOPT_PROXYUSERNAME, p.user.c_str());
+    curl_easy_setopt(e, CURLOPT_PROXYPASSWORD, p.password.c_str());
+  }
+  if (!spec.opts.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(spec.opts.ca_pem.data()), spec.opts.ca_pem.size(), CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_PROXY_CAINFO_BLOB, &ca);
+  }
+}
+
 Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1) {
   auto owned = std::make_unique<Request>(this, kind);
   Request* r = owned.get();
@@ -235,11 +317,26 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
   r->easy = e;
   r->file = f;
   const Origin& o = origins.at(f->origin);
-  curl_easy_setopt(e, CURLOPT_URL, f->entry->url.c_str());
+  const std::string& url = f->url();
+  const bool https = strncasecmp(url.c_str(), "https:", 6) == 0;
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+  const JobCredentials* creds = spec.opts.credentials.get();
+  if (creds && !creds->empty()) {
+    // Credentials go only where they were given: this job follows its
+    // redirects itself (Job::Impl::redirected), one origin at a time.
+    r->follows_itself = true;
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    if (const Credentials* c = creds->find(f->url_origin())) put_credentials(r, *c);
+    put_proxy(r, creds->proxy);
+  } else {
+    // No secrets to keep: libcurl follows, only to http(s), and an https URL
+    // only to https unless the job allows the downgrade.
+    bool down = spec.opts.credentials && spec.opts.credentials->allow_downgrade;
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, https && !down ? "https" : "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+  }
   curl_easy_setopt(e, CURLOPT_FAILONERROR, 1L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
@@ -262,10 +359,12 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
   if (verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-  long version = http1 ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
-  if (f->entry->url.rfind("http:", 0) == 0 || f->entry->url.rfind("HTTP:", 0) == 0) {
+  const Credentials* challenge = creds ? creds->find(f->url_origin()) : nullptr;
+  if (challenge && !challenge->challenged()) challenge = nullptr;
+  long version = http1 || challenge ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
+  if (!https) {
     version = CURL_HTTP_VERSION_1_1;
-    if (o.prior_knowledge) {
+    if (o.prior_knowledge && f->url_origin() == f->origin && !challenge) {
       // See CurlMulti::h2c_open.
       r->h2c_reuse = !multi.h2c_open.insert(f->origin).second;
       version = r->h2c_reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
@@ -405,7 +504,7 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
         f.fresh_connection = true;
         break;
       }
-      f.reason = "redirected to a URL that is not http or https (" + f.reason + ")";
+      f.reason = "redirected where this job may not follow: not http or https, or https to http (" + f.reason + ")";
       f.retryable = false;
       break;
     case CURLE_PEER_FAILED_VERIFICATION:  // the reason is in errbuf: self-signed, expired, host name, issuer

@@ -26,9 +26,7 @@ enum class RequestKind { Get, Head };
 
 struct Request {
   explicit Request(RequestOwner* o, RequestKind k) : owner(o), kind(k) {}
-  ~Request() {
-    if (easy) curl_easy_cleanup(easy);
-  }
+  ~Request();
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -43,6 +41,14 @@ struct Request {
   std::vector<int> held;
   int preconnected_fd = -1;  // Get: the kept socket its connection took (until curl asks for its options)
   bool h2c_reuse = false;  // asked for HTTP/2 expecting an open h2c connection
+  // A job with credentials follows redirects itself (FOLLOWLOCATION off):
+  // a 3xx answer is not written but followed, or refused, by the job.
+  bool follows_itself = false;
+  bool redirected = false;       // a 3xx answer's body arrived (read, not written)
+  std::string location;          // the last response's Location header (when it follows itself)
+  std::string credentials_sent;  // what went with it (Credentials::describe()), "" nothing
+  bool auth_deferred = false;    // a HEAD sent without the Digest its origin has (put_credentials)
+  curl_slist* headers = nullptr; // its secret headers (wiped and freed with it)
   char errbuf[CURL_ERROR_SIZE] = {0};
 
   // Get: the byte range [begin, end) of file, body written at pos.

@@ -41,6 +41,13 @@ class SqliteHistory : public History {
     if (read_only && ::access(path.c_str(), F_OK) != 0)
       throw HistoryError("history " + path + ": no such file (nothing has been recorded there)");
     int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
+    // A history says who fetched what from where, and when: owner only.
+    if (!read_only) try {
+        if (int n = make_private_file(path, "history"))
+          log::warn("history {}: {} file(s) were readable by other users; now owner only", path, n);
+      } catch (const std::runtime_error& e) {
+        throw HistoryError(e.what());
+      }
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
@@ -440,15 +447,34 @@ bool is_postgres_url(const std::string& s) {
   return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
 }
 
+// The password of a postgresql:// URL hidden wherever libpq takes one: in
+// the user information (user:PW@host) and as a query parameter
+// (?password=PW, also sslpassword), which libpq reads just the same.
 std::string redact_url(const std::string& url) {
   if (!is_postgres_url(url)) return url;
-  size_t scheme = url.find("://") + 3;
-  size_t at = url.find('@', scheme);
-  size_t slash = url.find('/', scheme);
-  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
-  size_t colon = url.find(':', scheme);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + ":***" + url.substr(at);
+  std::string out = url;
+  size_t scheme = out.find("://") + 3;
+  size_t end = out.find_first_of("/?#", scheme);
+  size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+  if (at != std::string::npos && at >= scheme) {
+    size_t colon = out.find(':', scheme);
+    if (colon != std::string::npos && colon < at) out = out.substr(0, colon) + ":***" + out.substr(at);
+  }
+  size_t q = out.find('?');
+  if (q == std::string::npos) return out;
+  std::string head = out.substr(0, q + 1), query = out.substr(q + 1), shown;
+  for (size_t pos = 0; pos <= query.size();) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    std::string item = query.substr(pos, amp - pos);
+    size_t eq = item.find('=');
+    std::string name = item.substr(0, eq);
+    for (char& c : name) c = char(std::tolower((unsigned char)c));
+    if (eq != std::string::npos && name.find("password") != std::string::npos) item = item.substr(0, eq) + "=***";
+    shown += (pos ? "&" : "") + item;
+    pos = amp + 1;
+  }
+  return head + shown;
 }
 
 std::string node_name() {

@@ -89,6 +89,28 @@ std::string read_bounded(int fd, size_t max_bytes, const std::string& what) {
   return out;
 }
 
+int make_private_file(const std::string& path, const std::string& noun) {
+  int narrowed = 0;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    std::string p = path + suffix;
+    int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (*suffix ? 0 : O_CREAT);
+    int fd = open(p.c_str(), flags, 0600);
+    if (fd < 0) {
+      if (errno == ENOENT && *suffix) continue;
+      throw std::runtime_error(noun + " " + p + ": " + (errno == ELOOP ? "a symbolic link" : strerror(errno)));
+    }
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (ok && (st.st_mode & 077) != 0) {
+      if (fchmod(fd, st.st_mode & 0700) != 0) ok = false;
+      else ++narrowed;
+    }
+    close(fd);
+    if (!ok) throw std::runtime_error(noun + " " + p + ": not a regular file whose mode can be set to owner only");
+  }
+  return narrowed;
+}
+
 std::string read_small_file(const std::string& path, size_t max_bytes, const std::string& noun) {
   int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::string(strerror(errno)));

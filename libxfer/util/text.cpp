@@ -86,6 +86,41 @@ std::string shown(std::string_view s, size_t max_bytes) {
   return printable(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+std::string shown_url(std::string_view url, size_t max_bytes) {
+  std::string out;
+  size_t scheme = url.find("://");
+  size_t host = scheme == std::string_view::npos ? 0 : scheme + 3;
+  size_t auth_end = url.find_first_of("/?#", host);
+  if (auth_end == std::string_view::npos) auth_end = url.size();
+  size_t at = url.substr(0, auth_end).rfind('@');
+  if (at != std::string_view::npos && at >= host) {
+    out = std::string(url.substr(0, host)) + "***@";
+    url.remove_prefix(at + 1);
+  }
+  size_t q = url.find_first_of("?#");
+  out += url.substr(0, q);
+  if (q != std::string_view::npos && url[q] == '?') {
+    std::string_view query = url.substr(q + 1);
+    query = query.substr(0, query.find('#'));
+    out += '?';
+    bool first = true;
+    while (true) {
+      size_t amp = query.find('&');
+      std::string_view item = query.substr(0, amp);
+      std::string_view name = item.substr(0, item.find('='));
+      bool word = !name.empty() && name.size() <= 40 && name.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == std::string_view::npos;
+      if (!first) out += '&';
+      first = false;
+      if (word && item.size() == name.size()) out += name;  // a bare word: a flag, not a value
+      else out += word ? std::string(name) + "=***" : std::string("***");
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+  }
+  return shown(out, max_bytes);
+}
+
 bool has_pem_certificate(std::string_view text) { return text.find("-----BEGIN CERTIFICATE-----") != std::string_view::npos; }
 
 }  // namespace xfer

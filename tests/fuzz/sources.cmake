@@ -22,8 +22,9 @@ set(fuzz_sources
   libxfer/tune/throughput_target.cpp libxfer/tune/hla_tuner.cpp
   libxfer/hla/cache.cpp libxfer/hla/predictor.cpp libxfer/hla/strata.cpp libxfer/hla/surface.cpp
   libxfer/hla/table.cpp
-  daemon/config.cpp daemon/submit_args.cpp)
-set(fuzz_targets manifest progress config submit table power_model kernel_journal)
+  libxfer/engine/credentials.cpp
+  daemon/config.cpp daemon/submit_args.cpp daemon/credentials_args.cpp)
+set(fuzz_targets manifest progress config submit table power_model kernel_journal netrc credentials)
 list(TRANSFORM fuzz_sources PREPEND ${PROJECT_SOURCE_DIR}/)
 
 function(fuzz_parsers_library name)

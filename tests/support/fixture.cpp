@@ -108,7 +108,9 @@ int sh(const std::string& cmd) {
 
 std::string bin(const std::string& name) { return std::string(XFER_BIN_DIR) + "/" + name; }
 
-Nginx::Nginx(const std::string& data_dir, const std::string& rate, std::vector<TlsSite> sites) : tls(std::move(sites)) {
+Nginx::Nginx(const std::string& data_dir, const std::string& rate, std::vector<TlsSite> sites,
+             std::function<void(Nginx&)> prepare)
+    : tls(std::move(sites)) {
   run = make_temp_dir("nginx");
   for (int attempt = 0; attempt < 5; ++attempt) {
     h1 = free_port();
@@ -121,6 +123,8 @@ Nginx::Nginx(const std::string& data_dir, const std::string& rate, std::vector<T
            << s.cert_file << "; ssl_certificate_key " << s.key_file << "; include " << run << "/locations.conf; }\n";
     }
     conf.close();
+    fs::create_directories(run + "/locations.d");
+    if (prepare) prepare(*this);
     std::string cmd = std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh start " + run + " " +
                       data_dir + " " + std::to_string(h1) + " " + std::to_string(h2) + " " + rate;
     if (sh(cmd) == 0) return;

@@ -58,7 +58,11 @@ struct TlsSite {
 class Nginx {
  public:
   // rate: nginx limit_rate for /slow/ (per connection, or per stream on h2).
-  explicit Nginx(const std::string& data_dir, const std::string& rate = "4m", std::vector<TlsSite> tls = {});
+  // prepare: called before each start attempt, once the ports are chosen and
+  // sites.d written: a test adds its own servers (RUN/sites.d/*.conf) and
+  // locations (RUN/locations.d/*.conf).
+  explicit Nginx(const std::string& data_dir, const std::string& rate = "4m", std::vector<TlsSite> tls = {},
+                 std::function<void(Nginx&)> prepare = {});
   ~Nginx();
   std::string url(bool h2c, const std::string& path) const;
   std::vector<TlsSite> tls;

@@ -6,8 +6,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <strings.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <sstream>
 
 namespace xtest {
 namespace {
@@ -26,6 +33,113 @@ void reset_close(int fd) {
   linger l{1, 0};  // close() now sends RST
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
   close(fd);
+}
+
+// A request header's value (case-insensitive name), "" when absent.
+std::string header(const std::string& head, const std::string& name) {
+  size_t pos = head.find("\r\n");
+  while (pos != std::string::npos) {
+    size_t start = pos + 2, end = head.find("\r\n", start);
+    std::string line = head.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (line.size() > name.size() && line[name.size()] == ':' && strncasecmp(line.c_str(), name.c_str(), name.size()) == 0) {
+      std::string v = line.substr(name.size() + 1);
+      v.erase(0, v.find_first_not_of(" \t"));
+      while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+      return v;
+    }
+    pos = end;
+  }
+  return "";
+}
+
+std::string hex(const unsigned char* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += d[p[i] >> 4], out += d[p[i] & 15];
+  return out;
+}
+
+std::string digest_hex(const EVP_MD* md, const std::string& s) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(s.data(), s.size(), out, &n, md, nullptr);
+  return hex(out, n);
+}
+
+std::string hmac(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n);
+  return std::string(reinterpret_cast<char*>(out), n);
+}
+
+// key="value", key=value, ... after the scheme word.
+std::map<std::string, std::string> auth_params(const std::string& v) {
+  std::map<std::string, std::string> out;
+  size_t i = v.find(' ');
+  while (i != std::string::npos && i < v.size()) {
+    while (i < v.size() && (v[i] == ' ' || v[i] == ',')) ++i;
+    size_t eq = v.find('=', i);
+    if (eq == std::string::npos) break;
+    std::string k = v.substr(i, eq - i), val;
+    i = eq + 1;
+    if (i < v.size() && v[i] == '"') {
+      size_t close = v.find('"', i + 1);
+      val = v.substr(i + 1, close - i - 1);
+      i = close == std::string::npos ? v.size() : close + 1;
+    } else {
+      size_t comma = v.find(',', i);
+      val = v.substr(i, comma - i);
+      i = comma;
+    }
+    out[k] = val;
+  }
+  return out;
+}
+
+constexpr const char* kNonce = "xfer-test-nonce-5f1e";
+
+bool digest_ok(const std::string& head, const std::string& method, const std::string& user, const std::string& pw) {
+  std::string a = header(head, "Authorization");
+  if (a.rfind("Digest ", 0) != 0) return false;
+  auto p = auth_params(a);
+  if (p["username"] != user || p["nonce"] != kNonce || p["qop"] != "auth") return false;
+  std::string ha1 = digest_hex(EVP_md5(), user + ":" + p["realm"] + ":" + pw);
+  std::string ha2 = digest_hex(EVP_md5(), method + ":" + p["uri"]);
+  return p["response"] == digest_hex(EVP_md5(), ha1 + ":" + kNonce + ":" + p["nc"] + ":" + p["cnonce"] + ":auth:" + ha2);
+}
+
+// AWS SigV4 as a server checks it: the canonical request rebuilt from the
+// request itself and the headers it says it signed.
+bool sigv4_ok(const std::string& head, const std::string& method, const std::string& path, const std::string& access,
+              const std::string& secret) {
+  std::string a = header(head, "Authorization");
+  if (a.rfind("AWS4-HMAC-SHA256 ", 0) != 0) return false;
+  auto p = auth_params(a);
+  std::string cred = p["Credential"];  // ACCESS/DATE/REGION/SERVICE/aws4_request
+  if (cred.rfind(access + "/", 0) != 0) return false;
+  std::string scope = cred.substr(access.size() + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(scope);
+  for (std::string x; std::getline(ss, x, '/');) parts.push_back(x);
+  if (parts.size() != 4 || parts[3] != "aws4_request") return false;
+  std::string canonical_headers, signed_headers = p["SignedHeaders"];
+  std::stringstream sh(signed_headers);
+  for (std::string name; std::getline(sh, name, ';');) canonical_headers += name + ":" + header(head, name) + "\n";
+  std::string date = header(head, "x-amz-date");
+  std::string payload = header(head, "x-amz-content-sha256");
+  if (payload.empty()) payload = digest_hex(EVP_sha256(), "");
+  std::string path_only = path.substr(0, path.find('?'));
+  std::string query = path.find('?') == std::string::npos ? "" : path.substr(path.find('?') + 1);
+  std::string canonical = method + "\n" + path_only + "\n" + query + "\n" + canonical_headers + "\n" + signed_headers +
+                          "\n" + payload;
+  std::string to_sign = "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + digest_hex(EVP_sha256(), canonical);
+  std::string k = hmac("AWS4" + secret, parts[0]);
+  k = hmac(k, parts[1]);
+  k = hmac(k, parts[2]);
+  k = hmac(k, "aws4_request");
+  std::string sig = hmac(k, to_sign);
+  return p["Signature"] == hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
 }
 
 }  // namespace
@@ -75,6 +189,11 @@ std::vector<std::string> FlakyServer::requests() {
   return log_;
 }
 
+std::vector<std::string> FlakyServer::heads() {
+  std::lock_guard<std::mutex> g(mu_);
+  return heads_;
+}
+
 int FlakyServer::hits(const std::string& path) {
   std::lock_guard<std::mutex> g(mu_);
   return ++hits_[path];
@@ -111,6 +230,7 @@ void FlakyServer::serve(int fd) {
     {
       std::lock_guard<std::mutex> g(mu_);
       log_.push_back(method + " " + path + " " + (ranged ? std::to_string(a) + "-" + std::to_string(b) : "-"));
+      heads_.push_back(head);
     }
     std::string kind = path.substr(1, path.find('/', 1) - 1);
     int n = method == "GET" ? hits(path) : 0;
@@ -119,6 +239,27 @@ void FlakyServer::serve(int fd) {
       std::string resp = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
       if (!send_all(fd, resp.data(), resp.size())) break;
       continue;
+    }
+    if (kind == "to") {  // /to/PORT/rest: another origin
+      size_t slash = path.find('/', 4);
+      std::string resp = "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:" + path.substr(4, slash - 4) +
+                         path.substr(slash) + "\r\nContent-Length: 0\r\n\r\n";
+      if (!send_all(fd, resp.data(), resp.size())) break;
+      continue;
+    }
+    if (kind == "digest" || kind == "sigv4") {
+      bool ok = kind == "digest" ? digest_ok(head, method, digest_user, digest_password)
+                                 : sigv4_ok(head, method, path, sigv4_access, sigv4_secret);
+      (ok ? auth_ok : auth_refused)++;
+      if (!ok) {
+        std::string resp = kind == "digest" ? std::string("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Digest realm=\"xfer\", "
+                                                          "nonce=\"") + kNonce + "\", qop=\"auth\", algorithm=MD5\r\n"
+                                            : std::string(header(head, "Authorization").empty() ? "HTTP/1.1 401 Unauthorized\r\n"
+                                                                                              : "HTTP/1.1 403 Forbidden\r\n");
+        resp += "Content-Length: 0\r\n\r\n";
+        if (!send_all(fd, resp.data(), resp.size())) break;
+        continue;
+      }
     }
     if (kind == "loop") {  // a redirect to itself, forever
       std::string resp = "HTTP/1.1 302 Found\r\nLocation: " + path + "\r\nContent-Length: 0\r\n\r\n";

@@ -15,6 +15,12 @@
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
 //   /trickle/...        the body in 1448-byte writes 1 ms apart (a slow WAN flow), connection kept alive
+// and the credential checks (issue 40), each answering 401 (403 for a wrong
+// SigV4 signature) unless the request carries what they check:
+//   /digest/...         HTTP Digest (MD5, qop=auth) for digest_user / digest_password
+//   /sigv4/...          AWS SigV4 (AWS4-HMAC-SHA256) by sigv4_access / sigv4_secret,
+//                       recomputed from the request's own SignedHeaders
+//   /to/PORT/...        302 to http://127.0.0.1:PORT/... (another origin)
 //   anything else       behaves
 #pragma once
 
@@ -34,6 +40,9 @@ class FlakyServer {
   int port = 0;
   std::atomic<uint64_t> body_bytes{0};  // body bytes written to sockets
   std::vector<std::string> requests();  // "METHOD PATH RANGE" in arrival order
+  std::vector<std::string> heads();     // each request's whole header block, in arrival order
+  std::string digest_user, digest_password, sigv4_access, sigv4_secret;  // set before requests come
+  std::atomic<int> auth_ok{0}, auth_refused{0};
 
  private:
   void serve(int fd);
@@ -44,7 +53,7 @@ class FlakyServer {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::map<std::string, int> hits_;
-  std::vector<std::string> log_;
+  std::vector<std::string> log_, heads_;
   std::atomic<bool> stop_{false};
 };
 

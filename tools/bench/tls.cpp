@@ -64,7 +64,7 @@ Cert make_cert(const CertSpec& spec, EVP_PKEY* key, X509* issuer, EVP_PKEY* issu
   } else {
     add_ext(c.get(), signer, NID_basic_constraints, "critical,CA:FALSE");
     add_ext(c.get(), signer, NID_key_usage, "critical,digitalSignature");
-    add_ext(c.get(), signer, NID_ext_key_usage, "serverAuth");
+    add_ext(c.get(), signer, NID_ext_key_usage, spec.ext_key_usage);
     if (!spec.alt_names.empty()) add_ext(c.get(), signer, NID_subject_alt_name, spec.alt_names);
   }
   check(X509_sign(c.get(), issuer_key ? issuer_key : key, EVP_sha256()) > 0, "X509_sign");

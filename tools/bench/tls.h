@@ -20,6 +20,7 @@ struct CertSpec {
   std::string alt_names = "IP:127.0.0.1,DNS:localhost";  // subjectAltName, OpenSSL's syntax
   long valid_from_s = -3600;                               // relative to now
   long valid_until_s = 7 * 86400;
+  std::string ext_key_usage = "serverAuth";  // "clientAuth" for a client certificate
 };
 
 class TestCa {

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "xfer/options.h"
+#include "credentials.h"
 #include "progress.h"
 
 namespace xferctl {
@@ -58,7 +59,12 @@ class Bus {
                        const std::function<int(sd_bus_message*)>& fill = {}) {
     sd_bus_message* m = nullptr;
     int r = sd_bus_message_new_method_call(bus_, &m, kName, path, iface, member);
-    if (r >= 0 && fill) r = fill(m);
+    try {
+      if (r >= 0 && fill) r = fill(m);
+    } catch (...) {
+      sd_bus_message_unref(m);  // a sensitive message is wiped as it goes
+      throw;
+    }
     if (r < 0) {
       sd_bus_message_unref(m);
       throw ClientError(fmt::format("cannot build the {} call: {}", member, strerror(-r)), kFatal);
@@ -257,6 +263,7 @@ struct SubmitArgs {
   std::string manifest, dest = ".", policy;
   xfer::OptionValues options = xfer::OptionValues::object();  // flags of the option table (scope kJob)
   bool wait = false, json = false, no_progress = false;
+  CredentialFlags credentials;
 };
 
 int submit(const SubmitArgs& a) {
@@ -278,6 +285,14 @@ int submit(const SubmitArgs& a) {
         r = sd_bus_message_append(m, "{sv}", key.c_str(), "x", value.get<int64_t>());
       else
         r = sd_bus_message_append(m, "{sv}", key.c_str(), "d", value.get<double>());
+    }
+    if (r >= 0 && a.credentials.any()) {
+      r = sd_bus_message_open_container(m, 'e', "sv");
+      if (r >= 0) r = sd_bus_message_append(m, "s", "credentials");
+      if (r >= 0) r = sd_bus_message_open_container(m, 'v', "a{sv}");
+      if (r >= 0) r = append_credentials(m, a.credentials);
+      if (r >= 0) r = sd_bus_message_close_container(m);
+      if (r >= 0) r = sd_bus_message_close_container(m);
     }
     if (r >= 0) r = sd_bus_message_close_container(m);
     return r;
@@ -396,6 +411,15 @@ int job_call(const std::string& job, const char* method) {
   return kOk;
 }
 
+int set_credentials(const std::string& job, const CredentialFlags& c) {
+  if (!c.any()) throw ClientError("no credentials given (--bearer-token-file, --user with --password-file, ...)", kUsage);
+  Bus bus;
+  std::string p = job_path(job);
+  own(bus.call(p.c_str(), kJobIface, "SetCredentials", [&](sd_bus_message* m) { return append_credentials(m, c); }));
+  fmt::print("{}: credentials given\n", p);
+  return kOk;
+}
+
 int policies(bool json) {
   Bus bus;
   Msg reply = own(bus.call(kManager, kManagerIface, "GetPolicies"));
@@ -422,6 +446,9 @@ int guarded(const std::function<int()>& f) {
   } catch (const ClientError& e) {
     fmt::print(stderr, "xferctl: {}\n", xfer::printable(e.what()));
     return e.code;
+  } catch (const std::runtime_error& e) {  // a credential file that cannot be opened
+    fmt::print(stderr, "xferctl: {}\n", xfer::printable(e.what()));
+    return kUsage;
   }
 }
 
@@ -461,6 +488,7 @@ std::function<int()> add_client_commands(CLI::App& app) {
   submit_cmd->add_option("--dest", sa->dest, "destination directory (default: here)");
   submit_cmd->add_option("--policy", sa->policy, "SLA policy by name (xferctl policies); default: the daemon's");
   add_table_flags(submit_cmd, xfer::kJob, sa->options);
+  add_credential_flags(submit_cmd, sa->credentials);
   submit_cmd->add_flag("--wait", sa->wait, "follow the job until it ends (progress bar on a terminal), show the result");
   submit_cmd->add_flag("--json", sa->json, "print JSON (with --wait: the job's summary)");
   submit_cmd->add_flag("--no-progress", sa->no_progress, "no progress while waiting");
@@ -481,6 +509,11 @@ std::function<int()> add_client_commands(CLI::App& app) {
     c->add_option("JOB", *job, "job number or object path")->required();
     job_calls[c] = method;
   }
+  auto creds = std::make_shared<CredentialFlags>();
+  CLI::App* creds_cmd = app.add_subcommand(
+      "credentials", "give a job its credentials again (it waits for them after a restart, or when refused mid-job)");
+  creds_cmd->add_option("JOB", *job, "job number or object path")->required();
+  add_credential_flags(creds_cmd, *creds);
   auto watch_json = std::make_shared<bool>(false);
   CLI::App* watch_cmd = app.add_subcommand("watch", "follow a job until it ends, then show its result");
   watch_cmd->add_option("JOB", *job, "job number or object path")->required();
@@ -494,6 +527,7 @@ std::function<int()> add_client_commands(CLI::App& app) {
     if (*list_cmd) return guarded([&] { return list(*json, false); });
     if (*history_cmd) return guarded([&] { return list(*json, true); });
     if (*policies_cmd) return guarded([&] { return policies(*json); });
+    if (*creds_cmd) return guarded([&] { return set_credentials(*job, *creds); });
     if (*watch_cmd)
       return guarded([&] {
         Bus bus;

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "xfer/credentials.h"
 #include "xfer/flow_monitor.h"
 #include "xfer/manifest.h"
 #include "xfer/params.h"
@@ -169,11 +170,16 @@ struct EngineOptions {
   // system's store (a private CA); empty: the system's. Verification itself
   // is never turned off.
   std::string ca_pem;
+  // The job's credentials and proxy (credentials.h), shared by the copies of
+  // these options; nullptr: none.
+  std::shared_ptr<const JobCredentials> credentials;
 };
 
 // A job's state; text only where it leaves the program (D-Bus, the store,
 // the report). Queued: not started yet.
-enum class JobState { Queued, Discovering, Running, Paused, Done, Failed, Cancelled };
+// NeedsCredentials (the daemon's): waits for its owner to give credentials
+// again (after a restart, which keeps none; or a token refused mid-job).
+enum class JobState { Queued, Discovering, Running, Paused, Done, Failed, Cancelled, NeedsCredentials };
 const char* to_string(JobState s);
 std::optional<JobState> job_state_from(std::string_view text);
 inline bool finished(JobState s) { return s == JobState::Done || s == JobState::Failed || s == JobState::Cancelled; }
@@ -182,7 +188,8 @@ inline bool finished(JobState s) { return s == JobState::Done || s == JobState::
 // any other change of an unfinished job is allowed.
 inline bool may_change(JobState from, JobState to) {
   if (finished(from)) return false;
-  if (to == JobState::Queued) return from == JobState::Paused || from == JobState::Queued;
+  if (to == JobState::Queued)
+    return from == JobState::Paused || from == JobState::Queued || from == JobState::NeedsCredentials;
   return true;
 }
 
@@ -287,6 +294,11 @@ class Job {
   const std::string& fatal_error() const;
   // Why the job paused by itself (a full destination), empty otherwise.
   const std::string& pause_reason() const;
+  // Paused because the credentials an origin accepted before are refused
+  // now (401 mid-job: a token expired); resume() after set_credentials().
+  bool needs_credentials() const;
+  // New credentials (the owner refreshed them) for the requests made from now on.
+  void set_credentials(std::shared_ptr<const JobCredentials> c);
   // The chunk a flow of this job belongs to; forget_flow once it closed.
   std::optional<size_t> chunk_of_flow(uint64_t flow_id) const;
   void forget_flow(uint64_t flow_id);

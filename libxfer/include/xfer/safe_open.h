@@ -87,6 +87,14 @@ enum class Trusted { File, Directory };
 // passes (what is created there is xferd's own) when its directory does.
 void require_trusted(const std::string& path, Trusted kind, const std::string& noun);
 
+// A file only its owner may read (a job store, a history: URLs with their
+// query tokens, labels, destinations): created 0600 when absent (never
+// through a symlink), and an existing one, with the -wal, -shm and -journal
+// files SQLite keeps beside it, taken to 0600 when group or others could read
+// it. Returns how many files it narrowed (said by the caller). Throws
+// std::runtime_error "NOUN PATH: reason" when the name is not a regular file.
+int make_private_file(const std::string& path, const std::string& noun);
+
 // read_small_file() of a file that require_trusted() accepts; the file opened
 // is checked again by its descriptor (no symlink, same owner and mode rules).
 std::string read_trusted_file(const std::string& path, size_t max_bytes, const std::string& noun);

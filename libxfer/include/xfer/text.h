@@ -21,6 +21,13 @@ std::string printable(std::string_view s);
 // is echoed into replies and logs bounded, however long it was.
 std::string shown(std::string_view s, size_t max_bytes = 256);
 
+// A URL as logs, errors and reports show it: user information dropped
+// ("https://***@host/..."), every query value hidden ("?token=***", names
+// kept when they are short words), the fragment dropped, then shown() to at
+// most max_bytes. Works on any text, valid URL or not: a URL refused for
+// holding credentials is shown without them too.
+std::string shown_url(std::string_view url, size_t max_bytes = 300);
+
 // Whether text holds a PEM certificate (a CA bundle's "-----BEGIN CERTIFICATE-----").
 bool has_pem_certificate(std::string_view text);
 
