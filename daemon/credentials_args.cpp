@@ -1,13 +1,16 @@
 #include "credentials_args.h"
 
 #include <poll.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 #include <fmt/format.h>
 
 #include "xfer/manifest.h"
+#include "xfer/safe_open.h"
 #include "xfer/text.h"
 
 namespace xferd {

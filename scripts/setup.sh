@@ -15,6 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev nginx curl wget aria2 iperf3 dbus iproute2 procps
   # the fleet history's tests: a real PostgreSQL server, started from the fixture
   postgresql
+  # the credential tests: a forward proxy that asks for a user and password
+  tinyproxy
   # the daemon's tests: systemd-analyze / systemd-tmpfiles, gdbus and dbus-send
   # (D-Bus clients this project did not write), setpriv
   systemd libglib2.0-bin dbus-bin util-linux

@@ -4,11 +4,14 @@
 // taken binds to the job's origins or is refused.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "credentials_args.h"
+
+static const std::string kCanary = "xfercanaryFUZZ";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kKeys[] = {"origin",  "bearer_token", "user",      "password",  "auth",           "headers",
@@ -16,27 +19,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                       "proxy",   "proxy_user",   "proxy_password", "no_proxy", "allow_downgrade", "other"};
   FuzzedDataProvider in(data, size);
   std::vector<xferd::CredentialField> fields;
-  std::vector<std::string> values;
   while (in.remaining_bytes() > 0 && fields.size() < 12) {
     xferd::CredentialField f;
     f.key = kKeys[in.ConsumeIntegralInRange<size_t>(0, sizeof kKeys / sizeof *kKeys - 1)];
     f.type = in.ConsumeBool() ? 's' : 'b';
     f.value = in.ConsumeRandomLengthString(512);
-    if (f.value.size() >= 12 && f.key != "origin" && f.key != "user" && f.key != "proxy" && f.key != "proxy_user" &&
-        f.key != "auth" && f.key != "aws_sigv4" && f.key != "no_proxy")
-      values.push_back(f.value);
+    // Every secret carries a canary: no message may ever show it.
+    if (f.key != "origin" && f.key != "user" && f.key != "proxy" && f.key != "proxy_user" && f.key != "auth" &&
+        f.key != "aws_sigv4" && f.key != "no_proxy" && f.key != "allow_downgrade" && f.key != "other")
+      f.value.insert(std::min(f.value.size(), f.value.size() / 2), kCanary);
     fields.push_back(std::move(f));
   }
   try {
     xferd::CredentialArgs a = xferd::credentials_from_fields(fields);
     auto bound = xferd::bind_credentials(std::move(a), {"https://h.example:443", "http://127.0.0.1:8080"});
-    std::string shown = bound->describe();
-    for (const std::string& v : values)
-      if (shown.find(v) != std::string::npos) std::abort();
+    if (bound->describe().find(kCanary) != std::string::npos) std::abort();
   } catch (const xferd::Refusal& r) {
-    std::string why = r.what();
-    for (const std::string& v : values)
-      if (why.find(v) != std::string::npos) std::abort();
+    if (std::string(r.what()).find(kCanary) != std::string::npos) std::abort();
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 // libFuzzer: the netrc parser. Whatever the text, it returns entries or
-// throws CredentialError, whose message never holds a password; what it
-// accepts binds to origins by host, and the description names no value.
+// throws CredentialError; what it accepts binds to origins by host, and the
+// description names no password (it reads the same whatever they are).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -21,10 +21,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& e : entries)
     if (!e.machine.empty() && e.machine.size() < 200) origins.push_back("https://" + e.machine + ":443");
   xfer::bind_netrc(c, entries, origins);
-  std::string shown = c.describe();
-  for (const auto& k : c.origins) {
+  for (const auto& k : c.origins)
     if (!c.find(k.origin)) std::abort();
-    if (k.password.size() >= 6 && shown.find(k.password.view()) != std::string::npos) std::abort();
-  }
+  // The description does not depend on any password: the same with every
+  // password replaced says the same.
+  std::string shown = c.describe();
+  for (auto& e : entries)
+    if (!e.password.empty()) e.password = xfer::Secret("x");
+  xfer::JobCredentials d;
+  xfer::bind_netrc(d, entries, origins);
+  if (d.describe() != shown) std::abort();
   return 0;
 }

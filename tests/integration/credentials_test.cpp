@@ -661,3 +661,23 @@ TEST(Credentials, XferdLeavesNoCoreFile) {
   fs::remove_all(dir);
   fs::remove_all(dest);
 }
+
+// xferctl run (no daemon) takes the same credential flags, checked the same
+// way: from files, bound to the manifest's origins.
+TEST(Credentials, XferctlRunTakesTheSameFlags) {
+  AuthSite s;
+  std::string dir = make_temp_dir("secrets"), dest = make_temp_dir("dest");
+  std::ofstream(dir + "/token") << kToken << "\n";
+  std::ofstream(dir + "/m") << s.manifest(s.nginx.url(false, "/bearer/"));
+  Shell ok = run(bin("xferctl") + " run --manifest " + dir + "/m --dest " + dest + " --bearer-token-file " + dir +
+                 "/token --json --no-progress");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  expect_identical(s.d, dest);
+  EXPECT_EQ(ok.out.find(kCanary), std::string::npos) << ok.out;
+  Shell elsewhere = run(bin("xferctl") + " run --manifest " + dir + "/m --dest " + dest + " --bearer-token-file " + dir +
+                        "/token --credentials-origin https://elsewhere.example/");
+  EXPECT_EQ(elsewhere.status, 2) << elsewhere.out;
+  EXPECT_NE(elsewhere.out.find("not an origin of the job's entries"), std::string::npos) << elsewhere.out;
+  fs::remove_all(dir);
+  fs::remove_all(dest);
+}

@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "credentials_args.h"
+#include "xfer/safe_open.h"
+
 namespace xferctl {
 
 namespace {
@@ -50,11 +53,52 @@ void add_credential_flags(CLI::App* cmd, CredentialFlags& into) {
       ->group("Credentials");
 }
 
-int append_credentials(sd_bus_message* m, const CredentialFlags& c) {
-  sd_bus_message_sensitive(m);
+namespace {
+
+void one_stdin(const CredentialFlags& c) {
   int stdin_uses = 0;
   for (const auto& [key, path] : c.files)
     if (path == "-" && ++stdin_uses > 1) throw std::runtime_error("only one credential file may be '-' (standard input)");
+}
+
+std::string read_stdin(const std::string& key) {
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0) {
+    text.append(buf, size_t(n));
+    if (text.size() > (1u << 20)) {
+      explicit_bzero(text.data(), text.size());
+      throw std::runtime_error(key + " from standard input: more than 1 MiB");
+    }
+  }
+  explicit_bzero(buf, sizeof buf);
+  return text;
+}
+
+}  // namespace
+
+std::shared_ptr<const xfer::JobCredentials> local_credentials(const CredentialFlags& c,
+                                                              const std::vector<std::string>& origins) {
+  one_stdin(c);
+  std::vector<xferd::CredentialField> fields;
+  for (const auto& [key, value] : c.plain) fields.push_back({key, 's', value});
+  for (const auto& [key, path] : c.files)
+    fields.push_back({key, 's', path == "-" ? read_stdin(key) : xfer::read_small_file(path, 1 << 20, key + " file")});
+  if (c.allow_downgrade) fields.push_back({"allow_downgrade", 'b', "1"});
+  try {
+    auto out = xferd::bind_credentials(xferd::credentials_from_fields(fields), origins);
+    for (auto& f : fields) xfer::wipe(f.value);
+    return out;
+  } catch (const xferd::Refusal& r) {
+    for (auto& f : fields) xfer::wipe(f.value);
+    throw std::runtime_error(r.what());
+  }
+}
+
+int append_credentials(sd_bus_message* m, const CredentialFlags& c) {
+  sd_bus_message_sensitive(m);
+  one_stdin(c);
   std::vector<int> fds;
   struct Close {
     std::vector<int>& fds;
@@ -68,14 +112,7 @@ int append_credentials(sd_bus_message* m, const CredentialFlags& c) {
   for (const auto& [key, path] : c.files) {
     if (r < 0) break;
     if (path == "-") {
-      std::string text;
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0) {
-        text.append(buf, size_t(n));
-        if (text.size() > (1u << 20)) throw std::runtime_error(key + " from standard input: more than 1 MiB");
-      }
-      explicit_bzero(buf, sizeof buf);
+      std::string text = read_stdin(key);
       r = sd_bus_message_append(m, "{sv}", key.c_str(), "s", text.c_str());
       explicit_bzero(text.data(), text.size());
       continue;

@@ -7,7 +7,11 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "xfer/credentials.h"
 
 namespace xferctl {
 
@@ -29,5 +33,11 @@ void add_credential_flags(CLI::App* cmd, CredentialFlags& into);
 // Returns sd-bus's result (< 0 on failure); throws std::runtime_error naming
 // a file that cannot be opened.
 int append_credentials(sd_bus_message* m, const CredentialFlags& c);
+
+// xferctl run: the same flags read here (files as the user who runs it) and
+// checked as xferd checks them, bound to the manifest's origins. Throws
+// std::runtime_error saying what is wrong (never a value).
+std::shared_ptr<const xfer::JobCredentials> local_credentials(const CredentialFlags& c,
+                                                              const std::vector<std::string>& origins);
 
 }  // namespace xferctl

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "client.h"
+#include "credentials.h"
 #include "paths.h"
 #include "progress.h"
 #include "xfer/control_loop.h"
@@ -70,6 +71,7 @@ struct RunArgs {
   // Every other flag is an option of xfer::option_table() (scope kRun),
   // checked by the table as it is read.
   xfer::OptionValues options = xfer::OptionValues::object();
+  xferctl::CredentialFlags credentials;
 };
 
 // A postgresql:// history's local journal unless --history-journal says:
@@ -151,6 +153,18 @@ int prepare(const RunArgs& a, RunInputs& in) {
     xfer::log::info("hla table: {}: {}", in.table_path, xfer::hla::describe(*in.table));
   }
   in.setup.tuner.hla_table = in.table;
+  if (a.credentials.any()) {
+    std::vector<std::string> origins;
+    for (const auto& e : in.manifest.entries)
+      if (std::string o = xfer::url_origin(e.url); std::find(origins.begin(), origins.end(), o) == origins.end())
+        origins.push_back(o);
+    try {
+      in.setup.engine.credentials = xferctl::local_credentials(a.credentials, origins);
+    } catch (const std::runtime_error& e) {
+      fmt::print(stderr, "xferctl: {}\n", xfer::printable(e.what()));
+      return kUsage;
+    }
+  }
   if (v.contains("ca_file")) {
     std::string ca_file = v["ca_file"].get<std::string>();
     std::string& pem = in.setup.engine.ca_pem;
@@ -398,6 +412,7 @@ int main(int argc, char** argv) {
   for (const xfer::OptionSpec& o : xfer::option_table())
     if (!o.def.is_null()) run_defaults[o.name] = o.def;
   xferctl::add_table_flags(run_cmd, xfer::kRun, ra.options, &run_defaults);
+  xferctl::add_credential_flags(run_cmd, ra.credentials);
   run_cmd->add_flag("--json", ra.json, "print one JSON object with the result");
   run_cmd->add_flag("--no-progress", ra.no_progress, "no progress bar");
   run_cmd->add_option("--log-level", ra.log_level, "debug, info, warn, error")->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
