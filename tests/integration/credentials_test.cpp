@@ -78,7 +78,7 @@ struct AuthSite {
               << "; proxy_set_header Host $http_host; proxy_http_version 1.1; }\n";
           std::ofstream(n.run + "/sites.d/auth.conf")
               << "log_format headers '$server_port \"$http_authorization\" \"$http_x_api_key\" \"$http_cookie\" "
-                 "\"$request\"';\n"
+                 "\"$http_proxy_authorization\" \"$http_referer\" \"$request\"';\n"
               << "server { listen 127.0.0.1:" << o << "; access_log " << run << "/other.log headers; root " << data
               << "; }\n"
               << "server { listen 127.0.0.1:" << tls_port << " ssl http2; ssl_certificate " << server
@@ -433,6 +433,42 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
   EXPECT_EQ(give.status, 0) << give.out;
   EXPECT_EQ(wait_state(path, {"done", "failed"}, 90), "done") << xferd.log();
   expect_identical(s.d, dest3);
+  // 4: netrc, for the job's origin only: a redirect to another port of the
+  // same host gets nothing (CVE-2024-11053).
+  std::string netrc = secret_file("netrc", "machine 127.0.0.1 login alice password " + kPassword + "\n");
+  std::string dest4 = env_dest(kNobody);
+  std::string m_netrc = secret_file("netrc.m", s.manifest(s.nginx.url(false, "/basic/"), 2) +
+                                                   s.manifest(s.nginx.url(false, "/to-port/"), 99, 2));
+  Shell viarc = run(as_nobody(bin("xferctl") + " submit --manifest " + m_netrc + " --dest " + dest4 + " --netrc-file " +
+                              netrc + " --wait --no-progress"));
+  EXPECT_EQ(viarc.status, 0) << viarc.out;
+  // 5: a user and password, cancelled while it runs.
+  std::string password = secret_file("password", kPassword + "\n"), dest5 = env_dest(kNobody);
+  std::string m_cancel = secret_file("cancel.m", s.manifest(s.nginx.url(false, "/slow/")));
+  Shell sub5 = run(as_nobody(bin("xferctl") + " submit --manifest " + m_cancel + " --dest " + dest5 +
+                             " --user alice --password-file " + password + " --header-file " + headers + " --json"));
+  ASSERT_EQ(sub5.status, 0) << sub5.out;
+  std::string path5 = object_path(sub5.out);
+  wait_state(path5, {"running", "done", "failed"}, 30);
+  Shell cancel = run(as_nobody(bin("xferctl") + " cancel " + path5.substr(path5.rfind('/') + 1)));
+  EXPECT_EQ(cancel.status, 0) << cancel.out;
+  EXPECT_EQ(wait_state(path5, {"cancelled"}, 30), "cancelled");
+  // 6: a client certificate (its key the secret), with the job's own CA.
+  xtest::CertSpec client;
+  client.common_name = "xfer test client";
+  client.alt_names = "";
+  client.ext_key_usage = "clientAuth";
+  xtest::CertKey ck = s.ca.issue(client);
+  std::string cert = secret_file("client.crt", ck.cert_pem), key = secret_file("client.key", ck.key_pem);
+  std::string ca = secret_file("ca.pem", s.ca.cert_pem()), dest6 = env_dest(kNobody);
+  std::string m_tls = secret_file("tls.m", s.manifest(s.https("/mtls/")));
+  Shell mtls = run(as_nobody(bin("xferctl") + " submit --manifest " + m_tls + " --dest " + dest6 + " --ca-file " + ca +
+                             " --client-cert " + cert + " --client-key " + key + " --wait --no-progress"));
+  EXPECT_EQ(mtls.status, 0) << mtls.out;
+  expect_identical(s.d, dest6);
+  // The private key's body, as a canary of its own.
+  std::string key_body = ck.key_pem.substr(ck.key_pem.find('\n') + 1, 40);
+  ASSERT_EQ(key_body.size(), 40u);
 
   sh("kill $(cat " + mon + "/pid)");
   std::string heard = slurp(mon + "/out");
@@ -441,26 +477,31 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
   EXPECT_EQ(heard.find("PropertiesChanged"), std::string::npos) << heard;
   // Every property of every job, as root (who sees them all), and the tree.
   std::string seen;
-  for (int j = 1; j <= 3; ++j)
+  for (int j = 1; j <= 6; ++j)
     seen += run("busctl get-property --json=short org.xferd.Xferd1 /org/xferd/Xferd1/job/" + std::to_string(j) +
                 " org.xferd.Job1 Summary Error Label Destination State")
                 .out +
             run("busctl introspect org.xferd.Xferd1 /org/xferd/Xferd1/job/" + std::to_string(j)).out;
   EXPECT_NE(seen.find("done"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("cancelled"), std::string::npos) << seen;
   EXPECT_EQ(seen.find(kCanary), std::string::npos) << seen;
+  EXPECT_EQ(seen.find(key_body), std::string::npos) << seen;
   std::string got = s.other_log();
   EXPECT_NE(got.find("GET /"), std::string::npos) << got;
   EXPECT_EQ(got.find(kCanary), std::string::npos) << got;
+  EXPECT_EQ(got.find("Basic "), std::string::npos) << got;
   xferd.stop();
   for (const auto& e : fs::directory_iterator(xferd.state_dir)) {
     if (!e.is_regular_file()) continue;
     EXPECT_EQ(slurp(e.path()).find(kCanary), std::string::npos) << e.path();
+    EXPECT_EQ(slurp(e.path()).find(key_body), std::string::npos) << e.path();
     if (e.path().filename().string().rfind("xferd.db", 0) == 0 || e.path().filename().string().rfind("history.db", 0) == 0)
       EXPECT_EQ(fs::status(e.path()).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
           << e.path();
   }
   EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
-  for (const std::string& d : {dest, dest2, dest3})
+  EXPECT_EQ(xferd.log().find(key_body), std::string::npos);
+  for (const std::string& d : {dest, dest2, dest3, dest4, dest5, dest6})
     for (const auto& e : fs::directory_iterator(d)) EXPECT_EQ(slurp(e.path()).find(kCanary), std::string::npos) << e.path();
   fs::remove_all(home);
 }
@@ -520,6 +561,14 @@ TEST(Credentials, AProxyWithItsOwnCredentials) {
   dest = make_temp_dir("dest");
   r = run_job(s.manifest(base, 1), dest, "static", {1, 1, 1}, with(through(base, false)));
   EXPECT_NE(failure_of(r.summary, s.d.files[0].name).find("407"), std::string::npos) << r.summary.dump(1);
+  fs::remove_all(dest);
+  // https through it (CONNECT, with the proxy's credentials), HTTP/2 inside the tunnel.
+  std::string tls = s.https("/bearer/");
+  dest = make_temp_dir("dest");
+  r = run_job(s.manifest(tls), dest, "static", {2, 1, 2}, with(through(tls, true), s.ca.cert_pem()));
+  EXPECT_EQ(r.summary["files_failed"], 0) << r.summary["failed"].dump(1);
+  expect_identical(s.d, dest);
+  EXPECT_NE(slurp(proxy.dir + "/log").find("CONNECT"), std::string::npos) << slurp(proxy.dir + "/log");
   fs::remove_all(dest);
   // Redirected through the proxy to another origin: neither the token nor the proxy's password goes there.
   std::string away = s.nginx.url(false, "/to-port/");
@@ -678,6 +727,18 @@ TEST(Credentials, XferctlRunTakesTheSameFlags) {
                         "/token --credentials-origin https://elsewhere.example/");
   EXPECT_EQ(elsewhere.status, 2) << elsewhere.out;
   EXPECT_NE(elsewhere.out.find("not an origin of the job's entries"), std::string::npos) << elsewhere.out;
+  // netrc with a user in the URL and no password (CVE-2026-8926): a URL with
+  // any user information is refused before anything is sent.
+  std::ofstream(dir + "/netrc") << "machine 127.0.0.1 login alice password " << kPassword << "\n";
+  std::string with_user = s.nginx.url(false, "/basic/");
+  with_user.insert(with_user.find("://") + 3, "alice@");
+  std::ofstream(dir + "/m2") << with_user << s.d.files[0].name << "\n";
+  s.nginx.clear_log();
+  Shell user_url = run(bin("xferctl") + " run --manifest " + dir + "/m2 --dest " + dest + " --netrc-file " + dir + "/netrc");
+  EXPECT_EQ(user_url.status, 2) << user_url.out;
+  EXPECT_NE(user_url.out.find("credentials in URLs are not accepted"), std::string::npos) << user_url.out;
+  EXPECT_TRUE(s.nginx.log().empty());
+  EXPECT_EQ(user_url.out.find(kCanary), std::string::npos) << user_url.out;
   fs::remove_all(dir);
   fs::remove_all(dest);
 }
