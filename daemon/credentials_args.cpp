@@ -186,6 +186,8 @@ void finish(CredentialArgs& a) {
   if (!c.bearer.empty() && (!c.password.empty() || !c.sigv4.empty()))
     throw bad("a bearer token and a password (or SigV4) for one origin: give one");
   if (c.client_key.empty() != c.client_cert.empty()) throw bad("client_cert and client_key go together");
+  if (c.key_passphrase.empty() && c.client_key.view().find("ENCRYPTED") != std::string_view::npos)
+    throw bad("client_key is encrypted: give its key_passphrase");
   if ((!a.proxy.user.empty() || !a.proxy.password.empty()) && a.proxy.url.empty()) throw bad("proxy_user without a proxy");
 }
 

@@ -405,7 +405,7 @@ void Job::Impl::maybe_finish_file(FileTask* f) {
       queue_commit(f);
       return;
     }
-    owned = std::make_shared<UniqueFd>(f->part->dup_fd());
+    owned = std::make_shared<UniqueFd>(f->part->reader_fd());
   } catch (const VerifyError& e) {
     fail_file(f, e.what());
     return;

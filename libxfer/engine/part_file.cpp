@@ -516,6 +516,22 @@ int PartFile::dup_fd() const {
   return fd;
 }
 
+int PartFile::reader_fd() const {
+  // The same file through its descriptor's /proc link: no name to race on,
+  // and an open file description of its own, which the writer's flock is not
+  // on (a dup would hold this name's lock for as long as the reader runs).
+  int fd = open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd >= 0) return fd;
+  static bool said = false;
+  if (!said) {
+    said = true;
+    log::warn("{}: /proc/self/fd cannot reopen it ({}): checksums read through a duplicate, which holds the file's "
+              "lock until they end (a job resumed meanwhile finds its files busy)",
+              name_ + kPartSuffix, strerror(errno));
+  }
+  return dup_fd();
+}
+
 void PartFile::verify_sha256(const std::string& got) {
   if (got == sha256_) return;
   discard();

@@ -286,7 +286,9 @@ void Job::Impl::put_credentials(Request* r, const Credentials& c) {
       curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
       curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
     }
-    if (!c.key_passphrase.empty()) curl_easy_setopt(e, CURLOPT_KEYPASSWD, c.key_passphrase.c_str());
+    // Always set, "" when none: libcurl 7.88 reads a NULL passphrase with
+    // strlen when OpenSSL asks for one (an encrypted key without it crashed).
+    curl_easy_setopt(e, CURLOPT_KEYPASSWD, c.key_passphrase.c_str());
   }
   if (!r->auth_deferred) r->credentials_sent = c.describe();
 }

@@ -1,4 +1,5 @@
-// libFuzzer: Submit's and SubmitManifest's argument decoding. The input
+// libFuzzer: Submit's and SubmitManifest's argument decoding (with the
+// credentials option's). The input
 // drives a real sd-bus message (its types, strings, numbers and options, right
 // or wrong), sealed as the bus would deliver it; decoding returns a request or
 // throws Refusal with one of the project's error names, nothing else.
@@ -33,14 +34,39 @@ void append_string(sd_bus_message* m, FuzzedDataProvider& in, bool& ok) {
   ok = ok && sd_bus_message_append(m, "s", s.c_str()) >= 0;
 }
 
+// The credentials option's a{sv}: its keys, right or wrong, with strings,
+// bytes, booleans or a wrong type.
+void append_credentials(sd_bus_message* m, FuzzedDataProvider& in, bool& ok) {
+  static const char* keys[] = {"origin", "bearer_token", "user",  "password", "auth",     "headers", "client_cert",
+                               "netrc",  "aws_sigv4",    "aws_keys", "proxy", "no_proxy", "allow_downgrade", "x"};
+  ok = ok && sd_bus_message_open_container(m, 'v', "a{sv}") >= 0 && sd_bus_message_open_container(m, 'a', "{sv}") >= 0;
+  int n = in.ConsumeIntegralInRange(0, 6);
+  for (int i = 0; i < n && ok; ++i) {
+    ok = sd_bus_message_open_container(m, 'e', "sv") >= 0 &&
+         sd_bus_message_append(m, "s", keys[in.ConsumeIntegralInRange<size_t>(0, sizeof keys / sizeof *keys - 1)]) >= 0;
+    std::string v = in.ConsumeRandomLengthString(300);
+    switch (in.ConsumeIntegralInRange(0, 3)) {
+      case 0: ok = ok && sd_bus_message_append(m, "v", "s", v.c_str()) >= 0; break;
+      case 1:
+        ok = ok && sd_bus_message_open_container(m, 'v', "ay") >= 0 &&
+             sd_bus_message_append_array(m, 'y', v.data(), v.size()) >= 0 && sd_bus_message_close_container(m) >= 0;
+        break;
+      case 2: ok = ok && sd_bus_message_append(m, "v", "b", int(in.ConsumeBool())) >= 0; break;
+      default: ok = ok && sd_bus_message_append(m, "v", "u", 7u) >= 0; break;
+    }
+    ok = ok && sd_bus_message_close_container(m) >= 0;
+  }
+  ok = ok && sd_bus_message_close_container(m) >= 0 && sd_bus_message_close_container(m) >= 0;
+}
+
 void append_options(sd_bus_message* m, FuzzedDataProvider& in, bool& ok) {
-  static const char* keys[] = {"label", "target_mbps", "target_pct", "max_channels", "ca_file", "speed", ""};
+  static const char* keys[] = {"label", "target_mbps", "target_pct", "max_channels", "ca_file", "speed", "", "credentials"};
   sd_bus_message_open_container(m, 'a', "{sv}");
   int n = in.ConsumeIntegralInRange(0, 5);
   for (int i = 0; i < n; ++i) {
     sd_bus_message_open_container(m, 'e', "sv");
-    sd_bus_message_append(m, "s", keys[in.ConsumeIntegralInRange<size_t>(0, 6)]);
-    switch (in.ConsumeIntegralInRange(0, 6)) {
+    sd_bus_message_append(m, "s", keys[in.ConsumeIntegralInRange<size_t>(0, 7)]);
+    switch (in.ConsumeIntegralInRange(0, 7)) {
       case 0: {
         std::string s = in.ConsumeRandomLengthString(300);
         ok = ok && sd_bus_message_append(m, "v", "s", s.c_str()) >= 0;
@@ -51,6 +77,7 @@ void append_options(sd_bus_message* m, FuzzedDataProvider& in, bool& ok) {
       case 3: sd_bus_message_append(m, "v", "i", in.ConsumeIntegral<int32_t>()); break;
       case 4: sd_bus_message_append(m, "v", "t", in.ConsumeIntegral<uint64_t>()); break;
       case 5: sd_bus_message_append(m, "v", "b", int(in.ConsumeBool())); break;
+      case 6: append_credentials(m, in, ok); break;
       default: sd_bus_message_append(m, "v", "as", 2, "a", "b"); break;
     }
     sd_bus_message_close_container(m);

@@ -185,6 +185,25 @@ TEST(Credentials, EachKindWorksOverHttp11AndHttp2) {
     auto r = run_job(s.manifest(base), dest, "static", {2, 1, pp}, with(creds, s.ca.cert_pem()));
     ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(1);
     EXPECT_EQ(r.summary["files_failed"], 0) << "pp " << pp << r.summary["failed"].dump(1);
+    // The key encrypted with a passphrase: with it the same; without, the file fails saying so.
+    std::string locked = xtest::encrypted_key(ck.key_pem, kPassword), dest2 = make_temp_dir("dest");
+    auto with_pass = for_origin(base, [&](xfer::Credentials& k) {
+      k.client_cert = xfer::Secret(ck.cert_pem);
+      k.client_key = xfer::Secret(locked);
+      k.key_passphrase = xfer::Secret(kPassword);
+    });
+    r = run_job(s.manifest(base), dest2, "static", {2, 1, pp}, with(with_pass, s.ca.cert_pem()));
+    EXPECT_EQ(r.summary["files_failed"], 0) << "passphrase, pp " << pp << r.summary["failed"].dump(1);
+    fs::remove_all(dest2);
+    dest2 = make_temp_dir("dest");
+    auto no_pass = for_origin(base, [&](xfer::Credentials& k) {
+      k.client_cert = xfer::Secret(ck.cert_pem);
+      k.client_key = xfer::Secret(locked);
+    });
+    r = run_job(s.manifest(base, 1), dest2, "static", {1, 1, 1}, with(no_pass, s.ca.cert_pem()));
+    EXPECT_EQ(r.summary["files_failed"], 1) << r.summary.dump(1);
+    EXPECT_EQ(r.summary.dump().find(kCanary), std::string::npos);
+    fs::remove_all(dest2);
     std::string bare = make_temp_dir("dest");
     auto no = run_job(s.manifest(base, 1), bare, "static", {1, 1, 1}, with(nullptr, s.ca.cert_pem()));
     EXPECT_NE(failure_of(no.summary, s.d.files[0].name).find("HTTP 403"), std::string::npos) << no.summary.dump(1);
@@ -482,6 +501,9 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
                 " org.xferd.Job1 Summary Error Label Destination State")
                 .out +
             run("busctl introspect org.xferd.Xferd1 /org/xferd/Xferd1/job/" + std::to_string(j)).out;
+  // What xferctl shows the owner, and root.
+  seen += run(as_nobody(bin("xferctl") + " history --json")).out + run(bin("xferctl") + " history --json").out +
+          run(as_nobody(bin("xferctl") + " status " + id + " --json")).out + run(bin("xferctl") + " list --json").out;
   EXPECT_NE(seen.find("done"), std::string::npos) << seen;
   EXPECT_NE(seen.find("cancelled"), std::string::npos) << seen;
   EXPECT_EQ(seen.find(kCanary), std::string::npos) << seen;

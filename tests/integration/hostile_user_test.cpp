@@ -133,7 +133,7 @@ TEST(HostileUser, AnEndIsFinalWhateverResumeFinds) {
   run(as_nobody(bin("xferctl") + " resume " + id2));  // whichever came last
   EXPECT_EQ(wait_state(p2, {"done", "failed", "cancelled"}, 60), "done");
   const nlohmann::json s2 = summary_of(p2);
-  EXPECT_TRUE(s2.contains("failed") && s2["failed"].empty()) << s2.dump(1);
+  EXPECT_TRUE(s2.contains("failed") && s2["failed"].empty()) << s2.dump(1) << env.xferd.log();
   expect_identical(env.data, d2);
 }
 

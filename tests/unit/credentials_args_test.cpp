@@ -51,6 +51,8 @@ TEST(CredentialArgs, RefusalsNameTheKeyNeverTheValue) {
            {{"password", 's', canary}},  // a password without a user... is taken (user ""), checked below
            {{"auth", 's', "ntlm"}},
            {{"client_cert", 's', canary}},
+           {{"client_cert", 's', "-----BEGIN CERTIFICATE-----\n"},
+            {"client_key", 's', "-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + canary}},
            {{"netrc", 's', "machine h login u " + canary}},
            {{"aws_keys", 's', canary}},
            {{"aws_sigv4", 's', "aws:amz:r:s"}},

@@ -93,6 +93,23 @@ std::string to_pem(EVP_PKEY* key) {
 
 }  // namespace
 
+std::string encrypted_key(const std::string& key_pem, const std::string& passphrase) {
+  BIO* in = BIO_new_mem_buf(key_pem.data(), int(key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
+  BIO_free(in);
+  if (!key) throw std::runtime_error("encrypted_key: not a PEM private key");
+  BIO* out = BIO_new(BIO_s_mem());
+  int ok = PEM_write_bio_PKCS8PrivateKey(out, key, EVP_aes_256_cbc(), const_cast<char*>(passphrase.data()),
+                                         int(passphrase.size()), nullptr, nullptr);
+  EVP_PKEY_free(key);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(out, &data);
+  std::string pem = ok ? std::string(data, size_t(n)) : "";
+  BIO_free(out);
+  if (pem.empty()) throw std::runtime_error("encrypted_key: PEM_write_bio_PKCS8PrivateKey failed");
+  return pem;
+}
+
 std::string CertKey::write(const std::string& dir, const std::string& name) const {
   std::string base = dir + "/" + name;
   std::ofstream(base + ".crt") << cert_pem;

@@ -41,4 +41,7 @@ class TestCa {
 
 CertKey self_signed(const CertSpec& spec);
 
+// A PEM private key encrypted with a passphrase (PKCS#8, AES-256-CBC).
+std::string encrypted_key(const std::string& key_pem, const std::string& passphrase);
+
 }  // namespace xtest

@@ -129,6 +129,9 @@ class PartFile {
   // at once). commit() is the three for one file.
   void check_size();
   int dup_fd() const;
+  // A read-only descriptor of the same file with an open file description of
+  // its own (the sha256 check off the loop): it does not hold the writer's lock.
+  int reader_fd() const;
   const std::string& expected_sha256() const { return sha256_; }
   void verify_sha256(const std::string& got);  // a mismatch discards and throws VerifyError
   using CommitPlan = xfer::CommitPlan;
