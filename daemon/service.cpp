@@ -971,7 +971,15 @@ void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
   j.credentials = bind_credentials(std::move(a), j.origins);
   j.credentials_kinds = j.credentials->describe();
   log::info("job {}: new credentials from {}: {}", j.row.id, c.name, j.credentials_kinds);
-  if (j.run) j.job()->set_credentials(j.credentials);
+  if (j.run) {
+    std::shared_ptr<const xfer::JobCredentials> with = j.credentials;
+    if (j.policy.has_credentials()) try {  // the policy's stay, as start() merged them
+        with = with_policy_credentials(j.policy, j.credentials, j.origins);
+      } catch (const std::runtime_error& e) {
+        throw Refusal(err::kInternal, std::string("policy ") + j.policy.name + ": " + e.what());
+      }
+    j.job()->set_credentials(std::move(with));
+  }
   if (j.state != xfer::JobState::NeedsCredentials) return;
   j.error.clear();
   if (j.run) {

@@ -666,7 +666,7 @@ std::string Job::Impl::refused_auth(FileTask* f, Request* r, long http) {
   if (r->credentials_sent.empty())
     return fmt::format(" (no credentials were sent: the job has none for {})", shown_url(origin));
   std::string note = fmt::format(" (sent: {})", r->credentials_sent);
-  if (http == 401 && auth_worked.count(origin)) {
+  if (http == 401 && auth_worked.count(origin) && state == JobState::Running) {
     // Accepted before on this origin: they expired (a token's lifetime is
     // shorter than the job's). The job waits for new ones and goes on.
     needs_credentials = true;

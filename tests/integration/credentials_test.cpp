@@ -556,6 +556,17 @@ std::string base64(const std::string& s) {
   return out;
 }
 
+// As root, a job on the slow bearer-checking location with the token from a
+// file in dir (policy `one`); its object path, "" when the submit failed.
+std::string submit_slow_bearer(const AuthSite& s, const std::string& dir, const std::string& dest) {
+  std::ofstream(dir + "/token") << kToken;
+  std::ofstream(dir + "/m") << s.manifest(s.nginx.url(false, "/slow-bearer/"));
+  Shell sub = run(bin("xferctl") + " submit --manifest " + dir + "/m --dest " + dest + " --policy one --bearer-token-file " +
+                  dir + "/token --json");
+  EXPECT_EQ(sub.status, 0) << sub.out;
+  return object_path(sub.out);
+}
+
 }  // namespace
 
 // A proxy with its own user and password (tinyproxy, BasicAuth): the job goes
@@ -665,13 +676,10 @@ TEST(Credentials, ATokenThatExpiresMidJobWaitsForANewOne) {
   Xferd xferd(config(kDefaults + "[policy.one]\nalgorithm = \"min-energy\"\nmax_channels = 1\n"));
   xferd.start();
   std::string dir = make_temp_dir("secrets"), dest = make_temp_dir("dest");
-  std::ofstream(dir + "/token") << kToken;
   std::ofstream(dir + "/new-token") << kToken << "-renewed";
-  std::ofstream(dir + "/m") << s.manifest(s.nginx.url(false, "/slow-bearer/"));
-  Shell sub = run(bin("xferctl") + " submit --manifest " + dir + "/m --dest " + dest + " --policy one --bearer-token-file " +
-                  dir + "/token --json");
-  ASSERT_EQ(sub.status, 0) << sub.out;
-  std::string path = object_path(sub.out), id = path.substr(path.rfind('/') + 1);
+  std::string path = submit_slow_bearer(s, dir, dest);
+  ASSERT_FALSE(path.empty());
+  std::string id = path.substr(path.rfind('/') + 1);
   ASSERT_EQ(wait_state(path, {"running"}, 30), "running");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   // The token expires: the origin now wants the renewed one.
@@ -716,12 +724,9 @@ TEST(Credentials, XferdLeavesNoCoreFile) {
   Xferd xferd(config(kDefaults + "[policy.one]\nalgorithm = \"min-energy\"\n"));
   xferd.start();
   std::string dir = make_temp_dir("secrets"), dest = make_temp_dir("dest");
-  std::ofstream(dir + "/token") << kToken;
-  std::ofstream(dir + "/m") << s.manifest(s.nginx.url(false, "/slow-bearer/"));
-  Shell sub = run(bin("xferctl") + " submit --manifest " + dir + "/m --dest " + dest + " --policy one --bearer-token-file " +
-                  dir + "/token --json");
-  ASSERT_EQ(sub.status, 0) << sub.out;
-  ASSERT_EQ(wait_state(object_path(sub.out), {"running"}, 30), "running");
+  std::string path = submit_slow_bearer(s, dir, dest);
+  ASSERT_FALSE(path.empty());
+  ASSERT_EQ(wait_state(path, {"running"}, 30), "running");
   sh("prlimit --core=unlimited --pid " + std::to_string(xferd.pid()) + " 2>/dev/null");
   kill(xferd.pid(), SIGABRT);
   xferd.stop();  // reaps it
