@@ -191,7 +191,18 @@ PartFile::~PartFile() {
   wait_all();
   drop_runs();  // staged bytes are in no record: a later run fetches them
   if (dfd_ >= 0) ::close(dfd_);
-  if (fd_ >= 0) ::close(fd_);
+  unlock_and_close();
+}
+
+// The name's lock goes with this writer, at once: a lock is its open file
+// description's, which a descriptor held elsewhere (a child forked while the
+// file was open, a read still under way) would keep alive, and the next
+// run of the same job would find its own file busy.
+void PartFile::unlock_and_close() {
+  if (fd_ < 0) return;
+  flock(fd_, LOCK_UN);
+  ::close(fd_);
+  fd_ = -1;
 }
 
 void PartFile::load_record() {
@@ -547,7 +558,7 @@ void PartFile::release() {
   wait_all();   // none: check_size waited for them before the commit was planned
   drop_runs();
   if (dfd_ >= 0) ::close(dfd_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);  // the lock stays with a commit batch's descriptor until it is done
   fd_ = dfd_ = -1;
 }
 
@@ -570,6 +581,7 @@ void PartFile::close_for_resume() {
     unlink_quiet(name_ + kPartSuffix);
     drop_record();
   }
+  if (fd_ >= 0) flock(fd_, LOCK_UN);  // see unlock_and_close
   release();
 }
 

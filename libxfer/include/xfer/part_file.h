@@ -148,6 +148,7 @@ class PartFile {
   static bool discard_leftover(int dir_fd, const std::string& name, const std::string& url, FileOwner owner);
 
  private:
+  void unlock_and_close();
   void load_record();
   void write_record(bool sync);
   void unlink_quiet(const std::string& n);
