@@ -214,11 +214,7 @@ CredentialArgs read_credentials(sd_bus_message* m) {
     const char* key = nullptr;
     check(sd_bus_message_read(m, "s", &key), "credentials key");
     std::string k = key;
-    char type = 0;
-    const char* contents = nullptr;
-    check(sd_bus_message_peek_type(m, &type, &contents), "credentials value");
-    std::string vt = contents ? contents : "";
-    check(sd_bus_message_enter_container(m, 'v', contents), "credentials value");
+    std::string vt = enter_variant(m, "credentials value");
     std::string value;
     char as = 's';
     if (vt == "s") {

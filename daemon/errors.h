@@ -2,6 +2,8 @@
 // on. Shared by the service, the bus glue and the argument decoding.
 #pragma once
 
+#include <systemd/sd-bus.h>
+
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -40,6 +42,16 @@ struct Refusal : std::runtime_error {
 // something other than the method's signature says.
 inline void check(int r, const char* what) {
   if (r < 0) throw Refusal(err::kInvalidArguments, std::string(what) + ": " + strerror(-r));
+}
+
+// Enters the variant at m's position (an a{sv} entry's value); returns its
+// signature ("s", "a{sv}", ...). `what` names it in the refusal.
+inline std::string enter_variant(sd_bus_message* m, const char* what) {
+  char type = 0;
+  const char* contents = nullptr;
+  check(sd_bus_message_peek_type(m, &type, &contents), what);
+  check(sd_bus_message_enter_container(m, 'v', contents), what);
+  return contents ? contents : "";
 }
 
 }  // namespace xferd

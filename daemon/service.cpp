@@ -44,12 +44,9 @@ void JobEntry::take_manifest(xfer::Manifest m) {
   progress.bytes_total = 0;
   names.clear();
   names.reserve(m.entries.size());
-  origins.clear();
   for (const auto& e : m.entries) {
     progress.bytes_total += e.size.value_or(0);
     names.push_back(e.name);
-    if (std::string o = xfer::url_origin(e.url); std::find(origins.begin(), origins.end(), o) == origins.end())
-      origins.push_back(std::move(o));
   }
   std::sort(names.begin(), names.end());
   manifest = std::move(m);
@@ -494,6 +491,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   j->row.manifest = xfer::to_text(*j->manifest);
   j->row.policy = p.name;
   if (req.credentials) {
+    j->origins = xfer::manifest_origins(*j->manifest);
     j->credentials = bind_credentials(std::move(*req.credentials), j->origins);
     j->credentials_kinds = j->credentials->describe();
   }
@@ -748,6 +746,7 @@ void Service::start(JobEntry& j) {
   if (!why.empty()) return fail(j, why);
   std::shared_ptr<const xfer::JobCredentials> creds = j.credentials;
   if (j.policy.has_credentials()) {
+    if (j.origins.empty()) j.origins = xfer::manifest_origins(*j.manifest);
     try {
       creds = with_policy_credentials(j.policy, j.credentials, j.origins);
     } catch (const std::runtime_error& e) {
@@ -961,9 +960,10 @@ void Service::pause(const Caller& c, JobEntry& j) {
 void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
   need_owner(c, j, "give credentials to");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
-  if (j.origins.empty()) {  // a job that never held its manifest in memory since a restart
+  if (j.origins.empty()) {  // found when credentials first matter (a restart keeps none)
     try {
-      j.take_manifest(manifest_from_text(store->manifest(j.row.id), cfg.max_entries_per_job));
+      j.origins = xfer::manifest_origins(j.manifest ? *j.manifest
+                                                    : manifest_from_text(store->manifest(j.row.id), cfg.max_entries_per_job));
     } catch (const std::exception& e) {
       throw Refusal(err::kInternal, std::string("the job's manifest: ") + e.what());
     }

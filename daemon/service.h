@@ -93,7 +93,8 @@ struct JobEntry {
   std::vector<std::string> watchers;
   // Its credentials (never stored: a restart keeps only what kinds it had,
   // `credentials_kinds`, and the job waits in needs-credentials for its owner
-  // to give them again), and the origins of its entries they bind to.
+  // to give them again), and the origins of its entries they bind to (found
+  // when credentials first matter: Submit, SetCredentials, a policy's at start).
   std::shared_ptr<const xfer::JobCredentials> credentials;
   std::string credentials_kinds;
   std::vector<std::string> origins;

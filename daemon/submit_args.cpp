@@ -93,11 +93,7 @@ nlohmann::json read_options(sd_bus_message* m, std::optional<CredentialArgs>* cr
         if (o.scopes & xfer::kJob) known += (known.empty() ? "" : ", ") + o.name;
       throw Refusal(err::kInvalidArguments, fmt::format("unknown option '{}'; known: {}", xfer::shown(key, 64), known));
     }
-    char type = 0;
-    const char* contents = nullptr;
-    check(sd_bus_message_peek_type(m, &type, &contents), "option value");
-    std::string vt = contents ? contents : "";
-    check(sd_bus_message_enter_container(m, 'v', contents), "option value");
+    std::string vt = enter_variant(m, "option value");
     // The variant as JSON; the table checks it (the same words as xferctl
     // and the config use).
     nlohmann::json v;

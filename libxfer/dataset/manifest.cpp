@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -73,6 +74,13 @@ std::string url_origin(const std::string& url) {
   if (!u.h || curl_url_set(u.h, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return {};
   return url_part(u.h, CURLUPART_SCHEME) + "://" + url_part(u.h, CURLUPART_HOST) + ":" +
          url_part(u.h, CURLUPART_PORT, CURLU_DEFAULT_PORT);
+}
+
+std::vector<std::string> manifest_origins(const Manifest& m) {
+  std::vector<std::string> out;
+  for (const ManifestEntry& e : m.entries)
+    if (std::string o = url_origin(e.url); std::find(out.begin(), out.end(), o) == out.end()) out.push_back(std::move(o));
+  return out;
 }
 
 std::string file_name_from_url(const std::string& url) {

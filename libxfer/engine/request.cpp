@@ -324,12 +324,13 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   const JobCredentials* creds = spec.opts.credentials.get();
+  const Credentials* mine = creds ? creds->find(f->url_origin()) : nullptr;
   if (creds && !creds->empty()) {
     // Credentials go only where they were given: this job follows its
     // redirects itself (Job::Impl::redirected), one origin at a time.
     r->follows_itself = true;
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    if (const Credentials* c = creds->find(f->url_origin())) put_credentials(r, *c);
+    if (mine) put_credentials(r, *mine);
     put_proxy(r, creds->proxy);
   } else {
     // No secrets to keep: libcurl follows, only to http(s), and an https URL
@@ -361,8 +362,7 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   static const bool verbose = getenv("XFER_CURL_VERBOSE") != nullptr;
   if (verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-  const Credentials* challenge = creds ? creds->find(f->url_origin()) : nullptr;
-  if (challenge && !challenge->challenged()) challenge = nullptr;
+  const bool challenge = mine && mine->challenged();
   long version = http1 || challenge ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS;  // https: ALPN decides
   if (!https) {
     version = CURL_HTTP_VERSION_1_1;

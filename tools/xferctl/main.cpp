@@ -154,12 +154,8 @@ int prepare(const RunArgs& a, RunInputs& in) {
   }
   in.setup.tuner.hla_table = in.table;
   if (a.credentials.any()) {
-    std::vector<std::string> origins;
-    for (const auto& e : in.manifest.entries)
-      if (std::string o = xfer::url_origin(e.url); std::find(origins.begin(), origins.end(), o) == origins.end())
-        origins.push_back(o);
     try {
-      in.setup.engine.credentials = xferctl::local_credentials(a.credentials, origins);
+      in.setup.engine.credentials = xferctl::local_credentials(a.credentials, xfer::manifest_origins(in.manifest));
     } catch (const std::runtime_error& e) {
       fmt::print(stderr, "xferctl: {}\n", xfer::printable(e.what()));
       return kUsage;

@@ -70,6 +70,8 @@ std::string check_url(const std::string& url);
 // scheme://host:port (port explicit, default filled in): which server a URL
 // is fetched from. Empty for an unparsable URL.
 std::string url_origin(const std::string& url);
+// The origins of a manifest's entries, each once, in the order they first come.
+std::vector<std::string> manifest_origins(const Manifest& m);
 
 // The destination file name for a URL: the last path segment, percent-decoded.
 // Throws std::invalid_argument when that name is unusable as a plain file name
