@@ -3,7 +3,9 @@
 
 #include "xfer/bw_schedule.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <toml++/toml.h>
 
 #include "xfer/nesting.h"
+#include "xfer/text.h"
 #include "xfer/safe_open.h"
 #include "xfer/energy.h"
 #include "xfer/tuner.h"
@@ -114,6 +117,27 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
         {"max_running_entries", integer(&Config::max_running_entries, 1, 100000000)},
         {"max_finished_per_user", integer(&Config::max_finished_per_user, 0, 1000000)}}},
       {"kernel", {{"group", text(&Config::kernel_group)}}},
+      {"metrics",
+       {{"listen",
+         [](const toml::node& n, Config& c) -> std::string {
+           if (!n.is_string()) return "expected a string";
+           std::string v = *n.value<std::string>();
+           sockaddr_storage sa;
+           socklen_t len = 0;
+           if (!v.empty())
+             if (std::string why = parse_listen_address(v, &sa, &len); !why.empty()) return why;
+           c.metrics_listen = v;
+           return "";
+         }},
+        {"textfile",
+         [](const toml::node& n, Config& c) -> std::string {
+           if (!n.is_string()) return "expected a string";
+           std::string v = *n.value<std::string>();
+           if (!v.empty() && (v[0] != '/' || v.back() == '/')) return "expected an absolute path to a file";
+           c.metrics_textfile = v;
+           return "";
+         }},
+        {"textfile_interval_s", number(&Config::metrics_textfile_interval_s, 1, 3600)}}},
       {"energy", {}},
       {"network", {}},
       {"history", {}},
@@ -418,6 +442,37 @@ Config load_config(const std::string& main, const std::string& dropin_dir) {
   for (const auto& f : dropins) apply_file(f, c);
   check_config(c);
   return c;
+}
+
+std::string parse_listen_address(const std::string& s, sockaddr_storage* out, socklen_t* len) {
+  std::memset(out, 0, sizeof *out);
+  std::string host, port;
+  if (!s.empty() && s[0] == '[') {
+    size_t close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      return "expected [IPV6]:PORT, as [::1]:9807";
+    host = s.substr(1, close - 1), port = s.substr(close + 2);
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon == std::string::npos) return "expected HOST:PORT, as 127.0.0.1:9807";
+    host = s.substr(0, colon), port = s.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return "an IPv6 address goes in brackets: [ADDRESS]:PORT";
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) == 0 || std::stoul(port) > 65535)
+    return "port '" + xfer::printable(port) + "' is not a number from 1 to 65535";
+  auto p = uint16_t(std::stoul(port));
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET, v4->sin_port = htons(p), *len = sizeof *v4;
+    return "";
+  }
+  if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6, v6->sin6_port = htons(p), *len = sizeof *v6;
+    return "";
+  }
+  return "'" + xfer::printable(host) + "' is not an IP address (an IPv6 one goes in brackets)";
 }
 
 }  // namespace xferd

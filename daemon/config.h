@@ -4,6 +4,7 @@
 // the shipped systemd/xferd.conf comments every one of them.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -57,6 +58,10 @@ struct Config {
   int max_running_jobs = 16;        // more wait, queued
   int max_running_entries = 400000; // over the running jobs: bounds memory (a larger job runs alone)
   int max_finished_per_user = 100;  // finished jobs kept per user; older ones are forgotten
+  // [metrics]: where the metrics for Prometheus go (metrics_server.h); empty: nowhere
+  std::string metrics_listen;            // "127.0.0.1:9807"
+  std::string metrics_textfile;          // for node_exporter's textfile collector
+  double metrics_textfile_interval_s = 15;
   // [kernel]
   std::string kernel_group = "xferd-kernel";  // non-root members may use kernel policies
   // Every job option the sections set (xfer::option_table(), scope kGlobal,
@@ -81,6 +86,11 @@ struct Config {
   bool policies_from_files = false;
   std::vector<std::string> files;   // the files this was read from, in order
 };
+
+// "HOST:PORT" (an IPv4 address, or an IPv6 one in brackets) into *out;
+// "" or why it is not one. Host names are refused: a metrics port binds to
+// an address the admin chose, not to what a resolver says today.
+std::string parse_listen_address(const std::string& s, sockaddr_storage* out, socklen_t* len);
 
 // "FILE:LINE: reason" (or "FILE: reason"), one problem.
 class ConfigError : public std::runtime_error {

@@ -1,6 +1,7 @@
 // xferd: the transfer daemon. One sd-event loop drives the bus, libcurl, every
 // job's control loop, signals and the watchdog.
 #include <signal.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
@@ -12,7 +13,7 @@
 
 #include "bus.h"
 #include "config.h"
-#include "xfer/credentials.h"
+#include "metrics_server.h"
 #include "service.h"
 #include "xfer/credentials.h"
 #include "xfer/hla.h"
@@ -58,6 +59,28 @@ sd_bus* open_bus(const std::string& address) {
   return bus;
 }
 
+// The metrics endpoint and textfile ([metrics] in xferd.conf), and the
+// socket systemd passes (xferd-metrics.socket); null when none is asked for.
+std::unique_ptr<xferd::MetricsServer> open_metrics(sd_event* loop, xferd::Service& s) {
+  auto m = std::make_unique<xferd::MetricsServer>(loop, [&s] { return s.scrape(); });
+  char** names = nullptr;
+  int n = sd_listen_fds_with_names(1, &names);
+  for (int i = 0; i < n; ++i) {
+    int fd = SD_LISTEN_FDS_START + i;
+    if (names && std::string(names[i]) == "metrics") m->serve(fd, "the socket systemd passed (xferd-metrics.socket)");
+    else log::warn("systemd passed a socket named {} that xferd does not use: closed", names ? xfer::printable(names[i]) : "?");
+    if (!names || std::string(names[i]) != "metrics") close(fd);
+  }
+  if (names) {
+    for (int i = 0; i < n; ++i) free(names[i]);
+    free(names);
+  }
+  if (!s.cfg.metrics_listen.empty()) m->listen(s.cfg.metrics_listen);
+  if (!s.cfg.metrics_textfile.empty()) m->textfile(s.cfg.metrics_textfile, s.cfg.metrics_textfile_interval_s);
+  if (m->endpoints().empty()) return nullptr;
+  return m;
+}
+
 int run(const Args& a) {
   xferd::Config cfg;
   try {
@@ -99,11 +122,14 @@ int run(const Args& a) {
   {
     xferd::Options o{a.config, a.config_dir, a.state_dir};
     std::unique_ptr<xferd::Service> service;
+    std::unique_ptr<xferd::MetricsServer> metrics;
     sd_bus* bus = nullptr;
     try {
       service = std::make_unique<xferd::Service>(loop, o, cfg);
+      metrics = open_metrics(loop, *service);
       bus = open_bus(a.bus_address);
     } catch (const std::exception& e) {
+      metrics.reset();
       service.reset();
       sd_event_unref(loop);
       return fail(e.what());
@@ -159,6 +185,7 @@ int run(const Args& a) {
       r = sd_event_loop(loop);
       if (r < 0) rc = fail(fmt::format("event loop: {}", strerror(-r)));
     }
+    metrics.reset();
     service.reset();  // jobs checkpointed, kernel layer restored
     sd_bus_flush_close_unref(bus);
   }

@@ -146,6 +146,15 @@ Service::Service(sd_event* l, Options o, Config c)
     throw StoreError(e.what());
   }
   store = std::make_unique<Store>(dir + "/xferd.db");
+  declare_counters();
+  // The journal fields of a job's lines (xfer/log.h): its policy, owner and label.
+  log::set_job_fields([this](uint64_t id, log::Fields& out) {
+    auto it = jobs.find(id);
+    if (it == jobs.end()) return;
+    out.emplace_back("XFERD_POLICY", it->second->policy.name);
+    out.emplace_back("XFERD_UID", std::to_string(it->second->row.uid));
+    if (!it->second->label.empty()) out.emplace_back("XFERD_LABEL", it->second->label);
+  });
   open_history(dir);
   load_hla_table();
   if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
@@ -190,6 +199,7 @@ Service::Service(sd_event* l, Options o, Config c)
 }
 
 Service::~Service() {
+  log::set_job_fields(nullptr);
   sd_event_source_unref(reap_);
   sd_event_source_disable_unref(schedule_timer_);
   jobs.clear();
@@ -200,6 +210,8 @@ Service::~Service() {
 void Service::retire(JobEntry& j) {
   bool had_job = j.run != nullptr;
   bool held_kernel = had_job && j.run->holds_kernel();
+  log::JobScope scope(j.row.id);
+  count(j);
   j.run.reset();  // the loop, the recorder, then the Job
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
@@ -292,6 +304,7 @@ void Service::share_slots() {
 }
 
 void Service::unseat(JobEntry& j, const std::string& why, bool requeue) {
+  log::JobScope scope(j.row.id);
   if (!j.run) return;
   log::info("job {}: {}; its progress is kept and it goes on from there", j.row.id, why);
   j.job()->pause();  // checkpoints every .part
@@ -620,6 +633,7 @@ void Service::start_queued() {
 }
 
 void Service::set_state(JobEntry& j, xfer::JobState s) {
+  log::JobScope scope(j.row.id);
   if (j.state == s) return;
   if (!xfer::may_change(j.state, s)) {
     log::warn("job {}: {} -> {} refused: {} is final", j.row.id, xfer::to_string(j.state), xfer::to_string(s),
@@ -642,7 +656,8 @@ void Service::set_state(JobEntry& j, xfer::JobState s) {
 }
 
 void Service::fail(JobEntry& j, const std::string& why) {
-  log::error("job {}: {}", j.row.id, xfer::shown(why, 4096));
+  log::JobScope scope(j.row.id);
+  log::event(log::msg::kJobFailed, spdlog::level::err, "job {}: failed: {}", j.row.id, xfer::shown(why, 4096));
   record_finished(j, xfer::JobState::Failed, why,
                   nlohmann::json{{"state", "failed"}, {"job", j.row.id}, {"error", why}}.dump());
 }
@@ -725,6 +740,7 @@ xfer::KernelLayer* Service::lend_kernel(JobEntry& j, const xfer::JobSetup& setup
 
 void Service::start(JobEntry& j) {
   uint64_t id = j.row.id;
+  log::JobScope scope(id);
   if (j.check || reopen_as_owner(j)) return;  // its files are being opened as its owner
   if (!j.manifest) {  // carried on after a restart, or the job was paused before it started
     try {
@@ -764,6 +780,7 @@ void Service::start(JobEntry& j) {
   spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
   j.cls = setup.cls;
   j.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
+  j.ceiling_j_per_gb = xfer::job_ceiling_j_per_gb(j.policy.algorithm, setup.tuner);
   spec.job = xfer::Job::Spec{std::move(*j.manifest), j.row.dest, setup.engine, j.dir_fd, {j.row.uid, j.row.gid}};
   j.manifest.reset();
   spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
@@ -784,9 +801,11 @@ void Service::start(JobEntry& j) {
     return fail(j, e.what());
   }
   if (lent) ++kernel_users;
+  j.counted.fetched = 0, j.counted.kernel_changes = 0;  // a new run counts from 0
   j.energy_source = machine->meter() ? machine->meter()->source() : "none";
   follow(j);
-  log::info("job {}: started, policy {} ({})", id, j.policy.name, j.policy.algorithm);
+  log::info("job {}: started, policy {} ({}){}", id, j.policy.name, j.policy.algorithm,
+            j.label.empty() ? std::string() : ", label " + xfer::shown(j.label, 256));
   j.run->start();
 }
 
@@ -796,6 +815,7 @@ void Service::follow(JobEntry& j) {
   JobEntry* jp = &j;
   j.run->on_interval = [this, jp](const xfer::IntervalRecord& r) {
     JobEntry& x = *jp;
+    log::JobScope scope(x.row.id);
     const xfer::Observation& o = r.obs;
     x.params = r.decided ? *r.decided : o.params;
     x.throughput_bps = o.throughput_bps;
@@ -826,12 +846,14 @@ void Service::follow(JobEntry& j) {
     } else {
       x.slow_since_us = 0;
     }
+    count_interval(x, r);
     if (on_changed) on_changed(x);
   };
   xfer::Job& job = j.run->job();
   // Queued -> discovering -> running <-> paused, announced as they happen; the
   // end goes through on_finished.
   job.on_state = [this, jp](xfer::JobState st) {
+    log::JobScope scope(jp->row.id);
     // A pause the job made itself (a full destination) says why in Error
     // until the job runs again.
     if (st == xfer::JobState::Paused) jp->error = jp->job()->pause_reason();
@@ -845,7 +867,10 @@ void Service::follow(JobEntry& j) {
     if (st == xfer::JobState::Discovering || st == xfer::JobState::Running || st == xfer::JobState::Paused)
       set_state(*jp, st);
   };
-  job.on_finished = [this, jp] { finished(*jp); };
+  job.on_finished = [this, jp] {
+    log::JobScope scope(jp->row.id);
+    finished(*jp);
+  };
 }
 
 void Service::finished(JobEntry& j) {
@@ -857,14 +882,20 @@ void Service::finished(JobEntry& j) {
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
   if (!j.kernel_note.empty()) s["kernel"]["note"] = j.kernel_note;
-  log::info("job {}: {} ({} of {} files, {} failed)", j.row.id, xfer::to_string(st), j.progress.files_done, j.progress.files_total,
-            j.progress.files_failed);
+  log::event(st == xfer::JobState::Done     ? log::msg::kJobDone
+             : st == xfer::JobState::Failed ? log::msg::kJobFailed
+                                            : nullptr,
+             st == xfer::JobState::Failed ? spdlog::level::warn : spdlog::level::info,
+             "job {}: {} ({} of {} files, {} failed){}", j.row.id, xfer::to_string(st), j.progress.files_done,
+             j.progress.files_total, j.progress.files_failed,
+             j.job()->fatal_error().empty() ? std::string() : ": " + xfer::shown(j.job()->fatal_error(), 4096));
   // The Job is torn down outside its own callback.
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
   record_finished(j, st, j.job()->fatal_error(), s.dump());
 }
 
 void Service::record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary) {
+  log::JobScope scope(j.row.id);
   if (j.finished()) {  // an end is final: a second one (a callback after a cancel) changes nothing
     log::warn("job {}: already {}; a later end ({}) is ignored", j.row.id, xfer::to_string(j.state), xfer::to_string(state));
     return;
@@ -877,6 +908,10 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
   j.error = error;
   j.summary = summary;
   j.row.finished_at = unix_now();
+  counters.add("xferd_jobs_finished_total", {{"policy", j.policy.name}, {"state", xfer::to_string(state)}}, 1);
+  if (state == xfer::JobState::Done)
+    counters.observe("xferd_job_duration_seconds", {{"policy", j.policy.name}},
+                     std::max(0.0, j.row.finished_at - j.row.submitted_at));
   if (j.run) j.run->record_end(xfer::to_string(state));
   if (!j.run) retire(j);  // a running Job is retired after its callback returns
   try {
@@ -928,6 +963,7 @@ void need_owner(const Caller& c, const JobEntry& j, const char* verb) {
 }  // namespace
 
 void Service::cancel(const Caller& c, JobEntry& j) {
+  log::JobScope scope(j.row.id);
   need_owner(c, j, "cancel");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
   log::info("job {}: cancelled by {}", j.row.id, c.name);
@@ -939,6 +975,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
 }
 
 void Service::pause(const Caller& c, JobEntry& j) {
+  log::JobScope scope(j.row.id);
   need_owner(c, j, "pause");
   if (j.finished() || j.state == xfer::JobState::Paused || j.state == xfer::JobState::NeedsCredentials)
     throw Refusal(err::kBadState, fmt::format("job {} is {}; only a queued or running job can be paused", j.row.id,
@@ -958,6 +995,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
 }
 
 void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
+  log::JobScope scope(j.row.id);
   need_owner(c, j, "give credentials to");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
   if (j.origins.empty()) {  // found when credentials first matter (a restart keeps none)
@@ -992,6 +1030,7 @@ void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
 }
 
 void Service::resume(const Caller& c, JobEntry& j) {
+  log::JobScope scope(j.row.id);
   need_owner(c, j, "resume");
   if (j.state == xfer::JobState::NeedsCredentials)
     throw Refusal(err::kBadState, fmt::format("job {} waits for credentials: give them (SetCredentials; xferctl "

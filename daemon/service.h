@@ -16,6 +16,7 @@
 
 #include "caller.h"
 #include "credentials_args.h"
+#include "metrics.h"
 #include "errors.h"
 #include "config.h"
 #include "store.h"
@@ -70,6 +71,7 @@ struct JobEntry {
   // options), its place in the queue, and why it waits when it does.
   xfer::JobClass cls = xfer::JobClass::Normal;
   double floor_bps = 0;     // its throughput floor (target_mbps); 0: none
+  double ceiling_j_per_gb = 0;  // its energy ceiling (energy_budget_j_per_gb); 0: none
   uint64_t queued_seq = 0;  // queue order: set at Submit and each time it goes back to the queue
   std::string waiting;      // what a queued job waits for ("" when it only waits for a slot)
   bool yield = false;       // to go back to the queue at the next turn of the loop (a slot for another)
@@ -99,6 +101,18 @@ struct JobEntry {
   std::string credentials_kinds;
   std::vector<std::string> origins;
   static constexpr size_t kMaxWatchers = 16;
+  // Its promise as its intervals kept it (xfer::interval_keeps_promise):
+  // how many met it and missed it, and the last verdict (none yet: nullopt).
+  uint32_t sla_met = 0, sla_missed = 0;
+  std::optional<bool> sla_last;
+  std::string promise() const;  // "floor 100 Mbit/s", "ceiling 50 J/GB" or ""
+  // What of its figures the metrics' counters hold already (they only ever
+  // grow): bytes and kernel changes of the run in progress, files of the job.
+  struct Counted {
+    uint64_t fetched = 0;
+    int kernel_changes = 0;
+    size_t files_done = 0, files_failed = 0;
+  } counted;
   void watch(const char* unique_name);
 
   xfer::Job* job() const { return run ? &run->job() : nullptr; }
@@ -169,6 +183,16 @@ struct Service {
   void apply_link_config();  // the capacity and the schedule from cfg (start, Reload)
   sd_bus* bus = nullptr;
   std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;
+
+  // Metrics (metrics.h). The counters and histograms outlive the jobs that
+  // fed them; the gauges are built at each scrape, which costs nothing while
+  // nobody scrapes. scrape() brings the counters up to date first.
+  MetricSet counters;
+  std::string scrape();
+  // What the machine is now, for the metrics and Manager1's properties:
+  // online CPUs, and the frequency (kHz; 0: no cpufreq driver).
+  int online_cpus() const;
+  long cpu_khz() const;
   bool stopping = false;
 
   // Manager1
@@ -242,6 +266,10 @@ struct Service {
   // destination descriptor, and the kernel layer (restoring cores and frequency).
   void retire(JobEntry& j);
   size_t running() const;
+  // A job's run's figures into the counters, since they were last counted.
+  void count(JobEntry& j);
+  void count_interval(JobEntry& j, const xfer::IntervalRecord& r);
+  void declare_counters();
   // The history at [history] url (default STATE_DIR/history.db); moves a
   // pre-v3 store's intervals into it.
   void open_history(const std::string& state_dir);

@@ -44,6 +44,14 @@ Params ControlLoop::under_allotment(const Params& p) const {
 // The arbiter's new allotment reaches the Job at once, under the params the
 // tuner chose last.
 void ControlLoop::set_allotment(const Allotment& a) {
+  log::JobScope scope(parts_.id);  // another job's interval may have divided the link
+  // A cap put on (an alert for an operator: the job no longer moves as
+  // fast as it can), and lifted.
+  if (a.cap_bps > 0 && allot_.cap_bps <= 0)
+    log::event(log::msg::kArbiterCap, spdlog::level::info, "arbiter: capped at {:.1f} Mbit/s: {}", a.cap_bps / 1e6,
+               a.reason);
+  else if (a.cap_bps <= 0 && allot_.cap_bps > 0)
+    log::info("arbiter: cap lifted: {}", a.reason);
   if (a.connections != allot_.connections) job_.limit_connections(a.connections);
   allot_ = a;
   if (running_ && !current_.chunks.empty()) job_.apply(under_allotment(current_));
@@ -138,6 +146,7 @@ void ControlLoop::arm() {
 }
 
 void ControlLoop::tick() {
+  log::JobScope scope(parts_.id);
   JobState st = job_.state();
   if (!running_ || (st != JobState::Running && st != JobState::Paused)) return;
   IntervalRecord r = observe();
@@ -253,7 +262,12 @@ void ControlLoop::apply_kernel(const Params& p) {
                                         : k->apply(p);
   if (!err.empty()) kernel_error_ = err;
   ++kernel_changes_;
-  log::info("kernel: {} ({}) ({})", describe_kernel(k->in_effect()), k->mode_name(), p.reason);
+  // Shared, the layer logs what it sets (the most any job asks); alone, this is what is set.
+  if (parts_.kernel_share)
+    log::info("kernel: asks {} ({})", describe_kernel(p), p.reason);
+  else
+    log::event(log::msg::kKernelChanged, spdlog::level::info, "kernel: {} ({}) ({})", describe_kernel(k->in_effect()),
+               k->mode_name(), p.reason);
 }
 
 void ControlLoop::apply(const Params& p) {

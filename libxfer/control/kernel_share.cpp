@@ -57,7 +57,8 @@ std::string KernelShare::apply() {
   if (cores == set_cores_ && freq == set_freq_) return "";
   set_cores_ = cores, set_freq_ = freq;
   std::string err = layer_.apply(cores, freq);
-  if (changed) log::info("kernel layer: {}{}", reason_, err.empty() ? "" : ": " + err);
+  if (changed)
+    log::event(log::msg::kKernelChanged, spdlog::level::info, "kernel layer: {}{}", reason_, err.empty() ? "" : ": " + err);
   return err;
 }
 

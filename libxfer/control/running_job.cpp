@@ -34,11 +34,22 @@ double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t)
   return taken(algorithm, "energy_budget_j_per_gb", t.energy_budget_j_per_gb);
 }
 
+std::optional<bool> interval_keeps_promise(const Observation& o, double floor_bps, double ceiling_j_per_gb) {
+  if (o.settling || o.near_end || o.interval_s <= 0) return std::nullopt;
+  if (floor_bps > 0) return o.throughput_bps >= floor_bps;
+  if (ceiling_j_per_gb > 0) {
+    if (!o.joules || o.bytes_interval == 0) return std::nullopt;
+    return *o.joules / (double(o.bytes_interval) / 1e9) <= ceiling_j_per_gb;
+  }
+  return std::nullopt;
+}
+
 RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared) : kernel_(spec.kernel) {
   spec.tuner.kernel = spec.kernel != nullptr;
   std::unique_ptr<Tuner> tuner = make_tuner(spec.algorithm, spec.tuner);
   job_ = std::make_unique<Job>(engine, std::move(spec.job));
   // The monitor the Job registers its flows in is the one the loop reads.
+  job_->set_log_job(spec.id);
   if (shared.flows) job_->set_flow_monitor(shared.flows, spec.id);
   if (shared.history) recorder_ = std::make_unique<hla::HistoryRecorder>(*shared.history, std::move(spec.run), *job_);
   LoopParts parts;

@@ -164,6 +164,7 @@ void Discovery::hold_preconnected(double rtt) {
       job_.eng.loop(), &drop_src_.s, CLOCK_MONOTONIC, wait_us, 10000,
       [](sd_event_source*, uint64_t, void* ud) {
         auto* self = static_cast<Discovery*>(ud);
+        log::JobScope scope(self->job_.log_id);
         if (!self->preconnected_.empty())
           log::debug("{} connection(s) opened ahead were not needed: closed", self->preconnected_.size());
         self->drop_preconnected();

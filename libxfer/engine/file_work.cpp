@@ -43,7 +43,7 @@ FileWork::Handle FileWork::post(uid_t owner, Work work, Done done) {
   auto stop = std::make_shared<Stop>(false);
   std::lock_guard<std::mutex> g(mu_);
   Lane& lane = lanes_[owner];
-  lane.queue.push_back(Task{stop, std::move(work), std::move(done), {}, {}});
+  lane.queue.push_back(Task{stop, std::move(work), std::move(done), {}, {}, log::current_job()});
   lane.more.notify_one();
   if (!lane.busy) {
     if (lane.thread.joinable()) lane.thread.join();  // it has said it is done: it ends at once
@@ -95,8 +95,10 @@ int FileWork::on_ready(sd_event_source*, int fd, uint32_t, void* ud) {
   }
   // Cancelling happens on this thread too: a task seen here not stopped
   // still has an owner waiting for it.
-  for (Task& t : done)
+  for (Task& t : done) {
+    log::JobScope scope(t.log_job);
     if (!*t.stop) t.done(std::move(t.result), t.error);
+  }
   return 0;
 }
 

@@ -67,6 +67,7 @@ class FileWork {
     Done done;
     std::string result;
     std::exception_ptr error;
+    uint64_t log_job = 0;  // the job the poster logged for: done() logs for it too
   };
   // A lane's thread waits a while for more work before it ends: a job of
   // many small files posts a task per file, and a thread each cost more

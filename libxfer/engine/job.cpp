@@ -253,6 +253,7 @@ void Job::Impl::begin_transfer() {
       eng.loop(), &checkpoint_src.s, CLOCK_MONOTONIC, uint64_t(spec.opts.record_ms) * 1000, 1000,
       [](sd_event_source* s, uint64_t, void* ud) {
         auto* self = static_cast<Job::Impl*>(ud);
+        log::JobScope scope(self->log_id);
         uint64_t now = self->eng.now_us();
         bool sync = now - self->last_sync_us >= uint64_t(self->spec.opts.sync_ms) * 1000;
         if (sync) self->last_sync_us = now;
@@ -448,6 +449,7 @@ void Job::Impl::gather_commit() {
   commit_gather_src.arm_at(
       eng.loop(), eng.now_us() + kCommitGatherMs * 1000,
       [](sd_event_source*, uint64_t, void* ud) {
+        log::JobScope scope(static_cast<Job::Impl*>(ud)->log_id);
         static_cast<Job::Impl*>(ud)->start_commit();
         return 0;
       },
@@ -797,6 +799,8 @@ JobProgress Job::Impl::progress() const {
 
 Job::Job(Engine& engine, Spec spec) : impl_(std::make_unique<Impl>(this, engine, std::move(spec))) {}
 Job::~Job() = default;
+void Job::set_log_job(uint64_t id) { impl_->log_id = id; }
+
 void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
   impl_->flow_monitor = m;
   impl_->job_id = job_id;

@@ -187,6 +187,7 @@ struct Job::Impl : RequestOwner {
   void maybe_finish_job();
   void finish_job(JobState s);
   void on_request_done(Request* r, CURLcode code) override;
+  uint64_t log_job() const override { return log_id; }
   void on_get_done(std::unique_ptr<Request> r, CURLcode code);
   JobProgress progress() const;
   // How https servers are checked (there is no way to turn that off).
@@ -279,6 +280,7 @@ struct Job::Impl : RequestOwner {
   std::vector<std::unique_ptr<CurlMulti>> retired_multis;
   FlowMonitor* flow_monitor = nullptr;
   uint32_t job_id = 0;
+  uint64_t log_id = 0;  // the job its log lines concern (Job::set_log_job)
   std::map<uint64_t, size_t> flow_chunk;  // flow id -> chunk index
 
   // Connections open at once per origin (the arbiter's share of a limit

@@ -20,6 +20,8 @@ class RequestOwner {
  public:
   virtual ~RequestOwner() = default;
   virtual void on_request_done(Request* r, CURLcode code) = 0;
+  // The job its log lines concern (log::JobScope), 0: none.
+  virtual uint64_t log_job() const { return 0; }
 };
 
 enum class RequestKind { Get, Head };

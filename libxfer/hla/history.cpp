@@ -387,7 +387,8 @@ class JournaledHistory : public History {
       std::unique_lock<std::mutex> l(mu_);
       if (err != error_) {
         if (!err.empty())
-          log::warn("history: {}; the rows wait in the journal {} and go when it answers", err, opts_.journal);
+          log::event(log::msg::kHistoryStalled, spdlog::level::warn,
+                     "history: {}; the rows wait in the journal {} and go when it answers", err, opts_.journal);
         else if (!error_.empty())
           log::info("history: {} answers again; the journal is shipping", redact_url(url_));
       }

@@ -80,6 +80,8 @@ Xferd::~Xferd() {
   else std::cerr << "xferd's files kept in " << dir << "\n";
 }
 
+bool Xferd::to_journal = false;
+
 void Xferd::start() {
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -94,6 +96,7 @@ void Xferd::start() {
     setenv("WATCHDOG_USEC", "2000000", 1);
     unsetenv("JOURNAL_STREAM");
     unsetenv("INVOCATION_ID");
+    if (to_journal) setenv("INVOCATION_ID", "0123456789abcdef0123456789abcdef", 1);  // as under systemd
     std::string b = bin("xferd");
     execl(b.c_str(), b.c_str(), "--config", config_file.c_str(), "--config-dir", config_dir.c_str(), "--state-dir",
           state_dir.c_str(), "--log-level", "info", (char*)nullptr);

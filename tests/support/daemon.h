@@ -42,6 +42,9 @@ class Xferd {
   // Notifications received so far ("READY=1", "STATUS=...", "WATCHDOG=1").
   std::vector<std::string> notifications(int wait_ms = 0);
   std::string log() const;
+  // xferd logs to the journal (as under systemd) instead of its log file:
+  // for a test that runs its own journald.
+  static bool to_journal;
   std::string dir, state_dir, config_file, config_dir, log_file;
 
  private:

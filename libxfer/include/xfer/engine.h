@@ -263,6 +263,9 @@ class Job {
   // Before start(): per-flow measurements for this job's sockets (job_id is
   // how the monitor tells this job's flows from others').
   void set_flow_monitor(FlowMonitor* m, uint32_t job_id);
+  // The job id its log lines carry in the journal (log::JobScope): its
+  // requests' ends and its timers log in that scope. 0: none.
+  void set_log_job(uint64_t id);
   // Before start(): what chooses the params (a ControlLoop sets itself).
   // Without one the job runs at cc 1, p 1, pp 1 until apply() says otherwise.
   void set_controller(JobController* c);

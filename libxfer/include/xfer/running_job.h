@@ -67,6 +67,14 @@ double job_floor_bps(const std::string& algorithm, const TunerOptions& t);
 // energy_budget_j_per_gb when the policy takes one (hla-energy); 0: none.
 double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t);
 
+// Whether one interval kept a job's promise: its floor (it moved at least
+// floor_bps) or its ceiling (it spent at most ceiling_j_per_gb per GB it
+// moved). nullopt when the job has no promise or the interval says nothing
+// of it: the interval began with new cc / p / pp (settling, as the tuners
+// read it), the job was ending (what was left took less than the interval
+// could carry), or a ceiling's interval had no energy figure or no bytes.
+std::optional<bool> interval_keeps_promise(const Observation& o, double floor_bps, double ceiling_j_per_gb);
+
 class RunningJob {
  public:
   // Throws what make_tuner (an unknown algorithm: std::invalid_argument) and

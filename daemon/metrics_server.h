@@ -1,0 +1,69 @@
+// Where the metrics go (metrics.h): an HTTP endpoint that exists only when
+// configured ([metrics] listen) or when systemd hands xferd a socket
+// (xferd-metrics.socket), and a file for node_exporter's textfile collector
+// ([metrics] textfile). The page is built when a scrape asks for it: nothing
+// is computed while nobody scrapes.
+//
+// The endpoint speaks just enough HTTP/1.x for a scraper: GET or HEAD of
+// /metrics, one request per connection, a bounded request (8 KiB), a few
+// connections at once, each closed after 10 s; anything else gets its 4xx.
+#pragma once
+
+#include <sys/socket.h>
+#include <systemd/sd-event.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xferd {
+
+// The answer to one request's head (what came before the blank line):
+// status line, headers and body. page() is called only for GET /metrics.
+std::string metrics_http_response(const std::string& head, const std::function<std::string()>& page);
+
+class MetricsServer {
+ public:
+  using Page = std::function<std::string()>;
+  MetricsServer(sd_event* loop, Page page);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Listens on address (parse_listen_address); throws std::runtime_error
+  // naming the address and the reason.
+  void listen(const std::string& address);
+  // Serves on a listening socket systemd passed (socket activation).
+  void serve(int listen_fd, const std::string& what);
+  // Writes the page to path every interval_s, through a temporary file
+  // renamed over it (a reader never sees half a page). Throws
+  // std::runtime_error when path's directory is one another user could
+  // write (xferd writes there as root).
+  void textfile(const std::string& path, double interval_s);
+  void write_textfile();  // now (also at each interval)
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  uint64_t scrapes() const { return scrapes_; }
+
+  static constexpr size_t kMaxRequestBytes = 8192;
+  static constexpr size_t kMaxConnections = 8;
+  static constexpr uint64_t kConnectionTimeoutUs = 10'000'000;
+
+ private:
+  struct Connection;
+  static int on_accept(sd_event_source* s, int fd, uint32_t events, void* ud);
+  void drop(Connection* c);
+  sd_event* loop_;
+  Page page_;
+  std::vector<sd_event_source*> listeners_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::string textfile_;
+  double textfile_interval_s_ = 0;
+  sd_event_source* textfile_timer_ = nullptr;
+  uint64_t scrapes_ = 0;
+};
+
+}  // namespace xferd

@@ -1,0 +1,319 @@
+// What operators watch (issue 42), checked with the tools they use: the
+// metrics page by promtool and by a real Prometheus server scraping xferd
+// during a job, the journal fields by a real systemd-journald (in a private
+// mount namespace) and journalctl, the catalog by journalctl too.
+#include <sched.h>
+#include <sys/mount.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "daemon.h"
+#include "daemon_env.h"
+#include "fixture.h"
+#include "xfer/log.h"
+
+namespace fs = std::filesystem;
+using namespace xtest;
+
+namespace {
+
+// The metrics page as a scraper gets it (curl: a client this project did not write).
+std::string scrape(int port, const std::string& path = "/metrics", const std::string& curl_args = "") {
+  return capture("curl -sS --max-time 5 " + curl_args + " http://127.0.0.1:" + std::to_string(port) + path);
+}
+
+// Sum of one family's samples on a page (every label set).
+double sum_of(const std::string& page, const std::string& name) {
+  double sum = 0;
+  std::istringstream in(page);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, name.size(), name) != 0) continue;
+    char next = line.size() > name.size() ? line[name.size()] : ' ';
+    if (next != '{' && next != ' ') continue;  // another family with this prefix
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// A real Prometheus server on loopback scraping xferd every second.
+struct PrometheusServer {
+  explicit PrometheusServer(int xferd_port) {
+    dir = make_temp_dir("prometheus");
+    port = free_port();
+    std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                                              "scrape_configs:\n  - job_name: xferd\n    static_configs:\n"
+                                              "      - targets: ['127.0.0.1:"
+                                           << xferd_port << "']\n";
+    pid = fork();
+    if (pid == 0) {
+      std::string out = dir + "/log";
+      freopen(out.c_str(), "w", stderr);
+      freopen(out.c_str(), "a", stdout);
+      std::string cfg = "--config.file=" + dir + "/prometheus.yml", db = "--storage.tsdb.path=" + dir + "/data",
+                  web = "--web.listen-address=127.0.0.1:" + std::to_string(port);
+      execlp("prometheus", "prometheus", cfg.c_str(), db.c_str(), web.c_str(), (char*)nullptr);
+      _exit(127);
+    }
+  }
+  ~PrometheusServer() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+    fs::remove_all(dir);
+  }
+  bool ready(double seconds) const {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
+         std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(200)))
+      if (sh("curl -sf -o /dev/null http://127.0.0.1:" + std::to_string(port) + "/-/ready") == 0) return true;
+    return false;
+  }
+  // An instant PromQL query's one value; nullopt when it returns no sample.
+  std::optional<double> query(const std::string& promql) const {
+    std::string out = capture("curl -sS --max-time 5 -G http://127.0.0.1:" + std::to_string(port) +
+                              "/api/v1/query --data-urlencode " + shq("query=" + promql));
+    nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    if (!j.is_object() || j.value("status", "") != "success") return std::nullopt;
+    const auto& r = j["data"]["result"];
+    if (!r.is_array() || r.empty()) return std::nullopt;
+    return std::stod(r[0]["value"][1].get<std::string>());
+  }
+  std::string log() const { return slurp(dir + "/log"); }
+  std::string dir;
+  int port = 0;
+  pid_t pid = -1;
+};
+
+}  // namespace
+
+// promtool passes the page (and the textfile); a Prometheus server scraping
+// xferd every second during a job has the job's bytes to the byte; the
+// counters move while the job runs and never go back; anything but GET
+// /metrics gets its 4xx.
+TEST(Metrics, PrometheusScrapesAJobToTheByteAndPromtoolPassesThePage) {
+  if (sh("command -v prometheus >/dev/null && command -v promtool >/dev/null") != 0)
+    GTEST_SKIP() << "prometheus and promtool are not installed (scripts/setup.sh installs the prometheus package)";
+  int port = free_port();
+  std::string textdir = make_temp_dir("textfile");
+  Env env("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\ntextfile = \"" + textdir +
+          "/xferd.prom\"\ntextfile_interval_s = 1\n");
+  PrometheusServer prom(port);
+  ASSERT_TRUE(prom.ready(30)) << prom.log();
+
+  std::string before = scrape(port);
+  ASSERT_NE(before.find("# TYPE xferd_received_bytes_total counter"), std::string::npos) << before;
+  EXPECT_EQ(sum_of(before, "xferd_received_bytes_total"), 0);
+
+  std::string dest = env.dest();
+  Shell sub = run(bin("xferctl") + " submit --manifest " + env.manifest_file(env.data.manifest(env.nginx.url(false, "/slow/"))) +
+                  " --dest " + dest + " --label metrics");
+  ASSERT_EQ(sub.status, 0) << sub.out;
+  std::string path = path_in(sub.out);
+  ASSERT_FALSE(path.empty()) << sub.out;
+
+  // While it runs: the counters never go back, and they are seen moving.
+  double last_bytes = 0, last_files = 0;
+  int seen_moving = 0, scrapes = 0;
+  std::string state;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90); std::chrono::steady_clock::now() < until;) {
+    state = job_property(path, "State");
+    std::string page = scrape(port);
+    ++scrapes;
+    double bytes = sum_of(page, "xferd_received_bytes_total"), files = sum_of(page, "xferd_files_total");
+    EXPECT_GE(bytes, last_bytes) << page;
+    EXPECT_GE(files, last_files) << page;
+    if (bytes > last_bytes && bytes < double(env.data.bytes)) ++seen_moving;
+    last_bytes = bytes, last_files = files;
+    if (state == "done" || state == "failed" || state == "cancelled") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ASSERT_EQ(state, "done");
+  EXPECT_GE(seen_moving, 2) << "the bytes were seen moving in " << seen_moving << " of " << scrapes << " scrapes";
+
+  std::string page = scrape(port);
+  EXPECT_EQ(sum_of(page, "xferd_received_bytes_total"), double(env.data.bytes)) << page;
+  EXPECT_EQ(sum_of(page, "xferd_files_total"), double(env.data.files.size())) << page;
+  EXPECT_NE(page.find("xferd_jobs_finished_total{policy=\"min-energy\",state=\"done\"} 1"), std::string::npos) << page;
+  EXPECT_NE(page.find("xferd_job_duration_seconds_count{policy=\"min-energy\"} 1"), std::string::npos) << page;
+  EXPECT_NE(page.find("xferd_online_cpus "), std::string::npos) << page;
+  EXPECT_NE(page.find("xferd_energy_joules_total{source=\"model:"), std::string::npos) << page;
+  EXPECT_GT(sum_of(page, "xferd_energy_joules_total"), 0) << page;
+  EXPECT_GT(sum_of(page, "xferd_tcp_rtt_seconds_count"), 0) << page;
+  // Nothing of the job itself: no id, URL, label or user.
+  for (const char* leak : {"metrics\"", "127.0.0.1:", "job=\"", "uid=", "/org/xferd"})
+    EXPECT_EQ(page.find(leak), std::string::npos) << leak << "\n" << page;
+
+  // promtool (the Prometheus project's own linter) on the page and the textfile.
+  std::string dir = make_temp_dir("promtool");
+  std::ofstream(dir + "/page") << page;
+  Shell lint = run("promtool check metrics < " + dir + "/page");
+  EXPECT_EQ(lint.status, 0) << lint.out;
+  EXPECT_EQ(lint.out, "") << "promtool's complaints";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a textfile written after the end
+  std::string text = slurp(textdir + "/xferd.prom");
+  EXPECT_EQ(sum_of(text, "xferd_received_bytes_total"), double(env.data.bytes)) << text;
+  Shell lint_file = run("promtool check metrics < " + textdir + "/xferd.prom");
+  EXPECT_EQ(lint_file.status, 0) << lint_file.out;
+  EXPECT_FALSE(fs::exists(textdir + "/xferd.prom.tmp"));
+  EXPECT_EQ(fs::status(textdir + "/xferd.prom").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+
+  // The Prometheus server's own figure: the job's bytes to the byte.
+  std::optional<double> got;
+  for (int i = 0; i < 40; ++i) {
+    got = prom.query("sum(xferd_received_bytes_total)");
+    if (got && *got == double(env.data.bytes)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ASSERT_TRUE(got.has_value()) << prom.log();
+  EXPECT_EQ(*got, double(env.data.bytes));
+  std::optional<double> up = prom.query("up{job=\"xferd\"}");
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(*up, 1);
+
+  // The rest of HTTP: 404, 405, a HEAD without a body, an oversized request.
+  EXPECT_EQ(capture("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) + "/"), "404");
+  EXPECT_EQ(capture("curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:" + std::to_string(port) + "/metrics"),
+            "405");
+  EXPECT_EQ(capture("curl -s -I -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) + "/metrics"),
+            "200");
+  EXPECT_EQ(capture("curl -s -o /dev/null -w '%{http_code}' -H 'X-Big: " + std::string(9000, 'a') +
+                    "' http://127.0.0.1:" + std::to_string(port) + "/metrics"),
+            "431");
+  EXPECT_TRUE(env.xferd.running());
+}
+
+// No [metrics] in the config: no port is listened on, no file written.
+TEST(Metrics, NothingListensUnlessConfigured) {
+  Env env;
+  std::string listening = capture("ss -ltnp 2>/dev/null | grep 'pid=" + std::to_string(env.xferd.pid()) + ",' || true");
+  EXPECT_EQ(listening, "") << listening;
+  EXPECT_EQ(env.xferd.log().find("metrics:"), std::string::npos) << env.xferd.log();
+}
+
+// The catalog file compiles into journald's catalog and explains each event.
+TEST(Journal, TheCatalogCompilesAndExplainsEachEvent) {
+  std::string root = make_temp_dir("catalog-root");
+  fs::create_directories(root + "/usr/lib/systemd/catalog");
+  fs::copy_file(XFER_SOURCE_DIR "/systemd/xferd.catalog", root + "/usr/lib/systemd/catalog/xferd.catalog");
+  Shell up = run("journalctl --root=" + root + " --update-catalog");
+  ASSERT_EQ(up.status, 0) << up.out;
+  Shell list = run("journalctl --root=" + root + " --list-catalog");
+  for (const char* id : {xfer::log::msg::kJobDone, xfer::log::msg::kJobFailed, xfer::log::msg::kSlaMissed,
+                         xfer::log::msg::kSlaMetAgain, xfer::log::msg::kKernelChanged, xfer::log::msg::kArbiterCap,
+                         xfer::log::msg::kHistoryStalled})
+    EXPECT_NE(list.out.find(id), std::string::npos) << id << "\n" << list.out;
+  fs::remove_all(root);
+}
+
+// A real systemd-journald (in a mount namespace of this test's own, so that
+// its socket and files are the test's) receives xferd's lines:
+// `journalctl XFERD_JOB=N` finds the job's lines, each with its policy, owner
+// and label; MESSAGE_ID finds the job's end; a hostile label arrives escaped
+// and forges neither a line nor a field.
+TEST(Journal, AJobsLinesCarryItsFieldsAndAHostileLabelIsEscaped) {
+  if (access("/lib/systemd/systemd-journald", X_OK) != 0) GTEST_SKIP() << "no systemd-journald";
+  ASSERT_EQ(unshare(CLONE_NEWNS), 0) << strerror(errno);
+  ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << strerror(errno);
+  std::string dir = make_temp_dir("journal");
+  fs::create_directories(dir + "/run-systemd/journal");
+  fs::create_directories(dir + "/log");
+  std::ofstream(dir + "/journald.conf") << "[Journal]\nStorage=volatile\nReadKMsg=no\nAudit=no\nForwardToSyslog=no\n"
+                                           "ForwardToWall=no\nForwardToConsole=no\nRateLimitBurst=0\n";
+  fs::create_directories("/run/systemd");
+  fs::create_directories("/run/log");
+  ASSERT_EQ(mount((dir + "/run-systemd").c_str(), "/run/systemd", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  ASSERT_EQ(mount((dir + "/log").c_str(), "/run/log", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  // Whatever the machine's journald keeps, this one writes only here.
+  if (fs::is_directory("/var/log/journal"))
+    ASSERT_EQ(mount((dir + "/log").c_str(), "/var/log/journal", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  if (fs::exists("/etc/systemd/journald.conf"))
+    ASSERT_EQ(mount((dir + "/journald.conf").c_str(), "/etc/systemd/journald.conf", nullptr, MS_BIND, nullptr), 0);
+  struct Journald {
+    pid_t pid = -1;
+    ~Journald() {
+      Xferd::to_journal = false;
+      if (pid > 0) kill(pid, SIGTERM), waitpid(pid, nullptr, 0);
+    }
+  } journald;
+  journald.pid = fork();
+  if (journald.pid == 0) {
+    std::string out = dir + "/journald.log";
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    dup2(fd, 1), dup2(fd, 2);
+    execl("/lib/systemd/systemd-journald", "systemd-journald", (char*)nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 50 && !fs::exists("/run/systemd/journal/socket"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists("/run/systemd/journal/socket")) << slurp(dir + "/journald.log");
+  Xferd::to_journal = true;
+
+  {
+    Env env;
+    std::string dest = env.dest();
+    std::string label = "evil\nMESSAGE_ID=412e92c9087e4b63949f05c50e28d18f\x1b[31mred";
+    std::string lf = make_temp_dir("label") + "/label";
+    std::ofstream(lf) << label;
+    Shell sub = run(bin("xferctl") + " submit --manifest " +
+                    env.manifest_file(env.data.manifest(env.nginx.url(false, "/"))) + " --dest " + dest +
+                    " --label \"$(cat " + lf + ")\" --wait --no-progress");
+    ASSERT_EQ(sub.status, 0) << sub.out;
+    std::string path = path_in(sub.out);
+    std::string id = path.substr(path.rfind('/') + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+    std::string jdir = "/run/log/journal";
+    auto lines = [&](const std::string& match) {
+      std::vector<nlohmann::json> out;
+      std::istringstream in(capture("journalctl -D " + jdir + " --no-pager -o json " + match));
+      std::string l;
+      while (std::getline(in, l))
+        if (auto j = nlohmann::json::parse(l, nullptr, false); j.is_object()) out.push_back(j);
+      return out;
+    };
+    std::vector<nlohmann::json> job = lines("XFERD_JOB=" + id);
+    ASSERT_GE(job.size(), 3u) << capture("journalctl -D " + jdir + " --no-pager -o json | tail -20");
+    bool started = false, interval = false;
+    for (const auto& l : job) {
+      EXPECT_EQ(l.value("XFERD_POLICY", ""), "min-energy") << l.dump();
+      EXPECT_EQ(l.value("XFERD_UID", ""), "0") << l.dump();
+      EXPECT_EQ(l.value("SYSLOG_IDENTIFIER", ""), "xferd") << l.dump();
+      std::string shown = l.value("XFERD_LABEL", "");
+      EXPECT_EQ(shown.find('\n'), std::string::npos) << l.dump();
+      EXPECT_EQ(shown.find('\x1b'), std::string::npos) << l.dump();
+      EXPECT_NE(shown.find("evil"), std::string::npos) << l.dump();
+      std::string msg = l.value("MESSAGE", "");
+      EXPECT_EQ(msg.find('\x1b'), std::string::npos) << l.dump();
+      if (msg.find("started, policy") != std::string::npos) {
+        started = true;
+        EXPECT_NE(msg.find("evil\\nMESSAGE_ID="), std::string::npos) << msg;  // the label, escaped
+      }
+      if (msg.find("Mbit/s") != std::string::npos) interval = true;
+    }
+    EXPECT_TRUE(started);
+    EXPECT_TRUE(interval) << "the control loop's interval lines carry the job too";
+    // The job's end, by its message id; the label's forged id found nothing.
+    std::vector<nlohmann::json> done = lines(std::string("MESSAGE_ID=") + xfer::log::msg::kJobDone);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].value("XFERD_JOB", ""), id);
+    EXPECT_EQ(lines(std::string("MESSAGE_ID=") + xfer::log::msg::kJobFailed).size(), 0u);
+    // The engine's own lines (from libcurl's callbacks) are the job's too.
+    bool engine_line = false;
+    for (const auto& l : job)
+      if (l.value("MESSAGE", "").find(" files done") != std::string::npos) engine_line = true;
+    EXPECT_TRUE(engine_line);
+  }
+}
