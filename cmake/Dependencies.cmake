@@ -12,6 +12,7 @@ pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)  # the fleet's history (PostgreSQL)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)  # direct writes (part_file.cpp)
+pkg_check_modules(NCURSES REQUIRED IMPORTED_TARGET ncursesw)  # xferctl top
 
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)

@@ -164,6 +164,17 @@ int prop_version(sd_bus*, const char*, const char*, const char*, sd_bus_message*
   return sd_bus_message_append(reply, "s", XFERD_VERSION);
 }
 
+// The machine as the jobs share it, read when asked (xferctl top).
+int prop_machine(sd_bus*, const char*, const char*, const char* property, sd_bus_message* reply, void* ud,
+                 sd_bus_error*) {
+  Service& s = svc(ud);
+  std::string_view n = property;
+  if (n == "OnlineCpus") return sd_bus_message_append(reply, "u", uint32_t(s.online_cpus()));
+  if (n == "CpuFrequencyKHz") return sd_bus_message_append(reply, "t", uint64_t(std::max(0L, s.cpu_khz())));
+  if (n == "LinkCapacityBps") return sd_bus_message_append(reply, "d", s.arbiter.capacity_bps());
+  return -ENOENT;
+}
+
 // Job1 ------------------------------------------------------------------
 
 JobEntry& entry(void* ud) { return *static_cast<JobEntry*>(ud); }
@@ -175,6 +186,14 @@ int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
     JobEntry& j = entry(ud);
     (j.service->*Op)(c, j);
     return sd_bus_reply_method_return(m, "");
+  });
+}
+
+// The job's report (its owner or root: find_job answers no one else).
+int method_report(sd_bus_message* m, void* ud, sd_bus_error* e) {
+  return guarded(m, e, [&] {
+    JobEntry& j = entry(ud);
+    return sd_bus_reply_method_return(m, "s", j.service->report(j).c_str());
   });
 }
 
@@ -241,6 +260,14 @@ const JobProperty kJobProperties[] = {
      [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.cls)); }},
     {"Allotment", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.allotment(); }},
     {"Waiting", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.waiting; }},
+    {"SlaPromise", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.promise(); }},
+    {"Sla", "s", true,
+     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue {
+       return std::string(!j.sla_last ? "" : *j.sla_last ? "met" : "missed");
+     }},
+    {"SlaIntervalsMet", "u", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla_met; }},
+    {"SlaIntervalsMissed", "u", true,
+     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla_missed; }},
     {"Error", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.error; }},
     {"Summary", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.summary; }},
 };
@@ -293,6 +320,9 @@ constexpr uint64_t kConst = SD_BUS_VTABLE_PROPERTY_CONST;
 const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("OnlineCpus", "u", prop_machine, 0, 0),
+    SD_BUS_PROPERTY("CpuFrequencyKHz", "t", prop_machine, 0, 0),
+    SD_BUS_PROPERTY("LinkCapacityBps", "d", prop_machine, 0, 0),
     SD_BUS_METHOD_WITH_NAMES("Submit", "a(sts)ssa{sv}",
                              SD_BUS_PARAM(entries) SD_BUS_PARAM(destination) SD_BUS_PARAM(policy) SD_BUS_PARAM(options),
                              "o", SD_BUS_PARAM(job), method_submit, SD_BUS_VTABLE_UNPRIVILEGED | SD_BUS_VTABLE_SENSITIVE),
@@ -318,6 +348,8 @@ const sd_bus_vtable* job_vtable() {
     t.push_back(SD_BUS_METHOD("Cancel", "", "", job_method<&Service::cancel>, SD_BUS_VTABLE_UNPRIVILEGED));
     t.push_back(SD_BUS_METHOD("Pause", "", "", job_method<&Service::pause>, SD_BUS_VTABLE_UNPRIVILEGED));
     t.push_back(SD_BUS_METHOD("Resume", "", "", job_method<&Service::resume>, SD_BUS_VTABLE_UNPRIVILEGED));
+    t.push_back(SD_BUS_METHOD_WITH_NAMES("Report", "", , "s", SD_BUS_PARAM(report), method_report,
+                                         SD_BUS_VTABLE_UNPRIVILEGED));
     t.push_back(SD_BUS_METHOD_WITH_NAMES("SetCredentials", "a{sv}", SD_BUS_PARAM(credentials), "", , method_set_credentials,
                                          SD_BUS_VTABLE_UNPRIVILEGED | SD_BUS_VTABLE_SENSITIVE));
     t.push_back(SD_BUS_SIGNAL_WITH_NAMES("Finished", "ss", SD_BUS_PARAM(state) SD_BUS_PARAM(summary), 0));

@@ -882,6 +882,7 @@ void Service::finished(JobEntry& j) {
   s["policy"] = j.policy.name;
   if (!j.label.empty()) s["label"] = j.label;
   if (!j.kernel_note.empty()) s["kernel"]["note"] = j.kernel_note;
+  add_sla(j, s);
   log::event(st == xfer::JobState::Done     ? log::msg::kJobDone
              : st == xfer::JobState::Failed ? log::msg::kJobFailed
                                             : nullptr,

@@ -189,6 +189,9 @@ struct Service {
   // nobody scrapes. scrape() brings the counters up to date first.
   MetricSet counters;
   std::string scrape();
+  // A job's report as JSON (Job1.Report): so far while it runs, its summary
+  // once finished; with its promise and how its intervals kept it ("sla").
+  std::string report(const JobEntry& j) const;
   // What the machine is now, for the metrics and Manager1's properties:
   // online CPUs, and the frequency (kHz; 0: no cpufreq driver).
   int online_cpus() const;
@@ -279,6 +282,8 @@ struct Service {
 };
 
 bool may_change_kernel(const Config& cfg, const Caller& c);
+// The job's promise and how its intervals kept it, into its summary or report ("sla").
+void add_sla(const JobEntry& j, nlohmann::json& summary);
 bool may_use(const Config& cfg, const Policy& p, const Caller& c);
 
 }  // namespace xferd

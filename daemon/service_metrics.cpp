@@ -110,6 +110,29 @@ void Service::count_interval(JobEntry& j, const xfer::IntervalRecord& r) {
   j.sla_last = kept;
 }
 
+// The promise and its intervals, as the report and the summary carry them.
+static nlohmann::json sla_json(const JobEntry& j) {
+  nlohmann::json s = {{"promise", j.promise()}, {"intervals_met", j.sla_met}, {"intervals_missed", j.sla_missed}};
+  if (j.floor_bps > 0) s["floor_mbps"] = j.floor_bps / 1e6;
+  if (j.ceiling_j_per_gb > 0) s["ceiling_j_per_gb"] = j.ceiling_j_per_gb;
+  return s;
+}
+
+std::string Service::report(const JobEntry& j) const {
+  if (j.run) {
+    nlohmann::json r = j.run->report();
+    r["job"] = j.row.id;
+    r["policy"] = j.policy.name;
+    r["sla"] = sla_json(j);
+    return r.dump();
+  }
+  std::string kept = j.summary;
+  if (kept.empty() && j.finished()) kept = store->summary(j.row.id);
+  return kept;
+}
+
+void add_sla(const JobEntry& j, nlohmann::json& summary) { summary["sla"] = sla_json(j); }
+
 int Service::online_cpus() const {
   xfer::SysFs cpu("/sys/devices/system/cpu");
   return int(xfer::parse_cpu_list(cpu.read("online").value_or("0")).size());

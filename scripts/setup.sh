@@ -17,6 +17,9 @@ PACKAGES=(
   postgresql
   # the credential tests: a forward proxy that asks for a user and password
   tinyproxy
+  # the observability tests: promtool and a Prometheus server that scrapes
+  # xferd; tmux to read `xferctl top`'s screen; xferctl top draws with ncurses
+  prometheus tmux libncurses-dev
   # the daemon's tests: systemd-analyze / systemd-tmpfiles, gdbus and dbus-send
   # (D-Bus clients this project did not write), setpriv
   systemd libglib2.0-bin dbus-bin util-linux

@@ -317,3 +317,126 @@ TEST(Journal, AJobsLinesCarryItsFieldsAndAHostileLabelIsEscaped) {
     EXPECT_TRUE(engine_line);
   }
 }
+
+namespace {
+
+// A job submitted by xferctl (to the slow location: it lasts a few seconds); its object path.
+std::string submit_slow(Env& env, const std::string& label, const std::string& extra = "") {
+  Shell sub = run(bin("xferctl") + " submit --manifest " +
+                  env.manifest_file(env.data.manifest(env.nginx.url(false, "/slow/"))) + " --dest " + env.dest() +
+                  " --label " + label + " " + extra);
+  EXPECT_EQ(sub.status, 0) << sub.out;
+  return path_in(sub.out);
+}
+
+bool moving(const std::string& path) {
+  return job_property(path, "State") == "running" && std::stod("0" + job_property(path, "ThroughputBps")) > 0;
+}
+
+}  // namespace
+
+// xferctl top in an 80-column tmux pane shows both running jobs with their
+// rates, and the machine; q quits.
+TEST(Top, TwoRunningJobsShowWithTheirRatesInEightyColumns) {
+  if (sh("command -v tmux >/dev/null") != 0) GTEST_SKIP() << "tmux is not installed (scripts/setup.sh installs it)";
+  Env env("", "2m");
+  std::string a = submit_slow(env, "alpha"), b = submit_slow(env, "beta");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  for (int i = 0; i < 100 && !(moving(a) && moving(b)); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(moving(a) && moving(b)) << job_property(a, "State") << " " << job_property(b, "State");
+
+  std::string sock = "xferd-top-" + std::to_string(getpid());
+  std::string tmux = "tmux -L " + sock + " ";
+  struct Kill {
+    std::string tmux;
+    ~Kill() { sh(tmux + "kill-server 2>/dev/null"); }
+  } guard{tmux};
+  ASSERT_EQ(sh(tmux + "new-session -d -s top -x 80 -y 24 " +
+               shq("env TERM=screen DBUS_SYSTEM_BUS_ADDRESS=" + std::string(getenv("DBUS_SYSTEM_BUS_ADDRESS")) + " " +
+                   bin("xferctl") + " top --delay 0.5")),
+            0);
+  std::string screen;
+  auto ida = a.substr(a.rfind('/') + 1), idb = b.substr(b.rfind('/') + 1);
+  auto row_of = [&](const std::string& id) -> std::string {
+    std::istringstream in(screen);
+    std::string l;
+    while (std::getline(in, l))
+      if (std::regex_search(l, std::regex("^\\s*" + id + " .*running"))) return l;
+    return "";
+  };
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    screen = capture(tmux + "capture-pane -p -t top");
+    if (!row_of(ida).empty() && !row_of(idb).empty()) break;
+  }
+  std::string ra = row_of(ida), rb = row_of(idb);
+  ASSERT_FALSE(ra.empty()) << screen;
+  ASSERT_FALSE(rb.empty()) << screen;
+  for (const std::string& row : {ra, rb}) {
+    EXPECT_LE(row.size(), 80u) << row;
+    std::smatch m;
+    // ID USER POLICY CLASS STATE MBIT/S: the rate is a number above 0.
+    ASSERT_TRUE(std::regex_search(row, m, std::regex("running\\s+([0-9]+\\.[0-9])\\s+([0-9]+)%"))) << row;
+    EXPECT_GT(std::stod(m[1]), 0) << row;
+  }
+  EXPECT_NE(ra.find("alpha"), std::string::npos) << ra;
+  EXPECT_NE(rb.find("beta"), std::string::npos) << rb;
+  EXPECT_NE(screen.find("jobs: 2 running"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("CPUs "), std::string::npos) << screen;
+  EXPECT_NE(screen.find("MBIT/S"), std::string::npos) << screen;
+  // q quits: the pane's program ends, and with it the session.
+  sh(tmux + "send-keys -t top q");
+  bool gone = false;
+  for (int i = 0; i < 30 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = sh(tmux + "has-session -t top 2>/dev/null") != 0;
+  }
+  EXPECT_TRUE(gone) << capture(tmux + "capture-pane -p -t top");
+  // --once prints the same screen as text, for a pipe.
+  Shell once = run(bin("xferctl") + " top --once");
+  EXPECT_EQ(once.status, 0) << once.out;
+  EXPECT_NE(once.out.find("MBIT/S"), std::string::npos) << once.out;
+  run(bin("xferctl") + " cancel " + ida);
+  run(bin("xferctl") + " cancel " + idb);
+}
+
+// xferctl status N --plot: the timeline of a job with a floor, drawn while
+// it runs and once it is done; the SLA's intervals counted in its report.
+TEST(Plot, AJobsTimelineIsDrawnWithItsFloor) {
+  Env env;
+  std::string path = submit_slow(env, "plotted", "--policy throughput-target --target-mbps 8");
+  ASSERT_FALSE(path.empty());
+  std::string id = path.substr(path.rfind('/') + 1);
+  std::string dir = make_temp_dir("plot");
+  // While it runs: what it has done so far (its first intervals).
+  for (int i = 0; i < 100 && bytes_done(path) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  Shell live = run(bin("xferctl") + " status " + id + " --plot " + dir + "/live.svg");
+  if (job_property(path, "State") == "running") {
+    EXPECT_EQ(live.status, 0) << live.out;
+    EXPECT_NE(slurp(dir + "/live.svg").find("<svg"), std::string::npos);
+  }
+  ASSERT_EQ(wait_state(path, {"done", "failed", "cancelled"}, 120), "done");
+  Shell done = run(bin("xferctl") + " status " + id + " --plot " + dir + "/done.svg");
+  ASSERT_EQ(done.status, 0) << done.out;
+  EXPECT_NE(done.out.find("intervals"), std::string::npos) << done.out;
+  std::string svg = slurp(dir + "/done.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 200);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("floor 8 Mbit/s"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("power, W"), std::string::npos);
+  EXPECT_GE(std::count(svg.begin(), svg.end(), '\n'), 20);
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_GE(polylines, 2u) << "throughput and power";
+  nlohmann::json s = summary_of(path);
+  ASSERT_TRUE(s.contains("sla")) << s.dump();
+  EXPECT_EQ(s["sla"].value("floor_mbps", 0.0), 8.0);
+  EXPECT_EQ(s["sla"].value("promise", ""), "floor 8 Mbit/s");
+  EXPECT_EQ(std::stoul(job_property(path, "SlaIntervalsMet")) + std::stoul(job_property(path, "SlaIntervalsMissed")),
+            s["sla"].value("intervals_met", 0u) + s["sla"].value("intervals_missed", 0u));
+  // Another user's job draws nothing for them.
+  Shell other = run(as_nobody(bin("xferctl") + " status " + id + " --plot /tmp/nobody.svg"));
+  EXPECT_NE(other.status, 0) << other.out;
+}

@@ -189,43 +189,11 @@ std::string markdown(const std::string& scenario, const std::vector<Summary>& ss
   return md.str();
 }
 
-const char* svg_color(int i) {
-  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                 "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
-  return colors[i % 10];
-}
-
-std::string SvgFrame::open(const std::string& title, const std::string& x_label, const std::string& y_label) const {
-  std::ostringstream o;
-  o << fmt::format(R"s(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)s", W, H)
-    << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << fmt::format(R"s(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)s", L, xfer::xml_escape(title)) << "\n";
-  for (int i = 0; i <= 5; ++i) {
-    double xv = max_x * i / 5, yv = max_y * i / 5;
-    o << fmt::format(R"s(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="#ddd"/>)s", X(xv), T, X(xv), H - B) << "\n"
-      << fmt::format(R"s(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#ddd"/>)s", L, Y(yv), W - R, Y(yv)) << "\n"
-      << fmt::format(R"s(<text x="{:.1f}" y="{}" text-anchor="middle">{:g}</text>)s", X(xv), H - B + 16, xv) << "\n"
-      << fmt::format(R"s(<text x="{}" y="{:.1f}" text-anchor="end">{:g}</text>)s", L - 6, Y(yv) + 4, yv) << "\n";
-  }
-  o << fmt::format(R"s(<text x="{}" y="{}" text-anchor="middle">{}</text>)s", (L + W - R) / 2, H - 12, x_label) << "\n"
-    << fmt::format(R"s(<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">{}</text>)s",
-                   (T + H - B) / 2, (T + H - B) / 2, y_label)
-    << "\n";
-  return o.str();
-}
-
 std::string svg_plot(const std::string& title, const std::vector<Summary>& ss) {
   SvgFrame f;
   double max_x = 0, max_y = 0;
   for (const auto& s : ss) max_x = std::max(max_x, s.j_per_gb), max_y = std::max(max_y, s.throughput_mbps);
-  auto nice = [](double v) {
-    if (v <= 0) return 1.0;
-    double p = std::pow(10, std::floor(std::log10(v)));
-    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-      if (m * p >= v) return m * p;
-    return 10 * p;
-  };
-  f.max_x = nice(max_x * 1.05), f.max_y = nice(max_y * 1.05);
+  f.max_x = xfer::nice_max(max_x * 1.05), f.max_y = xfer::nice_max(max_y * 1.05);
   std::ostringstream o;
   o << f.open(title, "energy, J/GB (model, client)", "throughput, Mbit/s");
   int i = 0;

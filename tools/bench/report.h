@@ -8,6 +8,7 @@
 
 #include "measure.h"
 #include "xfer/stats.h"
+#include "xfer/svg.h"
 
 namespace bench {
 
@@ -41,21 +42,8 @@ std::string markdown(const std::string& scenario, const std::vector<Summary>& s,
                      const std::string& setup = "", const std::string& commit = "");
 std::string svg_plot(const std::string& title, const std::vector<Summary>& s);
 
-// The frame the bench's plots share: a W x H canvas with margins, axes
-// from 0 to max_x / max_y, five grid steps each, a title and axis labels.
-struct SvgFrame {
-  double W = 640, H = 420, L = 70, R = 180, T = 40, B = 50;
-  double max_x = 1, max_y = 1;
-  double X(double v) const { return L + (W - L - R) * v / max_x; }
-  double Y(double v) const { return H - B - (H - T - B) * v / max_y; }
-  // The opening <svg>, background, title, grid, tick labels and axis labels.
-  std::string open(const std::string& title, const std::string& x_label, const std::string& y_label) const;
-  // A legend entry's position (the i-th line right of the plot).
-  double legend_x() const { return W - R + 12; }
-  double legend_y(int i) const { return T + 16 + 18 * i; }
-};
-// The plots' colours, in turn.
-const char* svg_color(int i);
+using xfer::SvgFrame;
+using xfer::svg_color;
 // The datasets the rows name, in first-seen order.
 std::vector<std::string> datasets_of(const std::vector<RunRow>& rows);
 // One dataset's verified runs that moved bytes, per client (clients in

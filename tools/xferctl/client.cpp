@@ -17,143 +17,14 @@
 
 #include "xfer/options.h"
 #include "credentials.h"
+#include "bus_client.h"
+#include "plot.h"
 #include "progress.h"
+#include "top.h"
 
 namespace xferctl {
 
 namespace {
-
-constexpr const char* kName = "org.xferd.Xferd1";
-constexpr const char* kManager = "/org/xferd/Xferd1";
-constexpr const char* kManagerIface = "org.xferd.Manager1";
-constexpr const char* kJobIface = "org.xferd.Job1";
-
-enum Exit { kOk = 0, kSomeFailed = 1, kUsage = 2, kFatal = 3, kNoDaemon = 4, kCancelled = 130 };
-
-// What went wrong talking to xferd, said for a person.
-struct ClientError : std::runtime_error {
-  ClientError(const std::string& m, int c) : std::runtime_error(m), code(c) {}
-  int code;
-};
-
-std::string bus_where() {
-  const char* env = getenv("DBUS_SYSTEM_BUS_ADDRESS");
-  return env ? std::string("DBUS_SYSTEM_BUS_ADDRESS=") + env : "the system bus";
-}
-
-class Bus {
- public:
-  Bus() {
-    int r = sd_bus_open_system(&bus_);
-    if (r < 0)
-      throw ClientError(fmt::format("cannot connect to {}: {}. Is dbus running? For a private bus set "
-                                    "DBUS_SYSTEM_BUS_ADDRESS.",
-                                    bus_where(), strerror(-r)),
-                        kNoDaemon);
-  }
-  ~Bus() { sd_bus_flush_close_unref(bus_); }
-  sd_bus* get() const { return bus_; }
-
-  // Calls a method; fill appends the arguments. Throws ClientError.
-  sd_bus_message* call(const char* path, const char* iface, const char* member,
-                       const std::function<int(sd_bus_message*)>& fill = {}) {
-    sd_bus_message* m = nullptr;
-    int r = sd_bus_message_new_method_call(bus_, &m, kName, path, iface, member);
-    try {
-      if (r >= 0 && fill) r = fill(m);
-    } catch (...) {
-      sd_bus_message_unref(m);  // a sensitive message is wiped as it goes
-      throw;
-    }
-    if (r < 0) {
-      sd_bus_message_unref(m);
-      throw ClientError(fmt::format("cannot build the {} call: {}", member, strerror(-r)), kFatal);
-    }
-    sd_bus_error e = SD_BUS_ERROR_NULL;
-    sd_bus_message* reply = nullptr;
-    r = sd_bus_call(bus_, m, 0, &e, &reply);
-    sd_bus_message_unref(m);
-    if (r < 0) {
-      std::string name = e.name ? e.name : "", msg = e.message ? e.message : strerror(-r);
-      sd_bus_error_free(&e);
-      if (name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner")
-        throw ClientError(fmt::format("xferd is not running: nobody owns {} on {}. Start it (systemctl start xferd), "
-                                      "or run build/bin/xferd.",
-                                      kName, bus_where()),
-                          kNoDaemon);
-      if (name == "org.freedesktop.DBus.Error.UnknownObject" || name == "org.freedesktop.DBus.Error.UnknownMethod")
-        throw ClientError(fmt::format("{}: no such job or method ({})", path, msg), kUsage);
-      throw ClientError(fmt::format("{} refused ({}): {}", member, name, msg), name.rfind("org.xferd.Xferd1.Error.", 0) == 0 ? kUsage : kFatal);
-    }
-    return reply;
-  }
-
- private:
-  sd_bus* bus_ = nullptr;
-};
-
-using Msg = std::unique_ptr<sd_bus_message, decltype(&sd_bus_message_unref)>;
-Msg own(sd_bus_message* m) { return Msg(m, sd_bus_message_unref); }
-
-void need(int r, const char* what) {
-  if (r < 0) throw ClientError(fmt::format("unexpected reply ({}): {}", what, strerror(-r)), kFatal);
-}
-
-std::string job_path(const std::string& job) {
-  if (!job.empty() && job[0] == '/') return job;
-  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos)
-    throw ClientError("JOB is a job number (as list shows) or its object path, not '" + job + "'", kUsage);
-  return "/org/xferd/Xferd1/job/" + job;
-}
-
-// Every Job1 property, by GetAll, as JSON.
-nlohmann::json job_properties(Bus& bus, const std::string& path) {
-  Msg reply = own(bus.call(path.c_str(), "org.freedesktop.DBus.Properties", "GetAll",
-                           [](sd_bus_message* m) { return sd_bus_message_append(m, "s", kJobIface); }));
-  sd_bus_message* m = reply.get();
-  nlohmann::json out = nlohmann::json::object();
-  need(sd_bus_message_enter_container(m, 'a', "{sv}"), "properties");
-  while (sd_bus_message_enter_container(m, 'e', "sv") > 0) {
-    const char* key = nullptr;
-    need(sd_bus_message_read(m, "s", &key), "property name");
-    const char* contents = nullptr;
-    char type = 0;
-    need(sd_bus_message_peek_type(m, &type, &contents), "property");
-    need(sd_bus_message_enter_container(m, 'v', contents), "property");
-    std::string t = contents;
-    if (t.size() == 1 && std::strchr("stuid", t[0])) {  // the basic types Job1 uses
-      union {
-        const char* s;
-        uint64_t t;
-        uint32_t u;
-        int32_t i;
-        double d;
-      } v{};
-      need(sd_bus_message_read_basic(m, t[0], &v), key);
-      switch (t[0]) {
-        case 's': out[key] = v.s; break;
-        case 't': out[key] = v.t; break;
-        case 'u': out[key] = v.u; break;
-        case 'i': out[key] = v.i; break;
-        default: out[key] = v.d;
-      }
-    } else if (t == "a(siii)") {
-      nlohmann::json a = nlohmann::json::array();
-      need(sd_bus_message_enter_container(m, 'a', "(siii)"), key);
-      const char* kind = nullptr;
-      int cc, p, pp;
-      while (sd_bus_message_read(m, "(siii)", &kind, &cc, &p, &pp) > 0)
-        a.push_back({{"kind", kind}, {"cc", cc}, {"p", p}, {"pp", pp}});
-      need(sd_bus_message_exit_container(m), key);
-      out[key] = a;
-    } else {
-      need(sd_bus_message_skip(m, contents), key);
-    }
-    need(sd_bus_message_exit_container(m), key);
-    need(sd_bus_message_exit_container(m), key);
-  }
-  return out;
-}
 
 bool finished(const std::string& state) { return state == "done" || state == "failed" || state == "cancelled"; }
 
@@ -311,8 +182,30 @@ int submit(const SubmitArgs& a) {
   return exit_for(props);
 }
 
-int status(const std::string& job, bool json) {
+// The job's timeline drawn into file (plot.h), from its Report.
+int plot(Bus& bus, const std::string& job, const std::string& file) {
+  std::string path = job_path(job);
+  Msg reply = own(bus.call(path.c_str(), kJobIface, "Report"));
+  const char* text = nullptr;
+  need(sd_bus_message_read(reply.get(), "s", &text), "report");
+  nlohmann::json r = nlohmann::json::parse(text ? text : "", nullptr, false);
+  if (!r.is_object()) throw ClientError("job " + job + " has no report yet", kUsage);
+  std::string svg;
+  try {
+    svg = job_plot_svg(r, fmt::format("job {} ({}): {}", r.value("job", uint64_t(0)), r.value("policy", "?"),
+                                      r.value("state", "?")));
+  } catch (const std::runtime_error& e) {
+    throw ClientError("job " + job + ": " + e.what(), kUsage);
+  }
+  std::ofstream out(file);
+  if (!(out << svg)) throw ClientError("cannot write " + xfer::printable(file) + ": " + strerror(errno), kFatal);
+  fmt::print("{}: the timeline of job {} ({} intervals)\n", xfer::printable(file), job, r["timeline"].size());
+  return kOk;
+}
+
+int status(const std::string& job, bool json, const std::string& plot_file) {
   Bus bus;
+  if (!plot_file.empty()) return plot(bus, job, plot_file);
   nlohmann::json props = job_properties(bus, job_path(job));
   if (json) {
     std::cout << props.dump(2, ' ', true) << std::endl;
@@ -328,34 +221,6 @@ int status(const std::string& job, bool json) {
   }
   fmt::print("  {:<14} {}\n", "Params", xfer::printable(params_in_words(knobs_from_json(props["Params"]))));
   return kOk;
-}
-
-struct ListRow {
-  std::string path, state, policy, label;
-  std::string shown_state, shown_policy, shown_label;  // escaped for a terminal
-  uint64_t id = 0, done = 0, total = 0;
-  uint32_t uid = 0;
-};
-
-std::vector<ListRow> list_jobs(Bus& bus) {
-  Msg reply = own(bus.call(kManager, kManagerIface, "ListJobs"));
-  sd_bus_message* m = reply.get();
-  std::vector<ListRow> rows;
-  need(sd_bus_message_enter_container(m, 'a', "(otussstt)"), "jobs");
-  const char *path, *state, *policy, *label;
-  ListRow r;
-  while (sd_bus_message_read(m, "(otussstt)", &path, &r.id, &r.uid, &state, &policy, &label, &r.done, &r.total) > 0) {
-    r.path = path;
-    r.state = state;
-    r.policy = policy;
-    r.label = label;
-    // Shown on a terminal: a label or policy name is the caller's text.
-    r.shown_state = xfer::printable(state);
-    r.shown_policy = xfer::printable(policy);
-    r.shown_label = xfer::printable(label);
-    rows.push_back(r);
-  }
-  return rows;
 }
 
 int list(bool json, bool history) {
@@ -498,6 +363,15 @@ std::function<int()> add_client_commands(CLI::App& app) {
   CLI::App* status_cmd = app.add_subcommand("status", "a job's state, progress, params and energy");
   status_cmd->add_option("JOB", *job, "job number or object path")->required();
   status_cmd->add_flag("--json", *json, "all properties as JSON");
+  auto plot_file = std::make_shared<std::string>();
+  status_cmd->add_option("--plot", *plot_file,
+                         "draw the job's timeline into this SVG file: throughput and power, its floor or ceiling, "
+                         "parameter changes and cross traffic");
+  auto top_delay = std::make_shared<double>(1.0);
+  auto top_once = std::make_shared<bool>(false);
+  CLI::App* top_cmd = app.add_subcommand("top", "a live view of the jobs you may see (root: all) and the machine; q quits");
+  top_cmd->add_option("--delay", *top_delay, "seconds between refreshes")->check(CLI::Range(0.2, 60.0));
+  top_cmd->add_flag("--once", *top_once, "print one screen as text and exit");
   CLI::App* list_cmd = app.add_subcommand("list", "jobs not yet finished (yours; root sees all)");
   list_cmd->add_flag("--json", *json, "JSON");
   CLI::App* history_cmd = app.add_subcommand("history", "finished jobs with their results");
@@ -523,7 +397,8 @@ std::function<int()> add_client_commands(CLI::App& app) {
 
   return [=]() -> int {
     if (*submit_cmd) return guarded([&] { return submit(*sa); });
-    if (*status_cmd) return guarded([&] { return status(*job, *json); });
+    if (*status_cmd) return guarded([&] { return status(*job, *json, *plot_file); });
+    if (*top_cmd) return guarded([&] { return top(*top_delay, *top_once); });
     if (*list_cmd) return guarded([&] { return list(*json, false); });
     if (*history_cmd) return guarded([&] { return list(*json, true); });
     if (*policies_cmd) return guarded([&] { return policies(*json); });
