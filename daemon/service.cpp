@@ -1061,6 +1061,10 @@ std::string Service::reload() {
     Config c = load_config(opts.config, opts.config_dir);
     if (!opts.state_dir.empty()) c.state_dir = opts.state_dir;
     xfer::PowerCoefficients model = xfer::load_power_model(c.text("power_model"));  // read again: it may be recalibrated
+    // The metrics endpoint is opened at start: a change waits for the next one, and says so.
+    if (c.metrics_listen != cfg.metrics_listen || c.metrics_textfile != cfg.metrics_textfile ||
+        c.metrics_textfile_interval_s != cfg.metrics_textfile_interval_s)
+      log::warn("reload: [metrics] changed; it takes effect when xferd starts again (systemctl restart xferd)");
     cfg = std::move(c);
     machine->replace_meter(xfer::make_energy_meter(model, xfer::EnergyScope::Machine));
   } catch (const std::runtime_error& e) {  // ConfigError, or the model file changed meanwhile

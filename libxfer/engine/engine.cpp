@@ -36,7 +36,7 @@ uint64_t Engine::now_us() const {
   return t;
 }
 
-CurlMulti::CurlMulti(sd_event* loop) : loop_(sd_event_ref(loop)) {
+CurlMulti::CurlMulti(sd_event* loop) : loop_(sd_event_ref(loop)), log_job_(log::current_job()) {
   multi_ = curl_multi_init();
   if (!multi_) throw std::runtime_error("curl_multi_init failed");
   curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlMulti::socket_cb);
@@ -154,6 +154,7 @@ int CurlMulti::on_run_now(sd_event_source* /*s*/, void* userdata) {
 // 58.0 ms between a connection's requests against 56.9; with this, equal).
 // A few rounds at most; what is left still runs from the defer source.
 void CurlMulti::action(int fd, int mask) {
+  log::JobScope scope(log_job_);  // libcurl's callbacks (a body's bytes, a header) log for its job
   int running = 0;
   ran_now_asked_ = false;
   curl_multi_socket_action(multi_, fd, mask, &running);

@@ -227,8 +227,10 @@ TEST(Metrics, AHundredRunningJobsCostAScrapeLittle) {
   int port = free_port();
   Env env("[limits]\nmax_running_jobs = 100\nmax_jobs_per_user = 200\n[metrics]\nlisten = \"127.0.0.1:" +
               std::to_string(port) + "\"\n",
-          "64k");
-  std::string m;  // one image over /slow/ at 64 KB/s: each job lasts about 40 s
+          "16k");
+  // One image over /slow/ at 16 KB/s a connection: each job lasts minutes,
+  // so that all hundred run at once however long the submissions take.
+  std::string m;
   for (const auto& f : env.data.files)
     if (f.name.find("image") != std::string::npos && m.empty())
       m = env.nginx.url(false, "/slow/") + f.name + " " + std::to_string(f.size) + "\n";
@@ -246,7 +248,7 @@ TEST(Metrics, AHundredRunningJobsCostAScrapeLittle) {
   }
   for (const std::string& p : paths) ASSERT_FALSE(p.empty());
   std::string page;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     page = scrape(port);
     if (sum_of(page, "xferd_throughput_bytes_per_second") > 0 &&
         page.find("xferd_jobs{policy=\"min-energy\",state=\"running\"} 100\n") != std::string::npos)
@@ -267,13 +269,49 @@ TEST(Metrics, AHundredRunningJobsCostAScrapeLittle) {
   std::string dir = make_temp_dir("promtool100");
   std::ofstream(dir + "/page") << page;
   Shell lint = run("promtool check metrics < " + dir + "/page");
-  if (sh("command -v promtool >/dev/null") == 0) EXPECT_EQ(lint.status, 0) << lint.out;
+  if (sh("command -v promtool >/dev/null") == 0) {
+    EXPECT_EQ(lint.status, 0) << lint.out;
+  }
   std::printf("scrape with 100 running jobs: page built in %.3f ms (median of 30; max %.3f ms), whole request "
               "%.3f ms (curl, median), %zu bytes\n",
               built[15] * 1e3, built.back() * 1e3, whole[15] * 1e3, page.size());
   // A bound that only a pathological page (per-job series, a blocking read) breaks, sanitizers included.
   EXPECT_LT(built[15], 0.05);
-  for (const std::string& p : paths) run(bin("xferctl") + " cancel " + p);
+}  // xferd stops with the hundred jobs unfinished (they checkpoint): no cancels to wait for
+
+// Socket activation as xferd-metrics.socket sets it up (systemd's own
+// systemd-socket-activate listens, and starts xferd with the socket named
+// "metrics" at the first connection): the first scrape is answered.
+TEST(Metrics, SocketActivationStartsXferdAtTheFirstScrape) {
+  if (access("/usr/bin/systemd-socket-activate", X_OK) != 0) GTEST_SKIP() << "no systemd-socket-activate";
+  PrivateBus bus;
+  std::string dir = make_temp_dir("socket-activation");
+  std::ofstream(dir + "/xferd.conf") << "[kernel]\nmode = \"off\"\n";
+  int port = free_port();
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string out = dir + "/log";
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    dup2(fd, 1), dup2(fd, 2);
+    std::string listen = "127.0.0.1:" + std::to_string(port), env = "DBUS_SYSTEM_BUS_ADDRESS=" + bus.address;
+    std::string xferd = bin("xferd"), conf = dir + "/xferd.conf", dropins = dir + "/none", state = dir + "/state";
+    execl("/usr/bin/systemd-socket-activate", "systemd-socket-activate", "-l", listen.c_str(), "--fdname=metrics", "-E",
+          env.c_str(), xferd.c_str(), "--config", conf.c_str(), "--config-dir", dropins.c_str(), "--state-dir",
+          state.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  struct Stop {
+    pid_t pid;
+    ~Stop() { kill(pid, SIGTERM), waitpid(pid, nullptr, 0); }
+  } stop{pid};
+  std::string page;
+  for (int i = 0; i < 50 && page.find("xferd_build_info") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    page = scrape(port);
+  }
+  EXPECT_NE(page.find("# TYPE xferd_received_bytes_total counter"), std::string::npos) << page << slurp(dir + "/log");
+  EXPECT_NE(slurp(dir + "/log").find("metrics: serving the socket systemd passed"), std::string::npos)
+      << slurp(dir + "/log");
 }
 
 // No [metrics] in the config: no port is listened on, no file written.
@@ -318,10 +356,12 @@ TEST(Journal, AJobsLinesCarryItsFieldsAndAHostileLabelIsEscaped) {
   ASSERT_EQ(mount((dir + "/run-systemd").c_str(), "/run/systemd", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
   ASSERT_EQ(mount((dir + "/log").c_str(), "/run/log", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
   // Whatever the machine's journald keeps, this one writes only here.
-  if (fs::is_directory("/var/log/journal"))
+  if (fs::is_directory("/var/log/journal")) {
     ASSERT_EQ(mount((dir + "/log").c_str(), "/var/log/journal", nullptr, MS_BIND, nullptr), 0) << strerror(errno);
-  if (fs::exists("/etc/systemd/journald.conf"))
+  }
+  if (fs::exists("/etc/systemd/journald.conf")) {
     ASSERT_EQ(mount((dir + "/journald.conf").c_str(), "/etc/systemd/journald.conf", nullptr, MS_BIND, nullptr), 0);
+  }
   struct Journald {
     pid_t pid = -1;
     ~Journald() {

@@ -94,6 +94,9 @@ class CurlMulti {
   sd_event_source* run_now_ = nullptr;  // curl asked for 0 ms
   bool ran_now_asked_ = false;          // ...during the current action()
   std::set<sd_event_source*> io_sources_;
+  // The job it was made for (the log scope it was made in: a job's
+  // connections are made in its callbacks), whose lines its callbacks log.
+  uint64_t log_job_ = 0;
 };
 
 // The event loop the jobs run on.
