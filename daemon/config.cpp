@@ -72,6 +72,18 @@ Setter<T> text(std::string T::*field, std::vector<std::string> choices = {}) {
   };
 }
 
+// A string that `why` accepts (returns "") or refuses (returns the reason).
+template <class T>
+Setter<T> checked(std::string T::*field, std::function<std::string(const std::string&)> why) {
+  return [=](const toml::node& n, T& t) -> std::string {
+    if (!n.is_string()) return "expected a string";
+    std::string v = *n.value<std::string>();
+    if (std::string bad = why(v); !bad.empty()) return bad;
+    t.*field = v;
+    return "";
+  };
+}
+
 template <class T>
 Setter<T> boolean(bool T::*field) {
   return [=](const toml::node& n, T& t) -> std::string {
@@ -118,25 +130,18 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
         {"max_finished_per_user", integer(&Config::max_finished_per_user, 0, 1000000)}}},
       {"kernel", {{"group", text(&Config::kernel_group)}}},
       {"metrics",
-       {{"listen",
-         [](const toml::node& n, Config& c) -> std::string {
-           if (!n.is_string()) return "expected a string";
-           std::string v = *n.value<std::string>();
-           sockaddr_storage sa;
-           socklen_t len = 0;
-           if (!v.empty())
-             if (std::string why = parse_listen_address(v, &sa, &len); !why.empty()) return why;
-           c.metrics_listen = v;
-           return "";
-         }},
-        {"textfile",
-         [](const toml::node& n, Config& c) -> std::string {
-           if (!n.is_string()) return "expected a string";
-           std::string v = *n.value<std::string>();
-           if (!v.empty() && (v[0] != '/' || v.back() == '/')) return "expected an absolute path to a file";
-           c.metrics_textfile = v;
-           return "";
-         }},
+       {{"listen", checked(&Config::metrics_listen,
+                           [](const std::string& v) {
+                             sockaddr_storage sa;
+                             socklen_t len = 0;
+                             return v.empty() ? std::string() : parse_listen_address(v, &sa, &len);
+                           })},
+        {"textfile", checked(&Config::metrics_textfile,
+                             [](const std::string& v) {
+                               return v.empty() || (v[0] == '/' && v.back() != '/')
+                                          ? std::string()
+                                          : std::string("expected an absolute path to a file");
+                             })},
         {"textfile_interval_s", number(&Config::metrics_textfile_interval_s, 1, 3600)}}},
       {"energy", {}},
       {"network", {}},
@@ -147,26 +152,15 @@ const std::map<std::string, std::map<std::string, Setter<Config>>>& global_keys(
 }
 
 // An http(s) URL without user information (credentials are named apart).
-Setter<Policy> url_text(std::string Policy::*field) {
-  return [=](const toml::node& n, Policy& p) -> std::string {
-    if (!n.is_string()) return "expected a string";
-    std::string v = *n.value<std::string>();
-    if (std::string why = xfer::check_url(v); !why.empty()) return why;
-    p.*field = v;
-    return "";
-  };
-}
+Setter<Policy> url_text(std::string Policy::*field) { return checked(field, xfer::check_url); }
 
 // The name of a systemd credential: a file name in $CREDENTIALS_DIRECTORY.
 Setter<Policy> credential_name(std::string Policy::*field) {
-  return [=](const toml::node& n, Policy& p) -> std::string {
-    if (!n.is_string()) return "expected a string";
-    std::string v = *n.value<std::string>();
+  return checked(field, [](const std::string& v) {
     if (v.empty() || v == "." || v == ".." || v.find('/') != std::string::npos || v.size() > 255)
-      return "the name of a systemd credential (LoadCredential=NAME:PATH), a plain file name";
-    p.*field = v;
-    return "";
-  };
+      return std::string("the name of a systemd credential (LoadCredential=NAME:PATH), a plain file name");
+    return std::string();
+  });
 }
 
 std::vector<std::string> algorithms() {
