@@ -174,8 +174,9 @@ int MetricsServer::on_accept(sd_event_source*, int fd, uint32_t, void* ud) {
 void MetricsServer::drop(Connection* c) {
   auto it = std::find_if(connections_.begin(), connections_.end(), [c](const auto& p) { return p.get() == c; });
   if (it == connections_.end()) return;
-  // Not freed inside its own callback's source: the source is disabled now
-  // and unreferenced by the destructor, which sd-event allows.
+  // Often called from the connection's own io or timer callback: sd-event
+  // lets a source be unreferenced while it dispatches; the caller returns
+  // at once and touches the connection no more.
   connections_.erase(it);
 }
 
