@@ -67,9 +67,12 @@ std::unique_ptr<xferd::MetricsServer> open_metrics(sd_event* loop, xferd::Servic
   int n = sd_listen_fds_with_names(1, &names);
   for (int i = 0; i < n; ++i) {
     int fd = SD_LISTEN_FDS_START + i;
-    if (names && std::string(names[i]) == "metrics") m->serve(fd, "the socket systemd passed (xferd-metrics.socket)");
-    else log::warn("systemd passed a socket named {} that xferd does not use: closed", names ? xfer::printable(names[i]) : "?");
-    if (!names || std::string(names[i]) != "metrics") close(fd);
+    if (names && std::string(names[i]) == "metrics") {
+      m->serve(fd, "the socket systemd passed (xferd-metrics.socket)");
+    } else {
+      log::warn("systemd passed a socket named {} that xferd does not use: closed", names ? xfer::printable(names[i]) : "?");
+      close(fd);
+    }
   }
   if (names) {
     for (int i = 0; i < n; ++i) free(names[i]);

@@ -168,8 +168,6 @@ std::string Service::scrape() {
             "The rate caps the arbiter allots the capped running jobs, summed by class.");
   g.declare("xferd_arbiter_capped_jobs", Type::Gauge, "Running jobs under an arbiter's cap, by class.");
   g.declare("xferd_arbiter_floors_bytes_per_second", Type::Gauge, "Throughput floors of the running jobs, summed.");
-  std::map<std::string, double> rate_by;
-  std::map<std::string, double> floors;
   double floors_bps = 0;
   for (const auto& [id, jp] : jobs) {
     const JobEntry& j = *jp;

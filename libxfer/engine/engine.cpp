@@ -36,7 +36,7 @@ uint64_t Engine::now_us() const {
   return t;
 }
 
-CurlMulti::CurlMulti(sd_event* loop) : loop_(sd_event_ref(loop)), log_job_(log::current_job()) {
+CurlMulti::CurlMulti(sd_event* loop) : loop_(sd_event_ref(loop)) {
   multi_ = curl_multi_init();
   if (!multi_) throw std::runtime_error("curl_multi_init failed");
   curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlMulti::socket_cb);
@@ -64,6 +64,7 @@ CurlMulti::~CurlMulti() {
 
 void CurlMulti::add(Request* r) {
   r->multi = this;
+  log_job_ = r->owner->log_job();  // a handle serves one job's requests
   curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
   CURLMcode rc = curl_multi_add_handle(multi_, r->easy);
   if (rc != CURLM_OK) throw std::runtime_error(std::string("curl_multi_add_handle: ") + curl_multi_strerror(rc));
@@ -175,7 +176,6 @@ void CurlMulti::drain() {
     curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&r));
     CURLcode code = m->data.result;
     curl_multi_remove_handle(multi_, m->easy_handle);
-    log::JobScope scope(r->owner->log_job());
     r->owner->on_request_done(r, code);  // may delete r and add new requests
   }
 }

@@ -94,8 +94,8 @@ class CurlMulti {
   sd_event_source* run_now_ = nullptr;  // curl asked for 0 ms
   bool ran_now_asked_ = false;          // ...during the current action()
   std::set<sd_event_source*> io_sources_;
-  // The job it was made for (the log scope it was made in: a job's
-  // connections are made in its callbacks), whose lines its callbacks log.
+  // The job whose requests it carries (RequestOwner::log_job): libcurl's
+  // callbacks and the requests' ends log for it (action()).
   uint64_t log_job_ = 0;
 };
 
