@@ -1,6 +1,9 @@
 #include "credentials_args.h"
 
-#include <poll.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/socket.h>
+#include <sys/vfs.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,40 +24,68 @@ constexpr size_t kMaxValue = 1 << 20;  // a netrc, a certificate chain: far less
 
 Refusal bad(const std::string& why) { return Refusal(err::kInvalidArguments, "credentials: " + why + "; nothing fetched"); }
 
-// A descriptor the caller passed: read to its end at once, never waiting (a
-// pipe must already hold all it will give: its writer closed), at most
-// kMaxValue bytes, only a regular file, a pipe or a socket.
+}  // namespace
+
+// A descriptor the caller passed: read to its end at once, never waiting, at
+// most kMaxValue bytes, only a regular file on a file system no process
+// serves, a pipe (or FIFO) or a socket. It runs on the event loop, so no read
+// may block, whatever the caller does meanwhile: a socket is read with
+// MSG_DONTWAIT (its SO_RCVLOWAT cannot make that wait), a pipe through a
+// non-blocking open file description of its own (reopened through
+// /proc/self/fd, so the caller's description keeps its flags and a reader that
+// drains the pipe between two reads costs an EAGAIN, not a hang), and a file
+// on FUSE (whose reads wait on the process that serves it) is refused. A pipe
+// must already hold all it will give: its writer closed.
 std::string read_descriptor(int fd, const std::string& key) {
   struct stat st;
   if (fstat(fd, &st) != 0) throw bad(fmt::format("{}: the descriptor cannot be read: {}", key, strerror(errno)));
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
     throw bad(fmt::format("{}: the descriptor is a {}, not a file or a pipe", key, xfer::file_kind(st.st_mode)));
+  if (S_ISREG(st.st_mode)) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 && fs.f_type == FUSE_SUPER_MAGIC)
+      throw bad(fmt::format("{}: the file is on a FUSE file system, whose reads wait on the process serving it: give "
+                            "a file on a local file system, or a pipe",
+                            key));
+  }
+  int own = -1;  // a pipe's non-blocking description of xferd's own
+  if (S_ISFIFO(st.st_mode)) {
+    own = open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (own < 0) throw bad(fmt::format("{}: the pipe cannot be read: {}", key, strerror(errno)));
+  }
+  auto closer = [own] {
+    if (own >= 0) close(own);
+  };
   std::string out;
+  auto fail = [&](const std::string& why) {
+    closer();
+    xfer::wipe(out);
+    return bad(fmt::format("{}: {}", key, why));
+  };
   char buf[16384];
   for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP))) {
-      xfer::wipe(out);
-      throw bad(fmt::format("{}: the descriptor had no end ready (a pipe still open for writing?): give a file, or a "
-                            "pipe whose writer has closed it",
-                            key));
-    }
-    ssize_t n = pread(fd, buf, sizeof buf, off_t(out.size()));
-    if (n < 0 && errno == ESPIPE) n = read(fd, buf, sizeof buf);
-    if (n < 0) {
-      xfer::wipe(out);
-      throw bad(fmt::format("{}: reading the descriptor: {}", key, strerror(errno)));
-    }
+    ssize_t n;
+    if (S_ISSOCK(st.st_mode))
+      n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    else if (own >= 0)
+      n = read(own, buf, sizeof buf);
+    else
+      n = pread(fd, buf, sizeof buf, off_t(out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      throw fail("the descriptor had no end ready (a pipe or socket still open for writing?): give a file, or a "
+                 "pipe whose writer has closed it");
+    if (n < 0) throw fail(fmt::format("reading the descriptor: {}", strerror(errno)));
     if (n == 0) break;
     out.append(buf, size_t(n));
     explicit_bzero(buf, sizeof buf);
-    if (out.size() > kMaxValue) {
-      xfer::wipe(out);
-      throw bad(fmt::format("{}: more than {} bytes", key, kMaxValue));
-    }
+    if (out.size() > kMaxValue) throw fail(fmt::format("more than {} bytes", kMaxValue));
   }
+  closer();
   return out;
 }
+
+namespace {
 
 // A token or a password read from a file ends in a newline the secret does not have.
 std::string_view one_line(std::string_view v) {

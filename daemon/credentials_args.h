@@ -46,6 +46,10 @@ struct CredentialField {
   std::string value;
 };
 CredentialArgs credentials_from_fields(const std::vector<CredentialField>& fields);
+// The value behind a descriptor the caller passed ('h'), for `key`: read at
+// once without ever waiting on the caller (see the .cpp), at most 1 MiB.
+// Throws Refusal (InvalidArguments) naming the key.
+std::string read_descriptor(int fd, const std::string& key);
 // Bound to the job's origins (scheme://host:port each): explicit credentials
 // to their origin (which must be one of the job's), netrc entries to each
 // origin whose host they name. Throws Refusal (InvalidArguments).

@@ -30,6 +30,7 @@ inline constexpr const char* kNotPrivileged = "org.xferd.Xferd1.Error.NotPrivile
 inline constexpr const char* kInternal = "org.xferd.Xferd1.Error.Internal";
 inline constexpr const char* kNameInUse = "org.xferd.Xferd1.Error.NameInUse";
 inline constexpr const char* kFloorDoesNotFit = "org.xferd.Xferd1.Error.FloorDoesNotFit";
+inline constexpr const char* kSecretsTooLarge = "org.xferd.Xferd1.Error.SecretsTooLarge";
 }  // namespace err
 
 // A refusal: the D-Bus error name and its message.

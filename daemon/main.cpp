@@ -84,12 +84,26 @@ std::unique_ptr<xferd::MetricsServer> open_metrics(sd_event* loop, xferd::Servic
   return m;
 }
 
+// What the start refuses beyond the configuration's own checks (load_config:
+// keys, values, the power model), without creating, binding or writing
+// anything: --check-config runs it, and so does the start before the service
+// is built, so the two never disagree. Throws std::runtime_error.
+void start_checks(const xferd::Config& cfg, const Args& a) {
+  xferd::Service::check_state_dir(a.state_dir.empty() ? cfg.state_dir : a.state_dir);
+  if (!cfg.metrics_textfile.empty()) xferd::MetricsServer::check_textfile(cfg.metrics_textfile);
+}
+
 int run(const Args& a) {
   xferd::Config cfg;
   try {
     cfg = xferd::load_config(a.config, a.config_dir);
   } catch (const xferd::ConfigError& e) {
     return fail(std::string("configuration: ") + e.what() + "; not started");
+  }
+  try {
+    start_checks(cfg, a);
+  } catch (const std::exception& e) {
+    return fail(std::string(e.what()) + "; not started");
   }
   if (a.check_config) {
     // The parameter table the daemon would load at start, read the same way.

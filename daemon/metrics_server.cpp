@@ -180,7 +180,7 @@ void MetricsServer::drop(Connection* c) {
   connections_.erase(it);
 }
 
-void MetricsServer::textfile(const std::string& path, double interval_s) {
+void MetricsServer::check_textfile(const std::string& path) {
   std::string dir = path.substr(0, path.rfind('/'));
   if (path.empty() || path[0] != '/' || dir.empty())
     throw std::runtime_error("[metrics] textfile = \"" + xfer::printable(path) + "\": expected an absolute path");
@@ -190,6 +190,10 @@ void MetricsServer::textfile(const std::string& path, double interval_s) {
   } catch (const xfer::UntrustedPath& e) {
     throw std::runtime_error(e.what());
   }
+}
+
+void MetricsServer::textfile(const std::string& path, double interval_s) {
+  check_textfile(path);
   textfile_ = path;
   textfile_interval_s_ = interval_s;
   write_textfile();

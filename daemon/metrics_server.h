@@ -42,6 +42,9 @@ class MetricsServer {
   // std::runtime_error when path's directory is one another user could
   // write (xferd writes there as root).
   void textfile(const std::string& path, double interval_s);
+  // What textfile() refuses (not absolute, or a directory or file another
+  // user could write), without writing: --check-config runs it too.
+  static void check_textfile(const std::string& path);
   void write_textfile();  // now (also at each interval)
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }

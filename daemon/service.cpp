@@ -16,6 +16,7 @@
 #include "xfer/log.h"
 #include "submit_args.h"
 #include "xfer/manifest.h"
+#include "xfer/part_file.h"
 #include "xfer/safe_open.h"
 #include "xfer/text.h"
 #include "xfer/tuner.h"
@@ -93,9 +94,11 @@ xfer::Secret systemd_credential(const std::string& name) {
 
 std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy& p,
                                                                     const std::shared_ptr<const xfer::JobCredentials>& job,
-                                                                    const std::vector<std::string>& origins) {
+                                                                    const std::vector<std::string>& origins, bool own_ca,
+                                                                    std::string* withheld) {
   auto out = job ? std::make_shared<xfer::JobCredentials>(*job) : std::make_shared<xfer::JobCredentials>();
-  if (!p.proxy.empty() && out->proxy.url.empty()) {  // the job's own proxy wins
+  bool own_proxy = !out->proxy.url.empty();
+  if (!p.proxy.empty() && !own_proxy) {  // the job's own proxy wins (and then gets no policy secret)
     out->proxy.url = p.proxy;
     out->proxy.user = p.proxy_user;
     out->proxy.no_proxy = p.no_proxy;
@@ -104,6 +107,16 @@ std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy
   std::string origin = xfer::url_origin(p.credentials_origin);
   bool used = std::find(origins.begin(), origins.end(), origin) != origins.end();
   if (!origin.empty() && used && !out->find(origin)) {
+    // The admin's secret goes only where the admin sent it: a proxy the
+    // caller chose sees it (in the clear, or inside a tunnel it terminates
+    // with a certificate the caller's own CA file vouches for).
+    bool tls = origin.rfind("https://", 0) == 0;
+    if (own_proxy || (own_ca && tls)) {
+      if (withheld)
+        *withheld = fmt::format("policy {}'s credentials for {} are withheld: the job brings its own {}", p.name,
+                                xfer::printable(origin), own_proxy ? "proxy" : "CA file");
+      return out;
+    }
     xfer::Credentials c;
     c.origin = origin;
     if (!p.bearer_token_credential.empty()) c.bearer = systemd_credential(p.bearer_token_credential);
@@ -132,19 +145,25 @@ bool may_use(const Config& cfg, const Policy& p, const Caller& c) {
   return false;
 }
 
+void Service::check_state_dir(const std::string& dir) {
+  // The store says what runs as whom and where: a state directory or store
+  // another user could write would let that user plant root's jobs.
+  // (A directory not made yet, at --check-config, holds no store to check.)
+  try {
+    xfer::require_trusted(dir, xfer::Trusted::Directory, "state directory");
+    struct stat st;
+    if (lstat(dir.c_str(), &st) == 0) xfer::require_trusted(dir + "/xferd.db", xfer::Trusted::File, "job store");
+  } catch (const xfer::UntrustedPath& e) {
+    throw StoreError(e.what());
+  }
+}
+
 Service::Service(sd_event* l, Options o, Config c)
     : loop(l), opts(std::move(o)), cfg(std::move(c)), checks(l), engine(l) {
   std::string dir = opts.state_dir.empty() ? cfg.state_dir : opts.state_dir;
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw StoreError("state directory " + dir + ": " + strerror(errno));
-  // The store says what runs as whom and where: a state directory or store
-  // another user could write would let that user plant root's jobs.
-  try {
-    xfer::require_trusted(dir, xfer::Trusted::Directory, "state directory");
-    xfer::require_trusted(dir + "/xferd.db", xfer::Trusted::File, "job store");
-  } catch (const xfer::UntrustedPath& e) {
-    throw StoreError(e.what());
-  }
+  check_state_dir(dir);
   store = std::make_unique<Store>(dir + "/xferd.db");
   declare_counters();
   // The journal fields of a job's lines (xfer/log.h): its policy, owner and label.
@@ -417,6 +436,18 @@ void Service::check_user_limits(const Caller& c, size_t new_entries) const {
                               c.name, entries, new_entries, cfg.max_entries_per_user));
 }
 
+void Service::check_secret_bytes(const Caller& c, size_t new_bytes, const JobEntry* replacing) const {
+  size_t held = 0;
+  for (const auto& [id, j] : jobs)
+    if (j->row.uid == c.uid && j->credentials && j.get() != replacing) held += j->credentials->secret_bytes();
+  size_t limit = size_t(cfg.max_secret_kib_per_user) << 10;
+  if (held + new_bytes > limit)
+    throw Refusal(err::kSecretsTooLarge,
+                  fmt::format("credentials: {} KiB of secrets with the {} KiB {}'s unfinished jobs hold would pass the "
+                              "limit of {} KiB per user (limits.max_secret_kib_per_user); nothing fetched",
+                              (new_bytes + 1023) >> 10, (held + 1023) >> 10, c.name, cfg.max_secret_kib_per_user));
+}
+
 namespace {
 
 // A descriptor that closes unless it is taken.
@@ -506,6 +537,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   if (req.credentials) {
     j->origins = xfer::manifest_origins(*j->manifest);
     j->credentials = bind_credentials(std::move(*req.credentials), j->origins);
+    check_secret_bytes(c, j->credentials->secret_bytes(), nullptr);
     j->credentials_kinds = j->credentials->describe();
   }
   // The store keeps what kinds of credentials the job had, never them.
@@ -764,7 +796,9 @@ void Service::start(JobEntry& j) {
   if (j.policy.has_credentials()) {
     if (j.origins.empty()) j.origins = xfer::manifest_origins(*j.manifest);
     try {
-      creds = with_policy_credentials(j.policy, j.credentials, j.origins);
+      std::string withheld;
+      creds = with_policy_credentials(j.policy, j.credentials, j.origins, j.options.contains("ca_file"), &withheld);
+      if (!withheld.empty()) log::warn("job {}: {}", id, withheld);
     } catch (const std::runtime_error& e) {
       return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
     }
@@ -908,6 +942,7 @@ void Service::record_finished(JobEntry& j, xfer::JobState state, const std::stri
   j.state = state;
   j.error = error;
   j.summary = summary;
+  j.credentials.reset();  // wiped now, not when the finished job is forgotten (a running Job's copy goes at retire)
   j.row.finished_at = unix_now();
   counters.add("xferd_jobs_finished_total", {{"policy", j.policy.name}, {"state", xfer::to_string(state)}}, 1);
   if (state == xfer::JobState::Done)
@@ -972,7 +1007,47 @@ void Service::cancel(const Caller& c, JobEntry& j) {
     j.job()->cancel(false);  // its partial files go: a cancelled job's bytes are nobody's
     return;
   }
+  remove_partial_files(j);  // queued again (a yield, a resume) or paused: an earlier run's .part files
   record_finished(j, xfer::JobState::Cancelled, "", nlohmann::json{{"state", "cancelled"}, {"job", j.row.id}}.dump());
+}
+
+// The .part files (and their progress records) an earlier run of a job that
+// is not running now left: removed as a running job's are at Cancel, each
+// only when it is its owner's file, unlocked, with a record for the same URL
+// (PartFile::discard_leftover). The destination is opened again as the owner
+// when the job holds no descriptor of it (it was retired), by a check whose
+// answer comes later; the job's end does not wait for it.
+void Service::remove_partial_files(JobEntry& j) {
+  std::vector<std::pair<std::string, std::string>> files;  // name, url
+  try {
+    xfer::Manifest m = j.manifest ? *j.manifest : manifest_from_text(store->manifest(j.row.id), cfg.max_entries_per_job);
+    for (auto& e : m.entries) files.emplace_back(std::move(e.name), std::move(e.url));
+  } catch (const std::exception& e) {
+    log::warn("job {}: its partial files are left: the manifest cannot be read: {}", j.row.id, e.what());
+    return;
+  }
+  uint64_t id = j.row.id;
+  xfer::FileOwner owner{j.row.uid, j.row.gid};
+  auto remove = [id, owner, files = std::move(files)](int dir_fd) {
+    log::JobScope scope(id);
+    size_t removed = 0;
+    for (const auto& [name, url] : files) removed += xfer::PartFile::discard_leftover(dir_fd, name, url, owner);
+    if (removed) log::info("job {}: cancelled: removed {} partial file(s)", id, removed);
+  };
+  if (j.dir_fd >= 0) return remove(j.dir_fd);
+  std::string why;
+  uint64_t check = checks.start(
+      caller_for(j.row.uid, j.row.gid), {{j.row.dest, OpenAs::WritableDirectory}},
+      [id, remove](std::vector<int> fds, const std::string& refused, size_t) {
+        if (!refused.empty()) {
+          log::warn("job {}: its partial files are left: {}", id, refused);
+          return;
+        }
+        remove(fds[0]);
+        close(fds[0]);
+      },
+      &why);
+  if (!check) log::warn("job {}: its partial files are left: {}", id, why);
 }
 
 void Service::pause(const Caller& c, JobEntry& j) {
@@ -1007,13 +1082,15 @@ void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
       throw Refusal(err::kInternal, std::string("the job's manifest: ") + e.what());
     }
   }
-  j.credentials = bind_credentials(std::move(a), j.origins);
+  auto given = bind_credentials(std::move(a), j.origins);
+  check_secret_bytes(c, given->secret_bytes(), &j);
+  j.credentials = std::move(given);
   j.credentials_kinds = j.credentials->describe();
   log::info("job {}: new credentials from {}: {}", j.row.id, c.name, j.credentials_kinds);
   if (j.run) {
     std::shared_ptr<const xfer::JobCredentials> with = j.credentials;
     if (j.policy.has_credentials()) try {  // the policy's stay, as start() merged them
-        with = with_policy_credentials(j.policy, j.credentials, j.origins);
+        with = with_policy_credentials(j.policy, j.credentials, j.origins, j.options.contains("ca_file"), nullptr);
       } catch (const std::runtime_error& e) {
         throw Refusal(err::kInternal, std::string("policy ") + j.policy.name + ": " + e.what());
       }

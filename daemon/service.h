@@ -128,10 +128,14 @@ struct JobEntry {
 };
 
 // A job's credentials with its policy's (systemd credentials: $CREDENTIALS_DIRECTORY),
-// for the job's origins. Throws std::runtime_error naming a credential that cannot be read.
+// for the job's origins. A job that brings its own proxy, or its own CA file
+// for an https origin, gets none of the policy's origin credentials (*withheld
+// says so, when given): the caller's proxy would read them. Throws
+// std::runtime_error naming a credential that cannot be read.
 std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy& p,
                                                                     const std::shared_ptr<const xfer::JobCredentials>& job,
-                                                                    const std::vector<std::string>& origins);
+                                                                    const std::vector<std::string>& origins, bool own_ca,
+                                                                    std::string* withheld);
 
 struct Options {
   std::string config = kConfigFile;
@@ -141,6 +145,9 @@ struct Options {
 
 struct Service {
   Service(sd_event* loop, Options o, Config c);
+  // Throws StoreError when the state directory or job store is one another
+  // user could write (the start refuses it; so does --check-config).
+  static void check_state_dir(const std::string& dir);
   ~Service();
 
   sd_event* loop;
@@ -244,6 +251,12 @@ struct Service {
   // A running job leaves its slot, its progress kept: paused (requeue false)
   // or back to the end of the queue (a yield to another user's or a starved job).
   void unseat(JobEntry& j, const std::string& why, bool requeue);
+  // Refuses (SecretsTooLarge) credentials of new_bytes that would take the
+  // caller's unfinished jobs past limits.max_secret_kib_per_user; `replacing`
+  // is the job whose credentials they replace (not counted).
+  void check_secret_bytes(const Caller& c, size_t new_bytes, const JobEntry* replacing) const;
+  // Cancel of a job that is not running: an earlier run's partial files go.
+  void remove_partial_files(JobEntry& j);
   uint64_t next_seq_ = 0;
   // The floors of the jobs admitted (running or waiting; not paused), bits/s.
   double admitted_floors(const JobEntry* except = nullptr, bool running_only = false) const;

@@ -78,6 +78,9 @@ std::vector<OptionSpec> make_table() {
       in(integer("max_channels", 1, 4096, 32, kAll,
                  "at most this many channels (files in flight) over all chunks; a job's only lowers its policy's"),
          "limits.max_channels"),
+      choice("unvalidated_resume", {"refetch", "trust"}, "refetch", kPolicy | kJob | kRun,
+             "a resumed file the server gives no validator for (ETag, Last-Modified) and the manifest no sha256: "
+             "refetch it whole, or trust the bytes on disk to be of the version the server has now"),
       text("ca_file", OptionType::Path, kPolicy | kJob | kRun,
            "PEM CA certificates to verify https servers against instead of the system's store"),
       text("label", OptionType::Text, kJob | kRun, "a name for the job, shown by list and status (and kept in the history)", 200),
@@ -407,6 +410,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   e.sync_ms = long(i("sync_ms"));
   e.wake_batch_ms = long(i("wake_batch_ms"));
   e.direct_io = m["direct_io"].get<std::string>() == "on";
+  e.unvalidated_resume = m["unvalidated_resume"].get<std::string>() == "trust";
   e.bandwidth_mbps = d("bandwidth_mbps");
   e.bandwidth_configured = layers.global_bandwidth_configured || layers.policy.contains("bandwidth_mbps") ||
                            layers.job.contains("bandwidth_mbps");

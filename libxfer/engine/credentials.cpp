@@ -212,6 +212,16 @@ std::string Credentials::describe() const {
   return s.empty() ? "nothing" : s;
 }
 
+size_t JobCredentials::secret_bytes() const {
+  size_t n = proxy.password.mapped_bytes();
+  for (const Credentials& c : origins) {
+    n += c.password.mapped_bytes() + c.bearer.mapped_bytes() + c.client_cert.mapped_bytes() +
+         c.client_key.mapped_bytes() + c.key_passphrase.mapped_bytes();
+    for (const auto& [_, v] : c.headers) n += v.mapped_bytes();
+  }
+  return n;
+}
+
 const Credentials* JobCredentials::find(std::string_view origin) const {
   for (const Credentials& c : origins)
     if (iequal(c.origin, origin)) return &c;

@@ -721,7 +721,16 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
       case Redirected::No:
         break;
     }
-    if (!r->abort_reason.empty()) {
+    if (!r->source_changed.empty()) {
+      restart_file(f, r->source_changed, r->changed_size);
+    } else if (r->if_range_ignored) {
+      if (!o.if_range_ignored)
+        log::warn("{}: answered If-Range of the version asked for with the whole body: ranges go without If-Range from "
+                  "now on, each response's validator still compared",
+                  shown(f->origin, 128));
+      o.if_range_ignored = true;
+      requeue(f, {r->pos, r->end}, true, 0, true);
+    } else if (!r->abort_reason.empty()) {
       fail_file(f, r->abort_reason);
     } else if (r->range_ignored) {
       collapse_to_one_connection(f);
@@ -791,6 +800,8 @@ JobProgress Job::Impl::progress() const {
   p.files_done = files_done;
   p.files_failed = files_failed;
   p.files_skipped = files_skipped;
+  p.source_restarts = source_restarts;
+  p.files_unvalidated = files_unvalidated;
   p.seconds = to_s((end_us ? end_us : eng.now_us()) - start_us);
   return p;
 }

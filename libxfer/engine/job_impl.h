@@ -51,6 +51,7 @@ struct FileTask {
   int inflight = 0;   // requests of this file in flight
   int failures = 0;   // consecutive failed requests without a byte of progress
   int garbled = 0;    // answers that were not HTTP (see Failure::fresh_connection)
+  int source_changes = 0;  // times it started again from zero for another version of its source
   unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
   Chunk* chunk = nullptr;
   // The sha256 of the file running off the loop: of the existing final file
@@ -130,7 +131,14 @@ struct Origin {
   // only connects, for the RTT (one round trip, not a HEAD's two).
   bool connect_probe = false;
   FileTask* probe_file = nullptr;
+  // Answered an If-Range of the version it has with the whole body: range
+  // requests to it go without If-Range from then on (each response's
+  // validator is still compared with the file's).
+  bool if_range_ignored = false;
 };
+
+// A file whose source changed this many times while it was fetched fails.
+constexpr int kMaxSourceChanges = 3;
 
 
 
@@ -213,6 +221,11 @@ struct Job::Impl : RequestOwner {
   void drop_connection(Connection& s, bool requeue);
   void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection = false);
   void collapse_to_one_connection(FileTask* f);
+  // A response of another version of f's source than its bytes (validator.h):
+  // they are discarded and f starts again from zero (size: the new version's,
+  // when the response said it and the manifest did not fix it); past
+  // kMaxSourceChanges f fails.
+  void restart_file(FileTask* f, const std::string& why, std::optional<uint64_t> size);
   void arm_retry(uint64_t at_us);
   // Channels and connections leave the tree here; their multi handles are freed
   // from a deferred event, never inside their own callbacks.
@@ -271,6 +284,8 @@ struct Job::Impl : RequestOwner {
   uint64_t bytes_fetched = 0, bytes_resumed = 0, bytes_done = 0, bytes_total = 0;
   uint64_t body_reads = 0;
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
+  size_t source_restarts = 0;   // files started again for a changed source (restart_file)
+  size_t files_unvalidated = 0; // resumed files whose version nothing vouches for (no validator, no sha256)
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Connection>> retired_connections;

@@ -214,6 +214,7 @@ void PartFile::load_record() {
     try {
       ProgressRecord rec = parse_progress_record(text);
       if (rec.url == url_ && rec.size == *size_ && rec.sha256 == sha256_) {
+        validator_ = rec.validator;
         durable_ = rec.synced;
         // Same boot: pages written before a crash of the process are still there.
         RangeSet trusted = durable_;
@@ -233,6 +234,7 @@ void PartFile::load_record() {
     }
   }
   if (!usable) {
+    validator_.clear();
     durable_.clear();
     received_.clear();
     written_.clear();
@@ -480,7 +482,7 @@ void PartFile::checkpoint() {
 }
 
 void PartFile::write_record(bool sync) {
-  ProgressRecord rec{url_, sha256_, boot_id(), *size_, durable_, written_};
+  ProgressRecord rec{url_, sha256_, boot_id(), validator_, *size_, durable_, written_};
   write_progress_record(dir_fd_, name_ + kProgressSuffix, to_text(rec), owner_, sync);
   has_record_ = true;
   recorded_bytes_ = written_.bytes();
@@ -499,6 +501,7 @@ void PartFile::forget_all() {
 
 void PartFile::reset() {
   forget_all();
+  validator_.clear();
   if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   drop_record();
 }

@@ -52,6 +52,7 @@ ProgressRecord parse_progress_record(std::string_view text) {
       size = true;
     } else if (field("sha256 ", &v)) rec.sha256 = v == "-" ? std::string() : std::string(v);
     else if (field("boot ", &v)) rec.boot = v;
+    else if (field("validator ", &v)) rec.validator = v == "-" ? std::string() : std::string(v);
     else if (field("synced ", &v)) rec.synced = parse_ranges(v);
     else if (field("written ", &v)) rec.written = parse_ranges(v);
   }
@@ -62,7 +63,7 @@ ProgressRecord parse_progress_record(std::string_view text) {
 std::string to_text(const ProgressRecord& r) {
   std::ostringstream out;
   out << kRecordMagic << "\nurl " << r.url << "\nsize " << r.size << "\nsha256 " << (r.sha256.empty() ? "-" : r.sha256)
-      << "\nboot " << r.boot << "\nsynced " << r.synced.to_string() << "\nwritten " << r.written.to_string() << "\n";
+      << "\nboot " << r.boot << "\nvalidator " << (r.validator.empty() ? "-" : r.validator) << "\nsynced " << r.synced.to_string() << "\nwritten " << r.written.to_string() << "\n";
   return out.str();
 }
 

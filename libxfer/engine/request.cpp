@@ -12,6 +12,7 @@
 #include "job_impl.h"
 #include "xfer/log.h"
 #include "xfer/text.h"
+#include "xfer/validator.h"
 
 namespace xfer {
 namespace {
@@ -52,10 +53,16 @@ size_t header_cb(char* data, size_t size, size_t n, void* ud) {
     r->accept_ranges = false;
     r->content_encoding.clear();
     r->location.clear();
+    r->etag.clear();
+    r->last_modified.clear();
   } else if (r->follows_itself && header_is(line, "location", &v)) {
     r->location = v;
   } else if (header_is(line, "content-encoding", &v)) {
     r->content_encoding = v;
+  } else if (header_is(line, "etag", &v)) {
+    r->etag = v;
+  } else if (header_is(line, "last-modified", &v)) {
+    r->last_modified = v;
   } else if (header_is(line, "content-range", &v)) {
     // "bytes FIRST-LAST/TOTAL" (TOTAL may be '*')
     if (v.rfind("bytes ", 0) == 0) {
@@ -106,21 +113,52 @@ bool check_response(Request* r) {
                       std::to_string(opts.max_file_bytes) + " per file";
     return false;
   }
+  // Which version of the source this is (validator.h). The file's bytes so
+  // far are of the version it keeps: a response of another would splice two
+  // versions into one file (a source replaced between a stop and the resume,
+  // or while its ranges are fetched in parallel). The first response of a
+  // file, or of a file that holds nothing yet and has no other request out,
+  // sets it.
+  std::string version = response_validator(r->etag, r->last_modified);
+  const std::string& kept = f->part->validator();
+  if (version != kept) {
+    if (kept.empty() || (f->part->received().empty() && f->inflight <= 1)) {
+      f->part->set_validator(version);
+    } else {
+      r->source_changed = version.empty() ? "the server no longer gives the validator it gave (" + printable(kept) + ")"
+                                          : "the source changed (" + printable(kept) + ", now " + printable(version) + ")";
+      if (r->cr_total) r->changed_size = r->cr_total;
+      else if (code == 200 && cl0 >= 0) r->changed_size = uint64_t(cl0);
+      return false;
+    }
+  }
+  // A size the server gave before (the manifest gave none) that it now says
+  // otherwise is another version too, whatever its validator says.
+  auto size_changed = [&](uint64_t now) {
+    if (f->entry->size) {
+      r->abort_reason = "file size on the server (" + std::to_string(now) + ") differs from the expected " +
+                        std::to_string(*f->size);
+    } else {
+      r->source_changed = "its size on the server changed from " + std::to_string(*f->size) + " to " + std::to_string(now);
+      r->changed_size = now;
+    }
+    return false;
+  };
   if (r->ranged) {
     if (code == 206) {
       if (!r->cr_start || *r->cr_start != r->req_begin) {
         r->abort_reason = "server answered a Range request with another range";
         return false;
       }
-      if (r->cr_total && f->size && *r->cr_total != *f->size) {
-        r->abort_reason = "file size on the server (" + std::to_string(*r->cr_total) +
-                          ") differs from the expected " + std::to_string(*f->size);
-        return false;
-      }
+      if (r->cr_total && f->size && *r->cr_total != *f->size) return size_changed(*r->cr_total);
       return true;
     }
     if (r->req_begin != 0) {  // 200: the whole body, not our range
-      r->range_ignored = true;
+      // Of the version asked for (compared above), to an If-Range: a server
+      // that ignores If-Range (some CDNs do, for an entity tag) and may honour
+      // Range alone; else one that ignores Range.
+      if (!r->if_range.empty()) r->if_range_ignored = true;
+      else r->range_ignored = true;
       return false;
     }
     // 200 to a range from 0: the body starts where we want; take it up to `end`.
@@ -135,9 +173,7 @@ bool check_response(Request* r) {
       r->end = *f->size;
       r->end_known = true;
     } else if (f->size && static_cast<uint64_t>(cl) != *f->size) {
-      r->abort_reason = "file size on the server (" + std::to_string(cl) + ") differs from the expected " +
-                        std::to_string(*f->size);
-      return false;
+      return size_changed(static_cast<uint64_t>(cl));
     }
   }
   return true;

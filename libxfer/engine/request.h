@@ -72,6 +72,16 @@ struct Request {
   int io_errno = 0;             // the write failed with this errno (abort_reason says where)
   size_t header_bytes = 0;      // response header bytes so far (all responses)
   std::string content_encoding; // of the last response, when the server sent one
+  std::string etag, last_modified;  // of the last response (validator.h)
+  // Validators (validator.h): the If-Range this request carried ("" none);
+  // why its response is of another version of the source than the bytes the
+  // file holds (the file starts again from zero), with the size that
+  // version has when the response told it; a 200 to an If-Range of the
+  // same version (a server that ignores If-Range: asked again without it).
+  std::string if_range;
+  std::string source_changed;
+  std::optional<uint64_t> changed_size;
+  bool if_range_ignored = false;
 
   // Parsed response headers (of the last response, after redirects).
   std::optional<uint64_t> cr_start, cr_total;  // Content-Range

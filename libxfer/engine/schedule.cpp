@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "job_impl.h"
+#include "xfer/validator.h"
 #include "xfer/log.h"
 #include "xfer/text.h"
 
@@ -206,6 +207,28 @@ bool Job::Impl::activate(FileTask* f) {
   f->state = FileTask::State::Active;
   f->recorded_us = eng.now_us();
   uint64_t resumed = f->part->resumed_bytes();
+  // Bytes of an earlier run that nothing ties to a version of the source (the
+  // server gave no validator, the manifest no sha256) could be of a version
+  // the server no longer has: fetched again unless the caller trusts them.
+  if (resumed && f->part->validator().empty() && f->entry->sha256.empty()) {
+    ++files_unvalidated;
+    if (spec.opts.unvalidated_resume) {
+      log::warn("{}: no validator (the server gave no ETag or Last-Modified, the manifest no sha256): the {} bytes "
+                "on disk are trusted (unvalidated_resume = trust)",
+                f->entry->name, resumed);
+    } else {
+      log::warn("{}: no validator (the server gave no ETag or Last-Modified, the manifest no sha256): the {} bytes "
+                "on disk may be of another version, and the file is fetched whole (unvalidated_resume = trust keeps them)",
+                f->entry->name, resumed);
+      try {
+        f->part->reset();
+      } catch (const IoError& e) {
+        io_failed(f, e);
+        return false;
+      }
+      resumed = 0;
+    }
+  }
   if (resumed) {
     bytes_resumed += resumed;
     bytes_done += resumed;
@@ -359,6 +382,13 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   if (r->ranged) {
     std::string range = std::to_string(p.r.begin) + "-" + std::to_string(p.r.end - 1);
     curl_easy_setopt(r->easy, CURLOPT_RANGE, range.c_str());
+    // The rest of the version the file holds, or the whole new one (a 200,
+    // which restarts the file: check_response).
+    if (!f->part->validator().empty() && !origins.at(f->origin).if_range_ignored) {
+      r->if_range = if_range_value(f->part->validator());
+      r->headers = curl_slist_append(r->headers, ("If-Range: " + r->if_range).c_str());
+      curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+    }
   }
   if (p.fresh_connection) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L);
   // A long body on HTTP/1.1 closes its connection when done: the next request
@@ -511,6 +541,34 @@ void Job::Impl::pump() {
 }
 
 // The server ignored a Range request: only one connection from byte 0 can fetch it.
+void Job::Impl::restart_file(FileTask* f, const std::string& why, std::optional<uint64_t> size) {
+  ++source_restarts;
+  if (++f->source_changes > kMaxSourceChanges) {
+    fail_file(f, why + "; it changed " + std::to_string(f->source_changes) + " times while it was fetched");
+    return;
+  }
+  log::warn("{}: {}: the {} bytes fetched of the earlier version are discarded, and the file starts again from zero",
+            f->entry->name, why, f->part->received().bytes());
+  for (auto it = requests.begin(); it != requests.end();) {
+    Request* r = (it++)->first;
+    if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
+  }
+  try {
+    reset_file(f);
+  } catch (const IoError& e) {
+    io_failed(f, e);
+    return;
+  }
+  if (size && !f->entry->size && size != f->size) {
+    uint64_t old = f->size.value_or(0);
+    f->chunk->bytes_total += *size - old;
+    bytes_total += *size - old;
+    f->size = size;
+    f->part->set_size(*size);
+  }
+  requeue(f, {0, f->size.value_or(0)}, f->size.has_value(), 0, true);
+}
+
 void Job::Impl::collapse_to_one_connection(FileTask* f) {
   log::warn("{}: server ignores Range requests; fetching it whole on one connection", f->entry->name);
   f->ranges_ok = false;

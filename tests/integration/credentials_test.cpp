@@ -665,6 +665,117 @@ TEST(Credentials, APolicysCredentialsComeFromSystemdCredentials) {
   fs::remove_all(dest2);
 }
 
+// Issue 53, finding 4: a user of a policy whose admin gave it a credential
+// for an origin brings their own proxy (the logging origin, which sees an
+// absolute-form request with every header) or their own CA file for the
+// https origin (a proxy of theirs could then terminate TLS with a certificate
+// that CA vouches for): the admin's token reaches neither. The job goes on
+// without it (401: failed with the reason) and xferd says it was withheld.
+TEST(Credentials, APolicysSecretNeverGoesToTheCallersProxyOrCa) {
+  PrivateBus bus;
+  AuthSite s;
+  std::string creds = make_temp_dir("creds");
+  std::ofstream(creds + "/registry-token") << kToken << "\n";
+  chmod((creds + "/registry-token").c_str(), 0400);
+  setenv("CREDENTIALS_DIRECTORY", creds.c_str(), 1);
+  std::string http = s.nginx.url(false, "/"), https = s.https("/");
+  Xferd xferd(config(kDefaults + "[policy.registry]\nalgorithm = \"min-energy\"\ncredentials_origin = \"" + http +
+                     "\"\nbearer_token_credential = \"registry-token\"\n"
+                     "[policy.registry-tls]\nalgorithm = \"min-energy\"\ncredentials_origin = \"" + https +
+                     "\"\nbearer_token_credential = \"registry-token\"\n"));
+  xferd.start();
+  unsetenv("CREDENTIALS_DIRECTORY");
+  std::string dir = make_temp_dir("m"), ca = dir + "/ca.pem";
+  std::ofstream(ca) << s.ca.cert_pem();
+  std::ofstream(dir + "/http") << s.manifest(s.nginx.url(false, "/bearer/"), 1);
+  std::ofstream(dir + "/https") << s.manifest(s.https("/bearer/"), 1);
+  std::string proxy = "http://127.0.0.1:" + std::to_string(s.other);
+  std::vector<std::string> dests;
+  auto submit = [&](const std::string& args) {
+    dests.push_back(make_temp_dir("dest"));
+    return run(bin("xferctl") + " submit " + args + " --dest " + dests.back() + " --wait --no-progress 2>&1");
+  };
+  Shell via_proxy = submit("--manifest " + dir + "/http --policy registry --proxy " + proxy);
+  EXPECT_NE(via_proxy.status, 0) << via_proxy.out;
+  EXPECT_NE(s.other_log().find(" http://127.0.0.1"), std::string::npos) << "the job used its proxy: " << s.other_log();
+  Shell own_ca = submit("--manifest " + dir + "/https --policy registry-tls --ca-file " + ca);
+  EXPECT_NE(own_ca.status, 0) << own_ca.out;
+  EXPECT_NE(own_ca.out.find("401"), std::string::npos) << own_ca.out;
+  // Without either, the same policies' token is sent and the files come.
+  Shell plain = submit("--manifest " + dir + "/http --policy registry");
+  EXPECT_EQ(plain.status, 0) << plain.out << xferd.log();
+  xferd.stop();
+  EXPECT_EQ(s.other_log().find(kCanary), std::string::npos) << s.other_log();
+  EXPECT_NE(xferd.log().find("withheld: the job brings its own proxy"), std::string::npos) << xferd.log();
+  EXPECT_NE(xferd.log().find("withheld: the job brings its own CA file"), std::string::npos) << xferd.log();
+  EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
+  fs::remove_all(creds);
+  fs::remove_all(dir);
+  for (const auto& d : dests) fs::remove_all(d);
+}
+
+// Issue 53, finding 8: a job's secrets go when it ends, and what one user's
+// unfinished jobs hold is bounded (limits.max_secret_kib_per_user, 4 MiB by
+// default). 100 jobs, each with a token of about 1 MB (the per-value cap),
+// submitted and cancelled one after another: the memory xferd's secrets hold
+// is back where it was; four at once are taken, the fifth refused.
+TEST(Credentials, SecretsAreWipedAtTheEndAndBoundedPerUser) {
+  PrivateBus bus;
+  Xferd xferd(config(kDefaults));
+  xferd.start();
+  // The memory of xferd's secrets: the mappings marked wipe-on-fork (VmFlags
+  // "wf"), which only Secret makes. (VmLck would say the same where mlock
+  // works, but AddressSanitizer makes mlock a no-op.)
+  auto secret_kib = [&] {
+    std::ifstream f("/proc/" + std::to_string(xferd.pid()) + "/smaps");
+    long kib = 0, size = 0;
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("Size:", 0) == 0) size = std::stol(line.substr(5));
+      else if (line.rfind("VmFlags:", 0) == 0 && line.find(" wf") != std::string::npos) kib += size;
+    }
+    return f.eof() ? kib : -1L;
+  };
+  std::string dir = make_temp_dir("m");
+  // Nothing listens there: the job retries with backoff until it is cancelled.
+  std::ofstream(dir + "/m") << "http://127.0.0.1:" << free_port() << "/f 1000\n";
+  std::ofstream(dir + "/token") << kCanary << std::string(1000000 - kCanary.size(), 't') << "\n";
+  std::string dest = make_temp_dir("dest");
+  int n = 0;
+  auto submit = [&] {  // a directory each: a name is written by one unfinished job at a time
+    std::string d = dest + "/" + std::to_string(n++);
+    fs::create_directory(d);
+    return run(bin("xferctl") + " submit --manifest " + dir + "/m --dest " + d + " --bearer-token-file " + dir +
+               "/token 2>&1");
+  };
+  long idle = secret_kib();
+  ASSERT_GE(idle, 0);
+  for (int i = 0; i < 100; ++i) {
+    Shell sub = submit();
+    ASSERT_EQ(sub.status, 0) << i << ": " << sub.out;
+    std::string path = sub.out.substr(0, sub.out.find('\n'));
+    ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0) << i;
+  }
+  EXPECT_LE(secret_kib(), idle) << "secrets of cancelled jobs are still held";
+  std::vector<std::string> held;
+  for (int i = 0; i < 4; ++i) {
+    Shell sub = submit();
+    ASSERT_EQ(sub.status, 0) << i << ": " << sub.out;
+    held.push_back(sub.out.substr(0, sub.out.find('\n')));
+  }
+  EXPECT_GT(secret_kib(), idle + 3000) << "four jobs' tokens are held";
+  Shell fifth = submit();
+  EXPECT_NE(fifth.status, 0);
+  EXPECT_NE(fifth.out.find("SecretsTooLarge"), std::string::npos) << fifth.out;
+  EXPECT_NE(fifth.out.find("max_secret_kib_per_user"), std::string::npos) << fifth.out;
+  EXPECT_EQ(fifth.out.find(kCanary), std::string::npos) << fifth.out;
+  for (const auto& p : held) run(bin("xferctl") + " cancel " + p);
+  EXPECT_LE(secret_kib(), idle);
+  xferd.stop();
+  EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
+  fs::remove_all(dir);
+  fs::remove_all(dest);
+}
+
 // A token that expires mid-job (rucio #5457, #6590): the origin starts
 // refusing it (nginx reloaded with a new token); the job moves to
 // needs-credentials instead of failing its files, and carries on from where

@@ -205,6 +205,33 @@ TEST(Daemon, PauseResumeCancel) {
   for (const auto& f : env.data.files) EXPECT_FALSE(fs::exists(d + "/" + f.name)) << f.name;
 }
 
+// Issue 53, finding 7: a job that is not running when it is cancelled (paused
+// here; yielded or resumed into the queue the same: its run was retired) has
+// its earlier run's .part files removed as a running job's are.
+TEST(Daemon, CancelOfAJobThatIsNotRunningRemovesItsPartialFiles) {
+  Env env;
+  std::string d = env.dest();
+  std::string m;
+  for (const auto& f : env.data.files)
+    if (f.name.find("video") != std::string::npos) m += env.nginx.url(false, "/slow/") + f.name + "\n";
+  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(m) + " --dest " + d);
+  ASSERT_EQ(sub.status, 0) << sub.out;
+  std::string path = sub.out.substr(0, sub.out.find('\n'));
+  wait_bytes(path, 1 << 20);
+  ASSERT_EQ(run(bin("xferctl") + " pause " + path).status, 0);
+  auto partials = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(d)) n += e.path().string().find(".part") != std::string::npos;
+    return n;
+  };
+  ASSERT_GT(partials(), 0u) << "the paused job keeps its .part";
+  ASSERT_EQ(run(bin("xferctl") + " cancel " + path).status, 0);
+  EXPECT_EQ(job_property(path, "State"), "cancelled");
+  for (int i = 0; i < 100 && partials() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(partials(), 0u);
+  for (const auto& f : env.data.files) EXPECT_FALSE(fs::exists(d + "/" + f.name)) << f.name;
+}
+
 TEST(Daemon, KillNineMidJobThenRestartCompletesByteIdentical) {
   Env env;
   std::string d = env.dest(kNobody);
@@ -532,6 +559,37 @@ TEST(Daemon, ACalibratedPowerModelReachesItsJobs) {
   std::ofstream(conf) << "[energy]\npower_model = \"" << dir << "/none.toml\"\n";
   Shell none = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
   EXPECT_EQ(none.status, 0) << none.out;
+}
+
+// Issue 53, finding 10: --check-config refuses what the start refuses, with
+// the same words: a [metrics] textfile in a directory any user may write,
+// a state directory any user may write. Before, it said OK and the daemon
+// then did not start.
+TEST(Daemon, CheckConfigRefusesWhatTheStartRefuses) {
+  std::string dir = make_temp_dir("checkconf"), open_dir = dir + "/open", state = dir + "/state";
+  fs::create_directory(open_dir);
+  chmod(open_dir.c_str(), 0777);  // no sticky bit: anyone may replace what is in it
+  fs::create_directory(state);
+  std::string conf = dir + "/xferd.conf";
+  for (const auto& [text, says] : std::vector<std::pair<std::string, std::string>>{
+           {"[metrics]\ntextfile = \"" + open_dir + "/xferd.prom\"\n[daemon]\nstate_dir = \"" + state + "\"\n",
+            "[metrics] textfile's directory"},
+           {"[daemon]\nstate_dir = \"" + open_dir + "\"\n", "state directory"}}) {
+    std::ofstream(conf) << text;
+    std::string args = " --config " + conf + " --config-dir " + dir + "/none";
+    Shell check = run(bin("xferd") + " --check-config" + args);
+    EXPECT_EQ(check.status, 1) << check.out;
+    EXPECT_NE(check.out.find(says), std::string::npos) << check.out;
+    EXPECT_EQ(check.out.find("configuration OK"), std::string::npos) << check.out;
+    // The start refuses it with the same words, before it opens any bus.
+    Shell start = run("timeout 20 " + bin("xferd") + args + " --bus-address unix:path=" + dir + "/no-bus");
+    EXPECT_EQ(start.status, 1) << start.out;
+    EXPECT_NE(start.out.find(says), std::string::npos) << start.out;
+  }
+  std::ofstream(conf) << "[daemon]\nstate_dir = \"" << state << "\"\n";
+  Shell ok = run(bin("xferd") + " --check-config --config " + conf + " --config-dir " + dir + "/none");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  fs::remove_all(dir);
 }
 
 // One option table: a value out of its range is refused with the same words

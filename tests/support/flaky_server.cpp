@@ -144,7 +144,7 @@ bool sigv4_ok(const std::string& head, const std::string& method, const std::str
 
 }  // namespace
 
-FlakyServer::FlakyServer(std::string content) : content_(std::move(content)) {
+FlakyServer::FlakyServer(std::string content) : content_(std::make_shared<const std::string>(std::move(content))) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -184,6 +184,13 @@ FlakyServer::~FlakyServer() {
   for (auto& t : w) t.join();
 }
 
+void FlakyServer::replace(std::string content, bool cut) {
+  std::lock_guard<std::mutex> g(mu_);
+  content_ = std::make_shared<const std::string>(std::move(content));
+  ++version_;
+  if (cut) cut_below_ = version_;
+}
+
 std::vector<std::string> FlakyServer::requests() {
   std::lock_guard<std::mutex> g(mu_);
   return log_;
@@ -217,7 +224,16 @@ void FlakyServer::serve(int fd) {
     std::string method = head.substr(0, head.find(' '));
     size_t p1 = head.find(' ') + 1;
     std::string path = head.substr(p1, head.find(' ', p1) - p1);
-    uint64_t a = 0, b = content_.size() - 1;
+    int ver = 0;
+    std::shared_ptr<const std::string> held;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      held = content_;
+      ver = version_;
+    }
+    const std::string& body = *held;  // this response's version, whatever replace() does meanwhile
+    std::string etag = "\"v" + std::to_string(ver) + "\"";
+    uint64_t a = 0, b = body.size() - 1;
     bool ranged = false;
     size_t r = head.find("\r\nRange: bytes=");
     if (r != std::string::npos) {
@@ -225,7 +241,7 @@ void FlakyServer::serve(int fd) {
       std::string spec = head.substr(r + 15, head.find("\r\n", r + 2) - r - 15);
       a = std::stoull(spec.substr(0, spec.find('-')));
       std::string last = spec.substr(spec.find('-') + 1);
-      if (!last.empty()) b = std::min<uint64_t>(std::stoull(last), content_.size() - 1);
+      if (!last.empty()) b = std::min<uint64_t>(std::stoull(last), body.size() - 1);
     }
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -234,7 +250,11 @@ void FlakyServer::serve(int fd) {
     }
     std::string kind = path.substr(1, path.find('/', 1) - 1);
     int n = method == "GET" ? hits(path) : 0;
-    if (kind == "norange") ranged = false, a = 0, b = content_.size() - 1;
+    if (kind == "norange") ranged = false, a = 0, b = body.size() - 1;
+    // If-Range (RFC 9110 §13.1.5): the range only of the version it names.
+    std::string if_range = header(head, "If-Range");
+    if (ranged && !if_range.empty() && (if_range != etag || kind == "ignore-if-range" || kind == "noetag" || kind == "weak"))
+      ranged = false, a = 0, b = body.size() - 1;
     if (method == "GET" && kind == "fail-twice" && n <= 2) {
       std::string resp = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
       if (!send_all(fd, resp.data(), resp.size())) break;
@@ -269,30 +289,32 @@ void FlakyServer::serve(int fd) {
     uint64_t len = b - a + 1;
     uint64_t cr_a = a, cr_b = b;
     if (kind == "wrongrange" && ranged) cr_a = a + 1;  // a Content-Range for bytes not asked for
-    if (kind == "overrange" && ranged) cr_b = std::min<uint64_t>(b + 4096, content_.size() - 1), len = cr_b - a + 1;
+    if (kind == "overrange" && ranged) cr_b = std::min<uint64_t>(b + 4096, body.size() - 1), len = cr_b - a + 1;
     std::string resp = std::string("HTTP/1.1 ") + (ranged ? "206 Partial Content" : "200 OK") + "\r\n";
     if (kind == "endless") resp += "Connection: close\r\n";  // no length: the body ends when the connection does
     else resp += "Content-Length: " + std::to_string(len) + "\r\n";
     if (kind != "norange") resp += "Accept-Ranges: bytes\r\n";
+    if (kind == "weak") resp += "ETag: W/" + etag + "\r\n";
+    else if (kind != "noetag") resp += "ETag: " + etag + "\r\n";
     if (kind == "gzip") resp += "Content-Encoding: gzip\r\n";
     if (kind == "bigheaders")
       for (int i = 0; i < 100; ++i) resp += "X-Pad-" + std::to_string(i) + ": " + std::string(1024, 'p') + "\r\n";
     if (ranged)
       resp += "Content-Range: bytes " + std::to_string(cr_a) + "-" + std::to_string(cr_b) + "/" +
-              std::to_string(content_.size()) + "\r\n";
+              std::to_string(body.size()) + "\r\n";
     resp += "\r\n";
     if (!send_all(fd, resp.data(), resp.size())) break;
     if (method == "HEAD") continue;
     if (kind == "endless") {  // the content again and again (bounded, so a broken client cannot keep it busy)
       for (int i = 0; i < 256 && !stop_; ++i) {
-        if (!send_all(fd, content_.data() + a, content_.size() - a)) break;
-        body_bytes += content_.size() - a;
+        if (!send_all(fd, body.data() + a, body.size() - a)) break;
+        body_bytes += body.size() - a;
         a = 0;
       }
       break;
     }
     if (kind == "overrange" || kind == "overlong") {  // more than asked for / more than Content-Length
-      std::string more = content_.substr(a, len) + (kind == "overlong" ? std::string(4096, 'X') : std::string());
+      std::string more = body.substr(a, len) + (kind == "overlong" ? std::string(4096, 'X') : std::string());
       send_all(fd, more.data(), more.size());
       break;
     }
@@ -301,7 +323,11 @@ void FlakyServer::serve(int fd) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       bool sent = true;
       for (uint64_t at = 0; at < len && sent && !stop_; at += 1448) {
-        sent = send_all(fd, content_.data() + a + at, std::min<uint64_t>(1448, len - at));
+        if (ver < cut_below_) {  // the server moved on to a newer version
+          reset_close(fd);
+          return;
+        }
+        sent = send_all(fd, body.data() + a + at, std::min<uint64_t>(1448, len - at));
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
       if (!sent) break;
@@ -311,7 +337,7 @@ void FlakyServer::serve(int fd) {
     bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
     uint64_t send_len = once_bad ? len / 2 : len;
     if (kind == "stall") send_len = n == 1 ? len / 2 : 0;  // then never a byte more: retries make no progress
-    if (!send_all(fd, content_.data() + a, send_len)) break;
+    if (!send_all(fd, body.data() + a, send_len)) break;
     body_bytes += send_len;
     if (kind == "stall") {  // silence on an open connection
       for (int i = 0; i < 600 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));

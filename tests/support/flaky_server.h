@@ -15,6 +15,13 @@
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
 //   /trickle/...        the body in 1448-byte writes 1 ms apart (a slow WAN flow), connection kept alive
+// Validators (issue 53): every response carries ETag "vN", N the content's
+// version (replace() makes a new one; a response goes on with the version it
+// started with, as a server that keeps the replaced file open), and a GET
+// whose If-Range is not the current ETag gets 200 and the whole body, unless:
+//   /noetag/...         no validator at all (nor Last-Modified)
+//   /weak/...           only a weak ETag W/"vN" (no validator for If-Range)
+//   /ignore-if-range/.. answers any If-Range with 200 and the whole body (as some CDNs do for an entity tag)
 // and the credential checks (issue 40), each answering 401 (403 for a wrong
 // SigV4 signature) unless the request carries what they check:
 //   /digest/...         HTTP Digest (MD5, qop=auth) for digest_user / digest_password
@@ -26,6 +33,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,6 +45,10 @@ class FlakyServer {
  public:
   explicit FlakyServer(std::string content);
   ~FlakyServer();
+  // A new version of the content (ETag "v2", "v3", ...). cut: the responses of
+  // older versions still being sent are cut off (a TCP RST), as a server
+  // restarted onto the new file does; their clients ask again.
+  void replace(std::string content, bool cut = false);
   int port = 0;
   std::atomic<uint64_t> body_bytes{0};  // body bytes written to sockets
   std::vector<std::string> requests();  // "METHOD PATH RANGE" in arrival order
@@ -47,7 +59,9 @@ class FlakyServer {
  private:
   void serve(int fd);
   int hits(const std::string& path);  // GETs of path so far, this one included
-  std::string content_;
+  std::shared_ptr<const std::string> content_;
+  int version_ = 1;
+  std::atomic<int> cut_below_{0};  // responses of versions under this stop
   int listen_fd_ = -1;
   std::thread acceptor_;
   std::vector<std::thread> workers_;

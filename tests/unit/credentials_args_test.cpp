@@ -3,6 +3,7 @@
 #include "credentials_args.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -84,4 +85,64 @@ TEST(CredentialArgs, BindToTheJobsOriginsOnly) {
   EXPECT_NE(netrc->find("https://g:443"), nullptr);
   EXPECT_THROW(bind_credentials(from({{"netrc", 's', "machine elsewhere login u password p"}}), {"https://h:443"}),
                Refusal);
+}
+
+namespace {
+
+std::string descriptor_refusal(int fd) {
+  try {
+    read_descriptor(fd, "bearer_token");
+  } catch (const Refusal& r) {
+    return r.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Issue 53, finding 3: a descriptor the caller holds the other end of never
+// makes the daemon's loop wait, whatever the caller does with it.
+TEST(CredentialDescriptor, ASocketWithAHighReceiveMarkIsRefusedAtOnce) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  int mark = 16384;
+  ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark), 0);
+  ASSERT_EQ(write(sv[1], "t", 1), 1);  // the writer stays open: one byte, never the mark
+  EXPECT_NE(descriptor_refusal(sv[0]).find("no end ready"), std::string::npos);
+  // Its writer done, the same socket gives its whole value.
+  ASSERT_EQ(write(sv[1], "ok\n", 3), 3);
+  shutdown(sv[1], SHUT_WR);
+  int sv2[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv2), 0);
+  ASSERT_EQ(setsockopt(sv2[0], SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark), 0);
+  ASSERT_EQ(write(sv2[1], "tok\n", 4), 4);
+  shutdown(sv2[1], SHUT_WR);
+  EXPECT_EQ(read_descriptor(sv2[0], "bearer_token"), "tok\n");
+  for (int fd : {sv[0], sv[1], sv2[0], sv2[1]}) close(fd);
+}
+
+TEST(CredentialDescriptor, APipeStillOpenOrDrainedIsRefusedAndTheCallersFlagsStay) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  EXPECT_NE(descriptor_refusal(p[0]).find("no end ready"), std::string::npos);  // empty, writer open
+  ASSERT_EQ(write(p[1], "tok", 3), 3);
+  EXPECT_NE(descriptor_refusal(p[0]).find("no end ready"), std::string::npos);  // read, then nothing more
+  EXPECT_EQ(fcntl(p[0], F_GETFL) & O_NONBLOCK, 0);  // the caller's description is left as it was
+  ASSERT_EQ(write(p[1], "tok\n", 4), 4);
+  close(p[1]);
+  EXPECT_EQ(read_descriptor(p[0], "bearer_token"), "tok\n");
+  close(p[0]);
+}
+
+TEST(CredentialDescriptor, AFileIsReadWholeFromItsStartAndADeviceRefused) {
+  char path[] = "/tmp/xfer-cred-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  ASSERT_EQ(write(fd, "secret\n", 7), 7);  // the offset is now at the end: pread reads from 0
+  EXPECT_EQ(read_descriptor(fd, "password"), "secret\n");
+  close(fd);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  EXPECT_NE(descriptor_refusal(null).find("not a file or a pipe"), std::string::npos);
+  close(null);
 }

@@ -66,8 +66,9 @@ TEST(Options, OneCheckerOneWording) {
 }
 
 TEST(Options, ScopesAndCombinationsAreCheckedOnce) {
-  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob), "cc cannot be set in a job's options (there: max_channels, ca_file, label, class, target_mbps, target_pct, "
-            "energy_budget_j_per_gb)");
+  EXPECT_EQ(xfer::check_layer({{"cc", 4}}, xfer::kJob),
+            "cc cannot be set in a job's options (there: max_channels, unvalidated_resume, ca_file, label, class, "
+            "target_mbps, target_pct, energy_budget_j_per_gb)");
   EXPECT_NE(xfer::check_layer({{"warp", 9}}, xfer::kPolicy).find("unknown option 'warp'"), std::string::npos);
   EXPECT_EQ(xfer::check_layer({{"target_mbps", 100}, {"target_pct", 50}}, xfer::kRun), "give target_mbps or target_pct, not both");
   EXPECT_EQ(xfer::check_layer({{"target_pct", 50}}, xfer::kJob, "min-energy"),

@@ -44,6 +44,7 @@ class Secret {
   char* data() { return p_; }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
+  size_t mapped_bytes() const { return mapped_; }  // what it holds of memory (locked when allowed)
 
  private:
   void release() noexcept;
@@ -111,6 +112,8 @@ struct JobCredentials {
   // What this origin gets, nullptr for nothing.
   const Credentials* find(std::string_view origin) const;
   bool empty() const { return origins.empty() && proxy.url.empty(); }
+  // The memory its secrets hold (whole pages each, locked when allowed).
+  size_t secret_bytes() const;
   // "bearer token for https://h:443; proxy http://p:3128 with a user": no values.
   std::string describe() const;
 };

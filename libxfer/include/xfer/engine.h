@@ -144,6 +144,10 @@ struct EngineOptions {
   // Files of PartFile::kDirectFrom bytes or more are written with O_DIRECT
   // (part_file.h); false: every file through the page cache.
   bool direct_io = true;
+  // A resumed file whose bytes nothing ties to a version of the source (the
+  // server gave no ETag or Last-Modified, the manifest no sha256) keeps them
+  // (true) or is fetched whole (false: the default; a splice is never risked).
+  bool unvalidated_resume = false;
   long interval_ms = 5000;        // control interval: observe, tune, apply
   double bandwidth_mbps = 1000;   // link rate for the BDP (assumed unless configured)
   bool bandwidth_configured = false;  // a file or the caller set it; else the link rate is measured (Machine)
@@ -242,6 +246,8 @@ struct JobProgress {
   uint64_t body_reads = 0;     // deliveries of body bytes from libcurl: about one per read of a socket
   size_t preconnected = 0, preconnected_used = 0;  // connections opened at discovery; taken by the transfer
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
+  size_t source_restarts = 0;    // files started again from zero: their source changed (validator.h)
+  size_t files_unvalidated = 0;  // resumed with no validator and no sha256 (fetched whole unless trusted)
   double seconds = 0;
 };
 

@@ -94,6 +94,16 @@ class PartFile {
   std::optional<uint64_t> size() const { return size_; }
   // Size learned from the server for a file the manifest gave none for.
   void set_size(uint64_t size);
+  // The version of the source the bytes on file are of (validator.h): kept
+  // in the progress record from the first response on, so that a resume
+  // asks for the rest of the same version (If-Range) and a change of the
+  // source is seen. "" none (the server gave none yet, or ever); reset()
+  // forgets it with the bytes.
+  const std::string& validator() const { return validator_; }
+  void set_validator(std::string v) {
+    validator_ = std::move(v);
+    unrecorded_ = true;
+  }
 
   // Writes len bytes at offset (or stages them, with O_DIRECT); throws
   // IoError (ENOSPC, EIO, ...). After a failure, received() holds only
@@ -192,7 +202,7 @@ class PartFile {
   int dir_fd_;
   FileOwner owner_;
   int fd_ = -1;
-  std::string name_, url_, sha256_;
+  std::string name_, url_, sha256_, validator_;
   std::optional<uint64_t> size_;
   int dfd_ = -1;        // the same file opened with O_DIRECT, or -1
   uint64_t align_ = 0;  // its offset alignment

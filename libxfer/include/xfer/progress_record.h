@@ -15,6 +15,9 @@ namespace xfer {
 
 struct ProgressRecord {
   std::string url, sha256, boot;  // sha256 "" when the manifest gave none
+  // The version of the source its bytes are of (validator.h): "" when the
+  // server gave none (or the record is older than validators).
+  std::string validator;
   uint64_t size = 0;
   RangeSet synced, written;
 };
