@@ -13,6 +13,9 @@ pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)  # the fleet's history (PostgreSQL)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)  # direct writes (part_file.cpp)
 pkg_check_modules(NCURSES REQUIRED IMPORTED_TARGET ncursesw)  # xferctl top
+if(XFER_FAULTS)
+  pkg_check_modules(FIU REQUIRED IMPORTED_TARGET libfiu)  # fault points (xfer/faults.h): Debian libfiu-dev
+endif()
 
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)

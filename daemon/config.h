@@ -59,6 +59,7 @@ struct Config {
   int max_running_entries = 400000; // over the running jobs: bounds memory (a larger job runs alone)
   int max_finished_per_user = 100;  // finished jobs kept per user; older ones are forgotten
   int max_secret_kib_per_user = 4096;  // the secrets one user's unfinished jobs hold (locked memory)
+  double max_floor_mbps_per_user = 0;  // throughput floors over one user's unfinished jobs; 0: no limit
   // [metrics]: where the metrics for Prometheus go (metrics_server.h); empty: nowhere
   std::string metrics_listen;            // "127.0.0.1:9807"
   std::string metrics_textfile;          // for node_exporter's textfile collector

@@ -22,27 +22,6 @@ namespace xferd {
 
 namespace log = xfer::log;
 
-std::string metrics_http_response(const std::string& head, const std::function<std::string()>& page) {
-  auto answer = [](const char* status, const std::string& type, const std::string& body, bool with_body,
-                   const char* extra = "") {
-    return fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n{}", status,
-                       type, body.size(), extra, with_body ? body : std::string());
-  };
-  size_t eol = head.find_first_of("\r\n");
-  std::string line = head.substr(0, eol);
-  size_t sp1 = line.find(' '), sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp2 == std::string::npos || line.compare(sp2 + 1, 5, "HTTP/") != 0)
-    return answer("400 Bad Request", "text/plain", "not an HTTP/1.x request\n", true);
-  std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  bool head_only = method == "HEAD";
-  if (method != "GET" && !head_only)
-    return answer("405 Method Not Allowed", "text/plain", "xferd's metrics are read with GET\n", true, "Allow: GET, HEAD\r\n");
-  std::string path = target.substr(0, target.find('?'));
-  if (path != "/metrics")
-    return answer("404 Not Found", "text/plain", "xferd serves its metrics at /metrics\n", !head_only);
-  return answer("200 OK", kMetricsContentType, page(), !head_only);
-}
-
 struct MetricsServer::Connection {
   MetricsServer* server = nullptr;
   int fd = -1;
@@ -78,7 +57,7 @@ void MetricsServer::listen(const std::string& address) {
   if (fd < 0) throw std::runtime_error("[metrics] listen: socket: " + std::string(strerror(errno)));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 16) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 128) != 0) {
     int err = errno;
     close(fd);
     throw std::runtime_error("[metrics] listen = \"" + xfer::printable(address) + "\": " + strerror(err) +
@@ -100,75 +79,95 @@ void MetricsServer::serve(int listen_fd, const std::string& what) {
   log::info("metrics: serving {}", what);
 }
 
+// A new connection is read at once: a scraper's request is most often there
+// already, and is answered before the next connection is taken.
 int MetricsServer::on_accept(sd_event_source*, int fd, uint32_t, void* ud) {
   auto* self = static_cast<MetricsServer*>(ud);
   for (;;) {
     int c = accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c < 0) return 0;  // EAGAIN, or a connection gone before it was taken
-    if (self->connections_.size() >= kMaxConnections) {
-      close(c);  // a scraper retries; a flood holds no more than this
+    if (!self->make_room()) {
+      close(c);  // every slot is answering a request: a scraper retries
       continue;
     }
     auto conn = std::make_unique<Connection>();
     conn->server = self, conn->fd = c;
-    auto on_io = [](sd_event_source*, int cfd, uint32_t events, void* cud) -> int {
-      auto* k = static_cast<Connection*>(cud);
-      MetricsServer* srv = k->server;
-      if (k->out.empty()) {
-        char buf[2048];
-        for (;;) {
-          ssize_t n = read(cfd, buf, sizeof buf);
-          if (n > 0) {
-            k->in.append(buf, size_t(n));
-            if (k->in.size() > kMaxRequestBytes) {
-              k->out = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-              break;
-            }
-            continue;
-          }
-          if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            srv->drop(k);
-            return 0;
-          }
+    Connection* k = conn.get();
+    if (sd_event_add_io(self->loop_, &conn->io, c, EPOLLIN, on_io, k) < 0 ||
+        sd_event_add_time_relative(self->loop_, &conn->timer, CLOCK_MONOTONIC, kHeadTimeoutUs, 50000, on_timeout, k) < 0)
+      continue;  // conn closes c
+    self->connections_.push_back(std::move(conn));
+    on_io(k->io, c, EPOLLIN, k);
+  }
+}
+
+bool MetricsServer::make_room() {
+  if (connections_.size() < kMaxConnections) return true;
+  // connections_ is in the order they came: the first still reading its head
+  // is the oldest such.
+  for (const auto& k : connections_)
+    if (k->out.empty()) {
+      drop(k.get());
+      return true;
+    }
+  return false;
+}
+
+int MetricsServer::on_timeout(sd_event_source*, uint64_t, void* ud) {
+  auto* k = static_cast<Connection*>(ud);
+  k->server->drop(k);
+  return 0;
+}
+
+int MetricsServer::on_io(sd_event_source*, int cfd, uint32_t events, void* ud) {
+  auto* k = static_cast<Connection*>(ud);
+  MetricsServer* srv = k->server;
+  if (k->out.empty()) {
+    char buf[2048];
+    bool ended = false;  // the client half-closed (or reset): what came is all there is
+    for (;;) {
+      ssize_t n = read(cfd, buf, sizeof buf);
+      if (n > 0) {
+        k->in.append(buf, size_t(n));
+        if (k->in.size() > kMaxRequestBytes) {
+          k->out = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
           break;
         }
-        size_t end = k->in.find("\r\n\r\n");
-        if (end == std::string::npos) end = k->in.find("\n\n");
-        if (k->out.empty() && end == std::string::npos) return 0;  // more to come
-        if (k->out.empty()) {
-          k->out = metrics_http_response(k->in.substr(0, end), [srv] {
-            ++srv->scrapes_;
-            return srv->page_();
-          });
-        }
-        sd_event_source_set_io_events(k->io, EPOLLOUT);
-        events = EPOLLOUT;
+        continue;
       }
-      if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
-        while (k->sent < k->out.size()) {
-          ssize_t n = write(cfd, k->out.data() + k->sent, k->out.size() - k->sent);
-          if (n > 0) {
-            k->sent += size_t(n);
-            continue;
-          }
-          if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-          break;  // the scraper went away
-        }
-        srv->drop(k);
-      }
-      return 0;
-    };
-    if (sd_event_add_io(self->loop_, &conn->io, c, EPOLLIN, on_io, conn.get()) < 0) continue;
-    sd_event_add_time_relative(
-        self->loop_, &conn->timer, CLOCK_MONOTONIC, kConnectionTimeoutUs, 100000,
-        [](sd_event_source*, uint64_t, void* cud) {
-          auto* k = static_cast<Connection*>(cud);
-          k->server->drop(k);
-          return 0;
-        },
-        conn.get());
-    self->connections_.push_back(std::move(conn));
+      if (n < 0 && errno == EINTR) continue;
+      ended = n == 0 || errno != EAGAIN;
+      break;
+    }
+    size_t end = metrics_request_end(k->in);
+    if (k->out.empty() && end == std::string::npos) {
+      if (ended) srv->drop(k);
+      return 0;  // more to come, within the head's deadline
+    }
+    if (k->out.empty()) {
+      k->out = metrics_http_response(k->in.substr(0, end), [srv] {
+        ++srv->scrapes_;
+        return srv->page_();
+      });
+    }
+    // The head is whole: the answer has the rest of the connection's time.
+    sd_event_source_set_time_relative(k->timer, kConnectionTimeoutUs);
+    sd_event_source_set_io_events(k->io, EPOLLOUT);
+    events = EPOLLOUT;
   }
+  if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+    while (k->sent < k->out.size()) {
+      ssize_t n = write(cfd, k->out.data() + k->sent, k->out.size() - k->sent);
+      if (n > 0) {
+        k->sent += size_t(n);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+      break;  // the scraper went away
+    }
+    srv->drop(k);
+  }
+  return 0;
 }
 
 void MetricsServer::drop(Connection* c) {

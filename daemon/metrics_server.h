@@ -5,8 +5,12 @@
 // is computed while nobody scrapes.
 //
 // The endpoint speaks just enough HTTP/1.x for a scraper: GET or HEAD of
-// /metrics, one request per connection, a bounded request (8 KiB), a few
-// connections at once, each closed after 10 s; anything else gets its 4xx.
+// /metrics, one request per connection, a bounded request (8 KiB); anything
+// else gets its 4xx. Any local user can connect, so a connection cannot hold
+// the endpoint: its request head must be whole within kHeadTimeoutUs (a
+// scraper sends it at once; a slowloris that trickles bytes is dropped), the
+// answer be taken within kConnectionTimeoutUs, and when kMaxConnections are
+// open a new one takes the place of the oldest still sending its head.
 #pragma once
 
 #include <sys/socket.h>
@@ -18,11 +22,9 @@
 #include <string>
 #include <vector>
 
-namespace xferd {
+#include "metrics_http.h"
 
-// The answer to one request's head (what came before the blank line):
-// status line, headers and body. page() is called only for GET /metrics.
-std::string metrics_http_response(const std::string& head, const std::function<std::string()>& page);
+namespace xferd {
 
 class MetricsServer {
  public:
@@ -52,12 +54,17 @@ class MetricsServer {
 
   static constexpr size_t kMaxRequestBytes = 8192;
   static constexpr size_t kMaxConnections = 8;
+  static constexpr uint64_t kHeadTimeoutUs = 1'500'000;
   static constexpr uint64_t kConnectionTimeoutUs = 10'000'000;
 
  private:
   struct Connection;
   static int on_accept(sd_event_source* s, int fd, uint32_t events, void* ud);
+  static int on_io(sd_event_source* s, int fd, uint32_t events, void* ud);
+  static int on_timeout(sd_event_source* s, uint64_t usec, void* ud);
   void drop(Connection* c);
+  // Room for one more: false when every connection open is being answered.
+  bool make_room();
   sd_event* loop_;
   Page page_;
   std::vector<sd_event_source*> listeners_;

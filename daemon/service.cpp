@@ -270,13 +270,26 @@ double Service::link_capacity_bps() const {
   return cfg.configured("bandwidth_mbps") ? cfg.values["bandwidth_mbps"].get<double>() * 1e6 : 0;
 }
 
-double Service::admitted_floors(const JobEntry* except, bool running_only) const {
+double Service::admitted_floors(const JobEntry* except) const {
   double f = 0;
   for (const auto& [id, j] : jobs)
-    if (j.get() != except && !j->finished() && j->state != xfer::JobState::Paused &&
-        j->state != xfer::JobState::NeedsCredentials && (!running_only || j->run))
+    if (j.get() != except && (j->run || j->check) && !j->finished() && j->state != xfer::JobState::Paused &&
+        j->state != xfer::JobState::NeedsCredentials && !arbiter.floor_released(uint32_t(id)))
       f += j->floor_bps;
   return f;
+}
+
+void Service::check_user_floors(const Caller& c, double floor_bps) const {
+  if (floor_bps <= 0 || cfg.max_floor_mbps_per_user <= 0) return;
+  double held = 0;
+  for (const auto& [id, j] : jobs)
+    if (j->row.uid == c.uid && !j->finished()) held += j->floor_bps;
+  if ((held + floor_bps) / 1e6 > cfg.max_floor_mbps_per_user + 1e-9)
+    throw Refusal(err::kFloorDoesNotFit,
+                  fmt::format("a floor of {:g} Mbit/s beside the {:g} Mbit/s of floors {}'s unfinished jobs hold "
+                              "would pass the limit of {:g} Mbit/s per user (limits.max_floor_mbps_per_user); "
+                              "nothing fetched",
+                              floor_bps / 1e6, held / 1e6, c.name, cfg.max_floor_mbps_per_user));
 }
 
 std::map<uid_t, size_t> Service::slots_by_user() const {
@@ -473,7 +486,9 @@ void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   }
   // A floor is admitted only if it fits beside the floors admitted already
   // (or waits for room, when its policy says admission = "queue").
-  if (double floor = xfer::job_floor_bps(p.algorithm, setup.tuner); floor > 0 && !setup.queue_unfit)
+  double floor = xfer::job_floor_bps(p.algorithm, setup.tuner);
+  check_user_floors(c, floor);
+  if (floor > 0 && !setup.queue_unfit)
     if (std::string why = arbiter.admit(floor, admitted_floors()); !why.empty())
       throw Refusal(err::kFloorDoesNotFit, why + "; nothing fetched (policy '" + p.name + "')");
   check_user_limits(c, req.manifest.entries.size());
@@ -640,7 +655,7 @@ void Service::start_queued() {
         continue;
       }
       if (j->floor_bps > 0) {
-        std::string why = arbiter.admit(j->floor_bps, admitted_floors(j, true));
+        std::string why = arbiter.admit(j->floor_bps, admitted_floors(j));
         if (!why.empty()) {
           if (j->waiting != why) log::info("job {}: waits: {}", j->row.id, why);
           j->waiting = why;

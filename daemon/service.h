@@ -258,8 +258,13 @@ struct Service {
   // Cancel of a job that is not running: an earlier run's partial files go.
   void remove_partial_files(JobEntry& j);
   uint64_t next_seq_ = 0;
-  // The floors of the jobs admitted (running or waiting; not paused), bits/s.
-  double admitted_floors(const JobEntry* except = nullptr, bool running_only = false) const;
+  // The floors set aside now, bits/s: of the jobs running or starting (a
+  // queued or paused job holds none), less those the arbiter released (a
+  // source that did not carry its floor).
+  double admitted_floors(const JobEntry* except = nullptr) const;
+  // Refuses (FloorDoesNotFit) a floor that would take the caller's unfinished
+  // jobs' floors past limits.max_floor_mbps_per_user.
+  void check_user_floors(const Caller& c, double floor_bps) const;
   // Slots held per user, and who should give one up for a waiting user.
   std::map<uid_t, size_t> slots_by_user() const;
   void share_slots();

@@ -186,7 +186,7 @@ std::string Service::scrape() {
     g.set("xferd_arbiter_allotted_bytes_per_second", cls,
           g.value("xferd_arbiter_allotted_bytes_per_second", cls) + cap / 8);
     g.set("xferd_arbiter_capped_jobs", cls, g.value("xferd_arbiter_capped_jobs", cls) + (cap > 0 ? 1 : 0));
-    floors_bps += j.floor_bps;
+    floors_bps += arbiter.floor_released(uint32_t(j.row.id)) ? 0 : j.floor_bps;
   }
   g.set("xferd_arbiter_capacity_bytes_per_second", {}, arbiter.capacity_bps() / 8);
   g.set("xferd_arbiter_capacity_measured", {}, arbiter.capacity_measured() ? 1 : 0);

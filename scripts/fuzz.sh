@@ -4,11 +4,11 @@
 #   fuzz.sh run NAME SECONDS      run fuzz_NAME for SECONDS from its seed corpus;
 #                                 fails on any crash, leak, timeout or sanitizer report
 #   fuzz.sh all SECONDS           build, then every target in turn
-# Targets: manifest, progress, config, submit, table, power_model, kernel_journal, netrc, credentials. Seeds: tests/fuzz/corpus/NAME/
+# Targets: manifest, progress, config, submit, table, power_model, kernel_journal, netrc, credentials, metrics_http. Seeds: tests/fuzz/corpus/NAME/
 # (checked in); what a run finds new goes to build-fuzz/corpus/NAME/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(manifest progress config submit table power_model kernel_journal netrc credentials)  # as tests/fuzz/sources.cmake
+targets=(manifest progress config submit table power_model kernel_journal netrc credentials metrics_http)  # as tests/fuzz/sources.cmake
 
 build() {
   # -O1 and line tables only (libFuzzer's own advice): the tree compiles all of

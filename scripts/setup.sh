@@ -25,6 +25,8 @@ PACKAGES=(
   systemd libglib2.0-bin dbus-bin util-linux
   # the reserved-blocks test: an ext4 image (mkfs.ext4) on a loop device
   e2fsprogs
+  # fault injection (xfer/faults.h): libfiu's library and fiu-run
+  libfiu-dev fiu-utils
 )
 
 if [ "$(id -u)" -ne 0 ]; then

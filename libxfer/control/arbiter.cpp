@@ -315,10 +315,29 @@ void Arbiter::observe(uint32_t id, double bps, int connections, double joules_pe
     m.need_bps = m.need_bps > 0 ? 0.5 * m.need_bps + 0.5 * want : want;
   }
   m.low = had > 0 && bps < cfg_.busy * had ? m.low + 1 : 0;
+  // A floor is set aside whole while it is used: one whose source cannot
+  // carry it (a server that trickles) would hold the link for nothing, and
+  // refuse other floors a link that is free.
+  if (m.job.floor_bps > 0 && !m.floor_released) {
+    m.starved = bps < cfg_.floor_starved_share * m.job.floor_bps ? m.starved + 1 : 0;
+    if (m.starved >= cfg_.floor_release_intervals) {
+      m.floor_released = true;
+      log::warn("arbiter: job {} moved {:.2f} Mbit/s, under {:.0f}% of its floor of {:.0f} Mbit/s, {} intervals in a "
+                "row: what it fetches from does not carry the floor; the {:.0f} Mbit/s set aside for it go back to "
+                "the other jobs, and it shares the link as a job of its class",
+                id, mbps(bps), cfg_.floor_starved_share * 100, mbps(m.job.floor_bps), m.starved,
+                mbps(m.job.floor_bps * (1 + cfg_.floor_margin)));
+    }
+  }
   double sum = 0;
   for (const auto& [k, other] : members_) sum += other.last_bps;
   measured_bps_ = std::max(measured_bps_ * 0.995, sum);
   divide();
+}
+
+bool Arbiter::floor_released(uint32_t id) const {
+  auto it = members_.find(id);
+  return it != members_.end() && it->second.floor_released;
 }
 
 std::optional<Allotment> Arbiter::allotment(uint32_t id) const {
@@ -332,6 +351,7 @@ void Arbiter::divide() {
   std::vector<Claim> claims;
   for (const auto& [id, m] : members_) {
     Claim c{m.job};
+    if (m.floor_released) c.job.floor_bps = 0;
     // A job asks for what it moves and a quarter when it moved well under
     // what it was allotted (its cap, or the whole link when it had none) for
     // several intervals in a row: one slow interval (a ramp, requests that
@@ -357,7 +377,9 @@ void Arbiter::divide() {
     }
   }
   for (auto& [id, m] : members_) {
-    const Allotment& a = next[id];
+    Allotment& a = next[id];
+    if (m.floor_released)
+      a.reason = fmt::format("floor {:.0f} Mbit/s released: its source did not carry it; {}", mbps(m.job.floor_bps), a.reason);
     const bool moved = (a.cap_bps > 0) != (m.allot.cap_bps > 0) || a.connections != m.allot.connections ||
                        std::abs(a.cap_bps - m.allot.cap_bps) > 0.05 * std::max(a.cap_bps, m.allot.cap_bps);
     const bool first = m.allot.reason.empty();

@@ -1,4 +1,5 @@
 #include "xfer/group_commit.h"
+#include "xfer/faults.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "xfer/boot.h"
+#include "xfer/log.h"
 
 namespace xfer {
 
@@ -35,30 +38,47 @@ std::vector<CommitOutcome> commit_files(std::vector<CommitPlan>& plans) {
   // journal commit (see sync_batch_by_fs). If it reports an error, the
   // fdatasyncs below say which file it was.
   const bool by_fs = sync_batch_by_fs(plans);
-  if (!by_fs || syncfs(plans.front().fd) != 0) {
+  bool synced = false;
+  if (by_fs) {
+    synced = !fault("xfer/io/syncfs") && syncfs(plans.front().fd) == 0;
+    if (!synced) log::warn("syncfs: {}; the batch's {} files are synced one by one", std::strerror(errno), plans.size());
+  }
+  if (!synced) {
     // Writeback of every file at once, then the waits: the batch's I/O overlaps.
     if (plans.size() > 1)
       for (auto& p : plans) sync_file_range(p.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     for (size_t i = 0; i < plans.size(); ++i)
-      if (fdatasync(plans[i].fd) != 0) fail(i, errno, "sync " + plans[i].part);
+      if (fault("xfer/io/fdatasync") || fdatasync(plans[i].fd) != 0) fail(i, errno, "sync " + plans[i].part);
   }
+  // Each descriptor stays open until its file is renamed and its record gone:
+  // it holds the name's lock (flock, part_file.h), and a next run of the job
+  // that took the lock before the rename would open the file about to leave
+  // NAME.part for the final name and write (or truncate) it there.
+  auto done_with = [&](CommitPlan& p) {
+    ::close(p.fd);
+    p.fd = -1;
+  };
   std::vector<int> dirs;
   for (size_t i = 0; i < plans.size(); ++i) {
     auto& p = plans[i];
-    ::close(p.fd);
-    p.fd = -1;
-    if (out[i].err) continue;
-    if (renameat2(p.dir_fd, p.part.c_str(), p.dir_fd, p.final_name.c_str(), RENAME_NOREPLACE) != 0) {
+    if (out[i].err) {
+      done_with(p);
+      continue;
+    }
+    if (fault("xfer/io/renameat2") ||
+        renameat2(p.dir_fd, p.part.c_str(), p.dir_fd, p.final_name.c_str(), RENAME_NOREPLACE) != 0) {
       int err = errno;
       fail(i, err, "rename " + p.part + " to " + p.final_name +
                        (err == EEXIST ? ": a file of that name appeared meanwhile; kept " + p.part : std::string()));
+      done_with(p);
       continue;
     }
     if (!p.record.empty()) unlinkat(p.dir_fd, p.record.c_str(), 0);
+    done_with(p);
     if (std::find(dirs.begin(), dirs.end(), p.dir_fd) == dirs.end()) dirs.push_back(p.dir_fd);
   }
   for (int d : dirs) {
-    if (fsync(d) == 0) continue;
+    if (!fault("xfer/io/fsync") && fsync(d) == 0) continue;
     int err = errno;
     for (size_t i = 0; i < plans.size(); ++i)
       if (plans[i].dir_fd == d) fail(i, err, "sync destination directory");

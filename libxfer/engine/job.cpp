@@ -259,6 +259,7 @@ void Job::Impl::begin_transfer() {
         if (sync) self->last_sync_us = now;
         self->checkpoint_all(sync);
         if (!self->checkpoint_src.s) return 0;  // a write error ended the job
+        self->reissue_stalled(now);
         sd_event_source_set_time_relative(s, uint64_t(self->spec.opts.record_ms) * 1000);
         return 0;
       },
@@ -341,10 +342,7 @@ void Job::Impl::checkpoint_all(bool sync) {
 
 void Job::Impl::fail_file(FileTask* f, const std::string& reason) {
   if (f->state == FileTask::State::Failed) return;
-  for (auto it = requests.begin(); it != requests.end();) {
-    Request* r = (it++)->first;
-    if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
-  }
+  stop_requests(f);
   f->state = FileTask::State::Failed;
   ++f->gen;
   if (f->part) f->part->close_for_resume();  // keeps durable bytes for a later run
@@ -493,6 +491,7 @@ void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vect
     f->commit = FileTask::Commit::None;
     const CommitOutcome o = i < outcomes.size() ? outcomes[i] : CommitOutcome{EIO, "commit " + f->entry->name};
     if (!f->part) continue;
+    f->part->plan_done();
     if (o.err == EEXIST) {
       if (f->state == FileTask::State::Active) fail_file(f, o.what);
       continue;
@@ -802,6 +801,7 @@ JobProgress Job::Impl::progress() const {
   p.files_skipped = files_skipped;
   p.source_restarts = source_restarts;
   p.files_unvalidated = files_unvalidated;
+  p.requests_reissued = requests_reissued;
   p.seconds = to_s((end_us ? end_us : eng.now_us()) - start_us);
   return p;
 }

@@ -52,6 +52,8 @@ struct FileTask {
   int failures = 0;   // consecutive failed requests without a byte of progress
   int garbled = 0;    // answers that were not HTTP (see Failure::fresh_connection)
   int source_changes = 0;  // times it started again from zero for another version of its source
+  int busy_waits = 0;        // times its .part was found held by another writer (activate)
+  uint64_t not_before_us = 0;  // waiting for its name until then
   unsigned gen = 0;   // bumped when queued pieces become invalid (file reset)
   Chunk* chunk = nullptr;
   // The sha256 of the file running off the loop: of the existing final file
@@ -100,6 +102,10 @@ struct Connection {
   bool used = false;  // has carried a request
   std::optional<uint64_t> flow_id;  // its socket in the flow monitor, the last one curl connected
   double rate_Bps = 0;  // body bytes per second of its current or last request (wake-up pacing)
+  // The stall watch (Job::Impl::reissue_stalled): bytes it has received
+  // (headers and bodies, every request's), what that was when last looked
+  // at, and how long it has not moved.
+  uint64_t heard = 0, watched_bytes = 0, still_us = 0;
 };
 
 struct Channel {
@@ -136,6 +142,11 @@ struct Origin {
   // validator is still compared with the file's).
   bool if_range_ignored = false;
 };
+
+// A file whose .part another writer holds is tried again this often, this
+// far apart, before it fails (Job::Impl::activate).
+constexpr int kBusyWaits = 50;
+constexpr uint64_t kBusyWaitUs = 100 * 1000;
 
 // A file whose source changed this many times while it was fetched fails.
 constexpr int kMaxSourceChanges = 3;
@@ -221,6 +232,14 @@ struct Job::Impl : RequestOwner {
   void drop_connection(Connection& s, bool requeue);
   void requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection = false);
   void collapse_to_one_connection(FileTask* f);
+  void stop_requests(FileTask* f);  // every request of f stops (what they wrote stays)
+  // f starts again from zero: its requests stop and its .part is emptied;
+  // false (io_failed told) when the .part could not be.
+  bool start_over(FileTask* f);
+  // Connections that have received nothing for reissue_after_s (or 40 RTTs):
+  // their requests given up, their ranges asked again on new connections
+  // (at each record tick).
+  void reissue_stalled(uint64_t now);
   // A response of another version of f's source than its bytes (validator.h):
   // they are discarded and f starts again from zero (size: the new version's,
   // when the response said it and the manifest did not fix it); past
@@ -286,6 +305,8 @@ struct Job::Impl : RequestOwner {
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
   size_t source_restarts = 0;   // files started again for a changed source (restart_file)
   size_t files_unvalidated = 0; // resumed files whose version nothing vouches for (no validator, no sha256)
+  size_t requests_reissued = 0; // given up by reissue_stalled
+  uint64_t watched_us = 0;      // reissue_stalled's last tick
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
   std::vector<std::unique_ptr<Connection>> retired_connections;

@@ -1,4 +1,5 @@
 #include "xfer/part_file.h"
+#include "xfer/faults.h"
 
 #include <fcntl.h>
 #include <map>
@@ -83,21 +84,36 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
                    std::string sha256, FileOwner owner, bool direct)
     : dir_fd_(dir_fd), owner_(owner), name_(std::move(name)), url_(std::move(url)), sha256_(std::move(sha256)), size_(size) {
   std::string part = name_ + kPartSuffix;
-  fd_ = create_owned(dir_fd_, part, O_RDWR, owner_);
-  if (fd_ < 0 && errno == EEXIST) {
-    fd_ = open_regular(dir_fd_, part, O_RDWR, owner_);  // throws NameRefused for anything but the owner's file
-    if (fd_ < 0) throw NameRefused(EAGAIN, part + " vanished while it was opened; not touched");
-  }
-  if (fd_ < 0) throw IoError(errno, "open " + part);
   // One writer per name: another job (of this xferd, another xferd, or an
-  // xferctl run) that holds NAME.part keeps it; this job's file fails.
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
+  // xferctl run) that holds NAME.part keeps it; this job's file fails (EBUSY,
+  // which the engine waits out a while: a commit of an earlier run of the
+  // same job may hold it for a moment). The lock is taken on what the name
+  // held when it was opened: a file renamed away meanwhile (a commit that
+  // gave it its final name, then let the lock go) is not the .part, and the
+  // name is opened again, so that nothing is ever written to, or truncated
+  // at, a final name.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = create_owned(dir_fd_, part, O_RDWR, owner_);
+    if (fd_ < 0 && errno == EEXIST) {
+      fd_ = open_regular(dir_fd_, part, O_RDWR, owner_);  // throws NameRefused for anything but the owner's file
+      if (fd_ < 0) throw NameRefused(EAGAIN, part + " vanished while it was opened; not touched");
+    }
+    if (fd_ < 0) throw IoError(errno, "open " + part);
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK)
+        throw NameRefused(EBUSY, part + " is being written by another transfer (another job or xferctl run); left to it");
+      throw IoError(err, "lock " + part);
+    }
+    struct stat held, named;
+    bool same = fstat(fd_, &held) == 0 && fstatat(dir_fd_, part.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+                held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+    if (same) break;
     ::close(fd_);
     fd_ = -1;
-    if (err == EWOULDBLOCK)
-      throw NameRefused(EBUSY, part + " is being written by another transfer (another job or xferctl run); left to it");
-    throw IoError(err, "lock " + part);
+    if (attempt == 3) throw NameRefused(EBUSY, part + " keeps changing while it is opened; left alone");
   }
   try {
     load_record();
@@ -118,7 +134,7 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
     } catch (const IoError& e) {
       rc = e.code().value();
     }
-    if (rc == 0) rc = posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
+    if (rc == 0) rc = fault("xfer/io/fallocate") ? errno : posix_fallocate(fd_, 0, static_cast<off_t>(*size_));
     if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
       ::close(fd_);
       fd_ = -1;
@@ -200,7 +216,9 @@ PartFile::~PartFile() {
 // run of the same job would find its own file busy.
 void PartFile::unlock_and_close() {
   if (fd_ < 0) return;
-  flock(fd_, LOCK_UN);
+  // A commit's descriptor shares this open file description, and with it the
+  // lock: it stays until the commit has renamed the file (group_commit.cpp).
+  if (!plan_out_) flock(fd_, LOCK_UN);
   ::close(fd_);
   fd_ = -1;
 }
@@ -238,7 +256,8 @@ void PartFile::load_record() {
     durable_.clear();
     received_.clear();
     written_.clear();
-    if (st.st_size > 0 && ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
+    if (st.st_size > 0 && (fault("xfer/io/ftruncate") || ftruncate(fd_, 0) != 0))
+      throw IoError(errno, "truncate " + name_ + kPartSuffix);
     drop_record();
   }
   unsynced_ = received_.bytes() != durable_.bytes();
@@ -267,7 +286,7 @@ void PartFile::put(bool direct, uint64_t offset, const char* data, size_t len) {
   size_t done = 0;
   while (done < len) {
     int fd = direct && dfd_ >= 0 ? dfd_ : fd_;
-    ssize_t n = pwrite(fd, data + done, len - done, static_cast<off_t>(offset + done));
+    ssize_t n = fault("xfer/io/pwrite") ? -1 : pwrite(fd, data + done, len - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EINVAL && fd == dfd_) {
       stop_direct();
@@ -474,7 +493,7 @@ void PartFile::record_written() {
 void PartFile::checkpoint() {
   if (!size_ || (!unsynced_ && !unrecorded_)) return;
   flush_staged();
-  if (unsynced_ && fdatasync(fd_) != 0) throw IoError(errno, "sync " + name_ + kPartSuffix);
+  if (unsynced_ && (fault("xfer/io/fdatasync") || fdatasync(fd_) != 0)) throw IoError(errno, "sync " + name_ + kPartSuffix);
   durable_ = written_;
   unsynced_ = false;
   write_record(true);
@@ -502,7 +521,7 @@ void PartFile::forget_all() {
 void PartFile::reset() {
   forget_all();
   validator_.clear();
-  if (ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
+  if (fault("xfer/io/ftruncate") || ftruncate(fd_, 0) != 0) throw IoError(errno, "truncate " + name_ + kPartSuffix);
   drop_record();
 }
 
@@ -552,7 +571,8 @@ void PartFile::verify_sha256(const std::string& got) {
   throw VerifyError("sha256 mismatch: expected " + sha256_ + ", got " + got);
 }
 
-CommitPlan PartFile::commit_plan() const {
+CommitPlan PartFile::commit_plan() {
+  plan_out_ = true;
   return {dup_fd(), dir_fd_, name_ + kPartSuffix, name_, has_record_ ? name_ + kProgressSuffix : std::string(),
           direct_bytes_};
 }
@@ -584,7 +604,7 @@ void PartFile::close_for_resume() {
     unlink_quiet(name_ + kPartSuffix);
     drop_record();
   }
-  if (fd_ >= 0) flock(fd_, LOCK_UN);  // see unlock_and_close
+  if (fd_ >= 0 && !plan_out_) flock(fd_, LOCK_UN);  // see unlock_and_close
   release();
 }
 

@@ -1,4 +1,5 @@
 #include "xfer/progress_record.h"
+#include "xfer/faults.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -88,11 +89,11 @@ void write_progress_record(int dir_fd, const std::string& name, const std::strin
   int fd = create_owned(dir_fd, tmp, O_WRONLY, owner);
   if (fd < 0 && errno == EEXIST) throw NameRefused(EEXIST, tmp + " is held by something that is not a file; not touched");
   if (fd < 0) throw IoError(errno, "open " + tmp);
-  ssize_t n = ::write(fd, text.data(), text.size());
+  ssize_t n = fault("xfer/io/write") ? -1 : ::write(fd, text.data(), text.size());
   int err = n == static_cast<ssize_t>(text.size()) ? 0 : (n < 0 ? errno : ENOSPC);
-  if (!err && sync && fdatasync(fd) != 0) err = errno;
+  if (!err && sync && (fault("xfer/io/fdatasync") || fdatasync(fd) != 0)) err = errno;
   ::close(fd);
-  if (!err && renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) err = errno;
+  if (!err && (fault("xfer/io/rename") || renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0)) err = errno;
   if (!err) return;
   unlinkat(dir_fd, tmp.c_str(), 0);
   if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR)

@@ -42,6 +42,7 @@ size_t header_cb(char* data, size_t size, size_t n, void* ud) {
   std::string_view line(data, size * n), v;
   auto* job = static_cast<Job::Impl*>(r->owner);
   r->header_bytes += line.size();
+  if (r->conn) r->conn->heard += line.size();
   if (r->header_bytes > job->spec.opts.max_header_bytes) {
     r->abort_reason = "the server sent more than " + std::to_string(job->spec.opts.max_header_bytes) +
                       " bytes of response headers";
@@ -231,6 +232,7 @@ void pace_wakeups(Request* r, long batch_ms) {
 size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   auto* r = static_cast<Request*>(ud);
   const size_t len = size * n;
+  if (r->conn) r->conn->heard += len;  // the server is there (reissue_stalled), whatever becomes of the bytes
   if (!r->response_checked && !check_response(r)) return 0;  // aborts the transfer
   if (r->redirected) {  // a 3xx's body: read and dropped (a short page), never written
     r->pos += len;

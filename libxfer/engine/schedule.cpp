@@ -198,6 +198,16 @@ bool Job::Impl::activate(FileTask* f) {
     f->part = std::make_unique<PartFile>(dir_fd, f->entry->name, f->entry->url, f->size, f->entry->sha256,
                                          spec.owner, spec.opts.direct_io);
   } catch (const IoError& e) {
+    // Held by another writer: perhaps the commit of an earlier run of this
+    // very job (paused and resumed at once), which lets go in a moment. The
+    // file waits a while, at the back of its chunk, and is settled again.
+    if (dynamic_cast<const NameRefused*>(&e) && e.code().value() == EBUSY && f->busy_waits < kBusyWaits) {
+      if (f->busy_waits++ == 0) log::info("{}; waiting up to {} s for it", e.what(), kBusyWaits * kBusyWaitUs / 1000000);
+      f->not_before_us = eng.now_us() + kBusyWaitUs;
+      f->chunk->fresh.push_back(f);
+      arm_retry(f->not_before_us);
+      return false;
+    }
     // Not opened: a name that is not ours fails the file; otherwise the file
     // waits at the head of its chunk for the job to go on (a full disk pauses).
     if (!dynamic_cast<const NameRefused*>(&e)) f->chunk->fresh.push_front(f);
@@ -347,9 +357,17 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
       ++it;
     }
   }
-  while (!c.fresh.empty()) {
+  // Each file once at most (one waiting for its name goes to the back).
+  for (size_t n = c.fresh.size(); n > 0 && !c.fresh.empty(); --n) {
     FileTask* f = c.fresh.front();
     c.fresh.pop_front();
+    if (f->state == FileTask::State::Pending && f->not_before_us > now) {
+      c.fresh.push_back(f);
+      arm_retry(f->not_before_us);
+      continue;
+    }
+    // Back from a wait for its name: its final name may be there now.
+    if (f->state == FileTask::State::Pending && f->busy_waits && settle_existing(*f)) continue;
     if (f->state != FileTask::State::Pending || !activate(f)) {
       if (state != JobState::Running) return std::nullopt;  // activate() may have ended the job
       continue;
@@ -549,16 +567,7 @@ void Job::Impl::restart_file(FileTask* f, const std::string& why, std::optional<
   }
   log::warn("{}: {}: the {} bytes fetched of the earlier version are discarded, and the file starts again from zero",
             f->entry->name, why, f->part->received().bytes());
-  for (auto it = requests.begin(); it != requests.end();) {
-    Request* r = (it++)->first;
-    if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
-  }
-  try {
-    reset_file(f);
-  } catch (const IoError& e) {
-    io_failed(f, e);
-    return;
-  }
+  if (!start_over(f)) return;
   if (size && !f->entry->size && size != f->size) {
     uint64_t old = f->size.value_or(0);
     f->chunk->bytes_total += *size - old;
@@ -569,20 +578,110 @@ void Job::Impl::restart_file(FileTask* f, const std::string& why, std::optional<
   requeue(f, {0, f->size.value_or(0)}, f->size.has_value(), 0, true);
 }
 
+// A connection can go silent without ever failing: a server whose worker
+// stopped mid-body, a middlebox that forgot the flow without a reset. The
+// socket stays open, TCP waits as long as it is asked to, and libcurl's
+// low-speed check (stall_timeout_s, 30 s) is slow to say so or, for a
+// request it does not time, silent. A connection none of whose requests has
+// received a byte for reissue_after_s (40 RTTs when longer: a long path's
+// losses back off that long) while its job runs is given up here (the whole
+// connection: on HTTP/1.1 the requests behind the first wait for it, and on
+// HTTP/2 one stream waits while its siblings move), its requests' ranges
+// asked again at the front of their chunk on new connections; each such
+// give-up counts as a failure without progress of the file, so a server
+// that never answers fails the file after max_retries. A paced socket
+// (SO_RCVLOWAT) is first woken at every byte once, in case its mark holds a
+// tail that will not grow. A connection with a request held by the rate cap
+// is not watched: the cap, not the server, holds it.
+void Job::Impl::reissue_stalled(uint64_t now) {
+  if (state != JobState::Running) return;
+  const uint64_t limit = uint64_t(std::max(spec.opts.reissue_after_s, 40 * info.rtt_s) * 1e6);
+  // Only time the loop was free to receive counts: a tick that comes late
+  // (the loop busy with a long Submit, the process stopped) counts as one
+  // on time, or every connection would look silent after it.
+  const uint64_t tick = uint64_t(spec.opts.record_ms) * 1000;
+  const uint64_t step = !watched_us ? 0 : std::min(now - watched_us, 2 * tick);
+  watched_us = now;
+  std::map<Connection*, std::vector<Request*>> by_conn;
+  for (auto& [r, owned] : requests)
+    if (r->kind == RequestKind::Get && r->conn) by_conn[r->conn].push_back(r);
+  std::vector<Request*> stalled;
+  for (auto& [conn, rs] : by_conn) {
+    bool held = false;
+    for (Request* r : rs) held = held || r->rate_paused;
+    if (held || conn->heard != conn->watched_bytes) {
+      conn->watched_bytes = conn->heard;
+      conn->still_us = 0;
+      continue;
+    }
+    if ((conn->still_us += step) < limit) continue;
+    bool woken = false;
+    for (Request* r : rs)
+      if (r->paced && r->lowat > 1 && r->fd >= 0) {
+        int one = 1;
+        setsockopt(r->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+        r->lowat = 1;
+        r->paced = false;
+        woken = true;
+        log::info("{}: bytes {}-{}: nothing for {:.1f} s; its socket wakes at every byte now", r->file->entry->name,
+                  r->pos, r->end, double(limit) / 1e6);
+      }
+    if (woken) {
+      conn->still_us = 0;
+      continue;
+    }
+    stalled.insert(stalled.end(), rs.begin(), rs.end());
+  }
+  for (Request* r : stalled) {
+    FileTask* f = r->file;
+    Range rest{r->pos, r->end};
+    const bool end_known = r->end_known;
+    ++requests_reissued;
+    preempt(r, false);
+    if (f->state != FileTask::State::Active) continue;
+    std::string why = "nothing received for " + fmt::format("{:.1f}", double(limit) / 1e6) + " s";
+    if (++f->failures > spec.opts.max_retries) {
+      fail_file(f, why + " (after " + std::to_string(f->failures) + " attempts)");
+      continue;
+    }
+    log::warn("{}: bytes {}-{}: {}; asked again on a new connection", f->entry->name, rest.begin, rest.end, why);
+    if (end_known) {
+      requeue(f, rest, true, 0, true, true);
+    } else {
+      try {
+        reset_file(f);
+      } catch (const IoError& e) {
+        io_failed(f, e);
+        continue;
+      }
+      requeue(f, {0, 0}, false, 0, true, true);
+    }
+  }
+  if (!stalled.empty()) pump();
+}
+
 void Job::Impl::collapse_to_one_connection(FileTask* f) {
   log::warn("{}: server ignores Range requests; fetching it whole on one connection", f->entry->name);
   f->ranges_ok = false;
+  if (start_over(f)) requeue(f, {0, *f->size}, true, 0, true);
+}
+
+void Job::Impl::stop_requests(FileTask* f) {
   for (auto it = requests.begin(); it != requests.end();) {
     Request* r = (it++)->first;
     if (r->file == f && r->kind == RequestKind::Get) preempt(r, false);
   }
+}
+
+bool Job::Impl::start_over(FileTask* f) {
+  stop_requests(f);
   try {
     reset_file(f);
   } catch (const IoError& e) {
     io_failed(f, e);
-    return;
+    return false;
   }
-  requeue(f, {0, *f->size}, true, 0, true);
+  return true;
 }
 
 }  // namespace xfer

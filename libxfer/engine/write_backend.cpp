@@ -1,4 +1,5 @@
 #include "write_backend.h"
+#include "xfer/faults.h"
 
 #include <linux/aio_abi.h>
 #include <liburing.h>
@@ -68,6 +69,7 @@ void WriteBackend::orphan(std::unique_ptr<AsyncWrite> w) {
 
 void WriteBackend::finished(AsyncWrite* w, long long res) {
   --inflight_;
+  if (int e = injected_fault("xfer/io/async_write")) res = -e;
   if (w->owner) {
     w->done(w->owner, w, res);
     return;
@@ -212,7 +214,7 @@ class SyncBackend final : public WriteBackend {
 
 std::unique_ptr<WriteBackend> probe(const std::string& who) {
   io_uring ring{};
-  int rc = io_uring_queue_init(WriteBackend::kEvents, &ring, 0);
+  int rc = injected_fault("xfer/io/io_uring") ? -EPERM : io_uring_queue_init(WriteBackend::kEvents, &ring, 0);
   if (rc == 0) return std::make_unique<UringBackend>(ring);
   aio_context_t id = 0;
   if (syscall(SYS_io_setup, WriteBackend::kEvents, &id) == 0) {

@@ -1,4 +1,5 @@
 #include "xfer/safe_open.h"
+#include "xfer/faults.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,7 +23,7 @@ const char* file_kind(mode_t mode) {
 }
 
 int create_owned(int dir_fd, const std::string& name, int flags, const FileOwner& owner) {
-  int fd = openat(dir_fd, name.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = fault("xfer/io/openat") ? -1 : openat(dir_fd, name.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd >= 0 && owner.set() && fchown(fd, owner.uid, owner.gid) != 0) {
     int err = errno;
     ::close(fd);
@@ -34,7 +35,7 @@ int create_owned(int dir_fd, const std::string& name, int flags, const FileOwner
 }
 
 int open_regular(int dir_fd, const std::string& name, int flags, const FileOwner& owner) {
-  int fd = openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  int fd = fault("xfer/io/openat") ? -1 : openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
     switch (e) {

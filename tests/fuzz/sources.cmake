@@ -23,8 +23,8 @@ set(fuzz_sources
   libxfer/hla/cache.cpp libxfer/hla/predictor.cpp libxfer/hla/strata.cpp libxfer/hla/surface.cpp
   libxfer/hla/table.cpp
   libxfer/engine/credentials.cpp
-  daemon/config.cpp daemon/submit_args.cpp daemon/credentials_args.cpp)
-set(fuzz_targets manifest progress config submit table power_model kernel_journal netrc credentials)
+  daemon/config.cpp daemon/submit_args.cpp daemon/credentials_args.cpp daemon/metrics_http.cpp)
+set(fuzz_targets manifest progress config submit table power_model kernel_journal netrc credentials metrics_http)
 list(TRANSFORM fuzz_sources PREPEND ${PROJECT_SOURCE_DIR}/)
 
 function(fuzz_parsers_library name)

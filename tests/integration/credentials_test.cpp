@@ -134,6 +134,16 @@ int requests_for(const Nginx& n, const std::string& path_part) {
   return count;
 }
 
+// systemd's credentials for xferd as LoadCredential= gives them: a directory
+// holding registry-token (the canary token), in $CREDENTIALS_DIRECTORY.
+std::string registry_token_credentials() {
+  std::string creds = make_temp_dir("creds");
+  std::ofstream(creds + "/registry-token") << kToken << "\n";
+  chmod((creds + "/registry-token").c_str(), 0400);
+  setenv("CREDENTIALS_DIRECTORY", creds.c_str(), 1);
+  return creds;
+}
+
 }  // namespace
 
 TEST(Credentials, EachKindWorksOverHttp11AndHttp2) {
@@ -636,10 +646,7 @@ TEST(Credentials, AProxyWithItsOwnCredentials) {
 TEST(Credentials, APolicysCredentialsComeFromSystemdCredentials) {
   PrivateBus bus;
   AuthSite s;
-  std::string creds = make_temp_dir("creds");
-  std::ofstream(creds + "/registry-token") << kToken << "\n";
-  chmod((creds + "/registry-token").c_str(), 0400);
-  setenv("CREDENTIALS_DIRECTORY", creds.c_str(), 1);
+  std::string creds = registry_token_credentials();
   std::string origin = s.nginx.url(false, "/");
   Xferd xferd(config(kDefaults + "[policy.registry]\nalgorithm = \"min-energy\"\ncredentials_origin = \"" + origin +
                      "\"\nbearer_token_credential = \"registry-token\"\n"
@@ -674,10 +681,7 @@ TEST(Credentials, APolicysCredentialsComeFromSystemdCredentials) {
 TEST(Credentials, APolicysSecretNeverGoesToTheCallersProxyOrCa) {
   PrivateBus bus;
   AuthSite s;
-  std::string creds = make_temp_dir("creds");
-  std::ofstream(creds + "/registry-token") << kToken << "\n";
-  chmod((creds + "/registry-token").c_str(), 0400);
-  setenv("CREDENTIALS_DIRECTORY", creds.c_str(), 1);
+  std::string creds = registry_token_credentials();
   std::string http = s.nginx.url(false, "/"), https = s.https("/");
   Xferd xferd(config(kDefaults + "[policy.registry]\nalgorithm = \"min-energy\"\ncredentials_origin = \"" + http +
                      "\"\nbearer_token_credential = \"registry-token\"\n"

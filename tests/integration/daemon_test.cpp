@@ -165,11 +165,9 @@ TEST(Daemon, XferctlAndBusctlSubmissionsAreByteIdenticalAndOwnedByTheCaller) {
 TEST(Daemon, PauseResumeCancel) {
   Env env;
   std::string d = env.dest();
-  // The video only, over /slow/ (4 MB/s per connection): about 6 s.
-  std::string m;
-  for (const auto& f : env.data.files)
-    if (f.name.find("video") != std::string::npos) m += env.nginx.url(false, "/slow/") + f.name + "\n";
-  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(m) + " --dest " + d);
+  // The video only (about 6 s).
+  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(slow_video(env)) +
+                  " --dest " + d);
   ASSERT_EQ(sub.status, 0) << sub.out;
   std::string path = sub.out.substr(0, sub.out.find('\n'));
   ASSERT_EQ(wait_state(path, {"running"}), "running");
@@ -211,10 +209,8 @@ TEST(Daemon, PauseResumeCancel) {
 TEST(Daemon, CancelOfAJobThatIsNotRunningRemovesItsPartialFiles) {
   Env env;
   std::string d = env.dest();
-  std::string m;
-  for (const auto& f : env.data.files)
-    if (f.name.find("video") != std::string::npos) m += env.nginx.url(false, "/slow/") + f.name + "\n";
-  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(m) + " --dest " + d);
+  Shell sub = run(bin("xferctl") + " submit --policy app-min-energy --manifest " + env.manifest_file(slow_video(env)) +
+                  " --dest " + d);
   ASSERT_EQ(sub.status, 0) << sub.out;
   std::string path = sub.out.substr(0, sub.out.find('\n'));
   wait_bytes(path, 1 << 20);

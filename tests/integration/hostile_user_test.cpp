@@ -7,7 +7,9 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -15,6 +17,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <dirent.h>
 #include <filesystem>
@@ -302,8 +305,10 @@ TEST(HostileUser, TheDaemonsDescriptorsNeverReachACaller) {
     EXPECT_TRUE(ca.out.find("magic link") != std::string::npos || ca.out.find("does not exist") != std::string::npos)
         << ca.out;
   }
-  ASSERT_EQ(run(bin("xferctl") + " cancel " + rpath.substr(rpath.rfind('/') + 1)).status, 0);
-  wait_state(rpath, {"cancelled"});
+  // (Under load root's job may have ended meanwhile; then there is nothing to cancel.)
+  Shell cancel = run(bin("xferctl") + " cancel " + rpath.substr(rpath.rfind('/') + 1));
+  if (cancel.status != 0) EXPECT_EQ(job_property(rpath, "State"), "done") << cancel.out;
+  wait_state(rpath, {"cancelled", "done"});
   for (const auto& e : fs::directory_iterator(shared))
     EXPECT_NE(owner_of(e.path().string()), kNobody) << e.path() << " was written for nobody";
 }
@@ -529,4 +534,195 @@ TEST(HostileUser, NoHomeNoJournalInTmp) {
   EXPECT_FALSE(fs::exists("/tmp/.local")) << r.out;
   fs::remove_all("/tmp/.local");
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Two busy loops beside the test (the machine's two cores taken), stopped
+// with it whatever happens.
+struct CpuHogs {
+  std::vector<pid_t> pids;
+  CpuHogs() {
+    for (int i = 0; i < 2; ++i) {
+      pid_t p = fork();
+      if (p == 0) {
+        alarm(600);  // a hog never outlives a test that was killed
+        for (volatile unsigned long n = 0;; n = n + 1) {
+        }
+      }
+      pids.push_back(p);
+    }
+  }
+  ~CpuHogs() {
+    for (pid_t p : pids) kill(p, SIGKILL);
+    for (pid_t p : pids) waitpid(p, nullptr, 0);
+  }
+};
+
+// Every name in dest: a final name holds its source whole; nothing else but
+// what a job keeps to resume (.part, .part.progress) is there. The count of
+// final files.
+size_t expect_only_whole_files(const std::string& data, const std::string& dest, const std::string& when) {
+  size_t whole = 0;
+  for (const auto& e : fs::directory_iterator(dest)) {
+    std::string n = e.path().filename().string();
+    if (n.ends_with(".part") || n.ends_with(".part.progress")) continue;
+    EXPECT_TRUE(slurp(e.path()) == slurp(data + "/" + n)) << when << ": " << n << " (" << fs::file_size(e.path())
+                                                          << " bytes) at its final name is not its source";
+    ++whole;
+  }
+  return whole;
+}
+
+}  // namespace
+
+// Issue 53, finding 2: Pause, Resume and Cancel racing a job's start, its
+// commits and its end never put at a final name anything but the source
+// whole, and a job that ends done has every file. Before: a resume that
+// found the .part of a file whose commit was still renaming it took the
+// file's lock (the torn-down run had let it go) and truncated it at its final
+// name (a 0-byte r5), or failed it as written by another transfer. 40 files
+// of 200 kB without sizes or sha256 (nothing checks them but the size the
+// server gives), under two CPU hogs: 600 Pause / Resume pairs over ten jobs,
+// then 40 jobs cancelled at moments spread over their run.
+TEST(HostileUser, PauseResumeAndCancelStormsNeverPutAWrongFileAtAFinalName) {
+  Env env;
+  std::string data = make_temp_dir("storm-data");
+  for (int i = 0; i < 40; ++i) {
+    std::string body(200 * 1000, '\0');
+    for (size_t k = 0; k < body.size(); ++k) body[k] = char((k * 131 + size_t(i) * 7919) >> 3);
+    std::ofstream(data + "/r" + std::to_string(i), std::ios::binary) << body;
+  }
+  chmod(data.c_str(), 0755);
+  Nginx storm(data);
+  std::string manifest;
+  for (int i = 0; i < 40; ++i) manifest += storm.url(false, "/r") + std::to_string(i) + "\n";
+  CpuHogs hogs;
+  sd_bus* bus = nullptr;
+  ASSERT_GE(sd_bus_open_system(&bus), 0);
+  auto call = [&](const std::string& path, const char* method) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_call_method(bus, "org.xferd.Xferd1", path.c_str(), "org.xferd.Job1", method, &e, nullptr, "");
+    sd_bus_error_free(&e);
+  };
+  int pairs = 0;
+  for (int round = 0; round < 10; ++round) {
+    std::string dest = env.dest(kNobody);
+    std::string path = submit_as_nobody(env, manifest, dest);
+    ASSERT_FALSE(path.empty());
+    for (int i = 0; i < 60; ++i, ++pairs) {
+      call(path, "Pause");
+      expect_only_whole_files(data, dest, "paused");
+      call(path, "Resume");
+    }
+    run(as_nobody(bin("xferctl") + " resume " + path.substr(path.rfind('/') + 1)));  // whichever came last
+    ASSERT_EQ(wait_state(path, {"done", "failed", "cancelled"}, 120), "done") << env.xferd.log();
+    nlohmann::json s = summary_of(path);
+    EXPECT_TRUE(s["failed"].empty()) << "round " << round << ": " << s["failed"].dump();
+    EXPECT_EQ(expect_only_whole_files(data, dest, "done"), 40u) << "round " << round;
+    expect_no_partials(dest);
+  }
+  for (int round = 0; round < 40; ++round) {
+    std::string dest = env.dest(kNobody);
+    std::string path = submit_as_nobody(env, manifest, dest);
+    std::this_thread::sleep_for(std::chrono::milliseconds(round * 5));
+    call(path, "Cancel");
+    wait_state(path, {"done", "failed", "cancelled"}, 60);
+    expect_only_whole_files(data, dest, "cancelled at " + std::to_string(round * 5) + " ms");
+  }
+  sd_bus_flush_close_unref(bus);
+  std::printf("[ storm ] %d Pause/Resume pairs over 10 jobs and 40 cancels under two CPU hogs\n", pairs);
+  fs::remove_all(data);
+}
+
+// Issue 53, finding 3: a credential passed as a descriptor the caller holds
+// the other end of never stops the daemon. A stream socket with SO_RCVLOWAT
+// 16384 and one byte queued (before: the loop blocked in read() until the
+// caller let go), and a pipe whose writer stays open while another of the
+// caller's threads drains it (before: 3 hangs in 1,700 tries): each Submit is
+// refused at once, and ListJobs, asked meanwhile, answers within 100 ms.
+TEST(HostileUser, ACredentialDescriptorCannotStopTheDaemon) {
+  Env env;
+  sd_bus* bus = nullptr;
+  ASSERT_GE(sd_bus_open_system(&bus), 0);
+  std::string dest = env.dest();
+  std::string url = env.nginx.url(false, "/") + env.data.files[0].name;
+  // Submit with credentials {"bearer_token": <fd>}, its answer awaited later;
+  // ListJobs meanwhile, timed; then Submit's answer.
+  auto submit_then_list = [&](int fd, double* list_ms) {
+    sd_bus_message* m = nullptr;
+    sd_bus_message_new_method_call(bus, &m, "org.xferd.Xferd1", "/org/xferd/Xferd1", "org.xferd.Manager1", "Submit");
+    sd_bus_message_append(m, "a(sts)ss", 1, url.c_str(), uint64_t(0), "", dest.c_str(), "");
+    sd_bus_message_open_container(m, 'a', "{sv}");
+    sd_bus_message_open_container(m, 'e', "sv");
+    sd_bus_message_append(m, "s", "credentials");
+    sd_bus_message_open_container(m, 'v', "a{sv}");
+    sd_bus_message_append(m, "a{sv}", 1, "bearer_token", "h", fd);
+    sd_bus_message_close_container(m);
+    sd_bus_message_close_container(m);
+    sd_bus_message_close_container(m);
+    sd_bus_message* answer = nullptr;
+    EXPECT_GE(sd_bus_call_async(
+                  bus, nullptr, m,
+                  [](sd_bus_message* r, void* ud, sd_bus_error*) {
+                    *static_cast<sd_bus_message**>(ud) = sd_bus_message_ref(r);
+                    return 0;
+                  },
+                  &answer, 30 * 1000000ull),
+              0);
+    sd_bus_message_unref(m);
+    sd_bus_flush(bus);
+    auto t0 = std::chrono::steady_clock::now();
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message* reply = nullptr;
+    int r = sd_bus_call_method(bus, "org.xferd.Xferd1", "/org/xferd/Xferd1", "org.xferd.Manager1", "ListJobs", &e,
+                               &reply, "");
+    *list_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(r, 0) << (e.message ? e.message : "");
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(reply);
+    for (int i = 0; i < 100 && !answer; ++i)
+      if (sd_bus_process(bus, nullptr) == 0) sd_bus_wait(bus, 100000);
+    std::string said = !answer                                           ? "no answer"
+                       : sd_bus_message_is_method_error(answer, nullptr) ? sd_bus_message_get_error(answer)->message
+                                                                         : "accepted";
+    sd_bus_message_unref(answer);
+    return said;
+  };
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  int mark = 16384;
+  setsockopt(sv[0], SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark);
+  ASSERT_EQ(write(sv[1], "t", 1), 1);
+  double ms = 0;
+  std::string said = submit_then_list(sv[0], &ms);
+  EXPECT_NE(said.find("no end ready"), std::string::npos) << said;
+  EXPECT_LT(ms, 100) << "ListJobs waited behind the socket";
+  close(sv[0]);
+  close(sv[1]);
+  // A pipe the caller keeps open and drains from another thread while it writes.
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  std::atomic<bool> stop{false};
+  std::thread drainer([&] {
+    char c;
+    while (!stop) {
+      if (write(p[1], "x", 1) != 1) break;
+      struct pollfd pf {p[0], POLLIN, 0};
+      if (poll(&pf, 1, 1) > 0 && read(p[0], &c, 1) < 0) break;
+    }
+  });
+  double worst = 0;
+  for (int i = 0; i < 200; ++i) {
+    said = submit_then_list(p[0], &ms);
+    worst = std::max(worst, ms);
+    EXPECT_NE(said.find("credentials: bearer_token"), std::string::npos) << said;
+  }
+  stop = true;
+  drainer.join();
+  close(p[0]);
+  close(p[1]);
+  EXPECT_LT(worst, 100) << "ListJobs waited behind the pipe";
+  std::printf("[ descriptor ] ListJobs answered within %.1f ms beside 201 hostile credential descriptors\n", worst);
+  sd_bus_flush_close_unref(bus);
 }

@@ -24,13 +24,6 @@ const char* kPolicies =
     "[policy.floor]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\n"
     "[policy.floor-queued]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\nadmission = \"queue\"\n";
 
-// The video over /slow/ (4 MB/s per connection): a job that runs for seconds.
-std::string slow_video(Env& env) {
-  for (const auto& f : env.data.files)
-    if (f.name.find("video") != std::string::npos) return env.nginx.url(false, "/slow/") + f.name + "\n";
-  return "";
-}
-
 Shell submit(Env& env, const std::string& policy, const std::string& manifest, uid_t as = 0) {
   std::string m = env.manifest_file(manifest);
   if (as) {
@@ -179,4 +172,35 @@ TEST(ManyJobs, TheBandwidthScheduleAppliesAndReloadChangesItLive) {
   EXPECT_EQ(job_property(a, "State"), "running");
   EXPECT_NE(env.xferd.log().find("arbiter: bandwidth schedule: no limit"), std::string::npos);
   run(bin("xferctl") + " cancel " + a);
+}
+
+// Issue 53, finding 6: a floor that moves nothing gives its reservation back.
+// nobody's 80 Mbit/s floor on a 100 Mbit/s link fetches from a server that
+// trickles 16 kbit/s: within 30 s (6 intervals under half its floor) the
+// arbiter releases the 88 Mbit/s set aside, says why, and root's 30 Mbit/s
+// floor is admitted. Before, it was refused for as long as the trickle ran.
+// A user's floors together are bounded by limits.max_floor_mbps_per_user,
+// and a queued floor sets nothing aside.
+TEST(ManyJobs, AFloorWhoseSourceDoesNotCarryItGivesItsReservationBack) {
+  Env env(std::string("[network]\nbandwidth_mbps = 100\n[limits]\nmax_floor_mbps_per_user = 150\n") + kPolicies +
+          "[policy.floor80]\nalgorithm = \"throughput-target\"\ntarget_mbps = 80\n"
+          "[policy.floor30]\nalgorithm = \"throughput-target\"\ntarget_mbps = 30\n");
+  Nginx trickle(env.data.dir, "2k");  // its /slow/: 2 kB/s a connection
+  std::string video;
+  for (const auto& f : env.data.files)
+    if (f.name.find("video") != std::string::npos) video = f.name;
+  Shell a = submit(env, "floor80", trickle.url(false, "/slow/") + video + "\n", kNobody);
+  ASSERT_EQ(a.status, 0) << a.out;
+  std::string trickling = path_in(a.out);
+  Shell early = submit(env, "floor30", slow_video(env));
+  EXPECT_NE(early.out.find("FloorDoesNotFit"), std::string::npos) << "88 + 33 Mbit/s on a 95 Mbit/s link: " << early.out;
+  EXPECT_TRUE(eventually([&] { return env.xferd.log().find("does not carry the floor") != std::string::npos; }, 30))
+      << env.xferd.log();
+  EXPECT_NE(job_property(trickling, "Allotment").find("released"), std::string::npos) << job_property(trickling, "Allotment");
+  Shell late = submit(env, "floor30", slow_video(env));
+  EXPECT_EQ(late.status, 0) << late.out;
+  // The per-user bound: nobody's 80 and another 80 pass 150 Mbit/s, whatever the link.
+  Shell over = submit(env, "floor80", slow_video(env), kNobody);
+  EXPECT_NE(over.out.find("limits.max_floor_mbps_per_user"), std::string::npos) << over.out;
+  for (const std::string& p : {trickling, path_in(late.out)}) run(bin("xferctl") + " cancel " + p);
 }

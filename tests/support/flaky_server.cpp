@@ -144,7 +144,8 @@ bool sigv4_ok(const std::string& head, const std::string& method, const std::str
 
 }  // namespace
 
-FlakyServer::FlakyServer(std::string content) : content_(std::make_shared<const std::string>(std::move(content))) {
+FlakyServer::FlakyServer(std::string content)
+    : current_(std::make_shared<const Version>(Version{std::move(content), 1})) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -185,10 +186,9 @@ FlakyServer::~FlakyServer() {
 }
 
 void FlakyServer::replace(std::string content, bool cut) {
-  std::lock_guard<std::mutex> g(mu_);
-  content_ = std::make_shared<const std::string>(std::move(content));
-  ++version_;
-  if (cut) cut_below_ = version_;
+  int next = std::atomic_load(&current_)->number + 1;
+  std::atomic_store(&current_, std::shared_ptr<const Version>(std::make_shared<const Version>(Version{std::move(content), next})));
+  if (cut) cut_below_ = next;
 }
 
 std::vector<std::string> FlakyServer::requests() {
@@ -224,14 +224,9 @@ void FlakyServer::serve(int fd) {
     std::string method = head.substr(0, head.find(' '));
     size_t p1 = head.find(' ') + 1;
     std::string path = head.substr(p1, head.find(' ', p1) - p1);
-    int ver = 0;
-    std::shared_ptr<const std::string> held;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      held = content_;
-      ver = version_;
-    }
-    const std::string& body = *held;  // this response's version, whatever replace() does meanwhile
+    std::shared_ptr<const Version> held = std::atomic_load(&current_);
+    const int ver = held->number;
+    const std::string& body = held->content;  // this response's version, whatever replace() does meanwhile
     std::string etag = "\"v" + std::to_string(ver) + "\"";
     uint64_t a = 0, b = body.size() - 1;
     bool ranged = false;
@@ -337,9 +332,10 @@ void FlakyServer::serve(int fd) {
     bool once_bad = (kind == "reset-once" || kind == "truncate-once") && n == 1;
     uint64_t send_len = once_bad ? len / 2 : len;
     if (kind == "stall") send_len = n == 1 ? len / 2 : 0;  // then never a byte more: retries make no progress
+    if (kind == "stall-once" && n == 1) send_len = len / 2;
     if (!send_all(fd, body.data() + a, send_len)) break;
     body_bytes += send_len;
-    if (kind == "stall") {  // silence on an open connection
+    if (kind == "stall" || (kind == "stall-once" && n == 1)) {  // silence on an open connection
       for (int i = 0; i < 600 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       break;
     }

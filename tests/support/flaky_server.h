@@ -11,6 +11,7 @@
 //   /wrongrange/...     answers a Range with a Content-Range for other bytes
 //   /endless/...        no Content-Length: the content again and again
 //   /stall/...          half the body on the first GET, none on later ones, then silence on an open connection
+//   /stall-once/...     half the body on the first GET, then silence on an open connection; later GETs behave
 //   /gzip/...           Content-Encoding: gzip the client did not ask for
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
@@ -59,8 +60,13 @@ class FlakyServer {
  private:
   void serve(int fd);
   int hits(const std::string& path);  // GETs of path so far, this one included
-  std::shared_ptr<const std::string> content_;
-  int version_ = 1;
+  // The current version, read by every response without a lock (atomic
+  // shared_ptr: a response keeps the version it started with).
+  struct Version {
+    std::string content;
+    int number = 1;
+  };
+  std::shared_ptr<const Version> current_;
   std::atomic<int> cut_below_{0};  // responses of versions under this stop
   int listen_fd_ = -1;
   std::thread acceptor_;

@@ -261,3 +261,29 @@ TEST(Arbiter, AnEnergyCeilingHasTheRateItNeedsSetAsideAfterTheFloors) {
   EXPECT_NEAR(a[1].cap_bps, 144 * M, 1e3);
   EXPECT_NEAR(a[2].cap_bps, 56 * M, 1e3);
 }
+
+// Issue 53, finding 6: a floor whose source does not carry it (under half of
+// it for floor_release_intervals in a row) gives its reservation back; one
+// slow interval less than that changes nothing, and one at its floor resets
+// the count.
+TEST(Arbiter, AFloorItsSourceDoesNotCarryGivesItsReservationBack) {
+  xfer::ArbiterConfig cfg;
+  cfg.capacity_bps = 100 * M;
+  cfg.goodput = 1;
+  xfer::Arbiter arb(cfg);
+  std::map<uint32_t, Allotment> got;
+  auto apply = [&](uint32_t id) { return [&got, id](const Allotment& a) { got[id] = a; }; };
+  arb.join(ArbiterJob{1, 7, JobClass::Normal, 1, 80 * M}, apply(1));
+  arb.join(ArbiterJob{2, 0, JobClass::Normal}, apply(2));
+  EXPECT_NEAR(got[2].cap_bps, 12 * M, 1);  // 88 set aside
+  for (int i = 0; i < cfg.floor_release_intervals - 1; ++i) arb.observe(1, 0.016 * M);
+  arb.observe(1, 80 * M);  // one interval at its floor: the count starts again
+  for (int i = 0; i < cfg.floor_release_intervals - 1; ++i) arb.observe(1, 0.016 * M);
+  EXPECT_FALSE(arb.floor_released(1));
+  EXPECT_NEAR(got[2].cap_bps, 12 * M, 1);
+  arb.observe(1, 0.016 * M);
+  EXPECT_TRUE(arb.floor_released(1));
+  EXPECT_NE(got[1].reason.find("floor 80 Mbit/s released"), std::string::npos) << got[1].reason;
+  EXPECT_GT(got[2].cap_bps, 50 * M) << got[2].reason;  // the link is shared as between two normal jobs
+  EXPECT_FALSE(arb.floor_released(2));
+}

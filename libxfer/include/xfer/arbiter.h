@@ -86,6 +86,10 @@ struct ArbiterConfig {
   double demand_slack = 1.25;  // a job under its cap is allotted what it moves times this
   double busy = 0.8;           // a job moving at least this share of its cap asks for more
   int low_intervals = 3;       // ...and one under it this many intervals in a row asks for what it moves
+  // A floor that moves under this share of itself for this many intervals in
+  // a row (what it fetches from cannot carry it) gives its reservation back.
+  double floor_starved_share = 0.5;
+  int floor_release_intervals = 6;
   // Connections open at once to one origin over all the jobs (servers cap
   // the connections per client: aria2 issues 577, 1039); 0: no limit but
   // each job's own max_channels.
@@ -132,6 +136,8 @@ class Arbiter {
   std::string admit(double floor_bps, double admitted_bps) const;
 
   std::optional<Allotment> allotment(uint32_t id) const;
+  // Whether a job's floor gave its reservation back (floor_release_intervals).
+  bool floor_released(uint32_t id) const;
   size_t jobs() const { return members_.size(); }
 
  private:
@@ -143,6 +149,8 @@ class Arbiter {
     int connections = 0;  // what its tuner asked for at its last interval
     double need_bps = 0;  // an energy ceiling's need (Claim::ceiling_need_bps), smoothed
     int low = 0;  // intervals in a row it moved under cfg.busy of what it was allotted
+    int starved = 0;              // intervals in a row it moved under floor_starved_share of its floor
+    bool floor_released = false;  // ...enough of them: it is divided as a job of its class
   };
   void divide();
   ArbiterConfig cfg_;

@@ -133,7 +133,12 @@ struct EngineOptions {
   double split_seconds = 1.0;
   int max_retries = 6;                    // consecutive failures without progress, per file
   long connect_timeout_ms = 15000;
-  long stall_timeout_s = 30;      // a request that moves no byte this long is retried
+  long stall_timeout_s = 30;      // a request that moves no byte this long is retried (libcurl's low-speed check)
+  // ...and the engine's own watch, which libcurl's check cannot replace (a
+  // request held by something libcurl does not time): a request of a running
+  // job that receives nothing for this long, or 40 RTTs when that is longer,
+  // is given up and its range asked again on a new connection.
+  double reissue_after_s = 5;
   int discovery_concurrency = 16; // HEAD requests in flight while finding sizes
   long record_ms = 200;           // progress records rewritten this often (no data sync)
   long sync_ms = 5000;            // .part data fdatasync'd and recorded as synced this often
@@ -248,6 +253,7 @@ struct JobProgress {
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
   size_t source_restarts = 0;    // files started again from zero: their source changed (validator.h)
   size_t files_unvalidated = 0;  // resumed with no validator and no sha256 (fetched whole unless trusted)
+  size_t requests_reissued = 0;  // requests that received nothing for reissue_after_s, asked again
   double seconds = 0;
 };
 

@@ -145,7 +145,10 @@ class PartFile {
   const std::string& expected_sha256() const { return sha256_; }
   void verify_sha256(const std::string& got);  // a mismatch discards and throws VerifyError
   using CommitPlan = xfer::CommitPlan;
-  CommitPlan commit_plan() const;
+  // A plan's descriptor shares this file's lock: until plan_done() (its commit
+  // ended) this PartFile never drops the lock itself, only closes.
+  CommitPlan commit_plan();
+  void plan_done() { plan_out_ = false; }
   void release();  // close the descriptor only: the file is committed, or a commit in flight owns it
   void commit();
   // Stop without finishing: checkpoint (synced), and remove the .part when it
@@ -215,6 +218,7 @@ class PartFile {
   bool unflushed_ = false;   // written since writeback was last started
   uint64_t resumed_bytes_ = 0;
   bool has_record_ = false;  // NAME.part.progress was found or written
+  bool plan_out_ = false;    // a commit plan holds a descriptor of this file
   uint64_t recorded_bytes_ = 0;  // written_.bytes() in the record
 };
 
