@@ -322,6 +322,7 @@ void Arbiter::observe(uint32_t id, double bps, int connections, double joules_pe
     m.starved = bps < cfg_.floor_starved_share * m.job.floor_bps ? m.starved + 1 : 0;
     if (m.starved >= cfg_.floor_release_intervals) {
       m.floor_released = true;
+      m.allot.reason.clear();  // its next allotment goes to the job whatever it is (it says why)
       log::warn("arbiter: job {} moved {:.2f} Mbit/s, under {:.0f}% of its floor of {:.0f} Mbit/s, {} intervals in a "
                 "row: what it fetches from does not carry the floor; the {:.0f} Mbit/s set aside for it go back to "
                 "the other jobs, and it shares the link as a job of its class",

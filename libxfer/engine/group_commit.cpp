@@ -73,6 +73,7 @@ std::vector<CommitOutcome> commit_files(std::vector<CommitPlan>& plans) {
       done_with(p);
       continue;
     }
+    out[i].renamed = true;
     if (!p.record.empty()) unlinkat(p.dir_fd, p.record.c_str(), 0);
     done_with(p);
     if (std::find(dirs.begin(), dirs.end(), p.dir_fd) == dirs.end()) dirs.push_back(p.dir_fd);

@@ -496,11 +496,20 @@ void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vect
       if (f->state == FileTask::State::Active) fail_file(f, o.what);
       continue;
     }
-    if (o.err) {
+    if (o.err && !o.renamed) {
       if (f->state == FileTask::State::Active) io_failed(f, IoError(o.err, o.what));
       continue;
     }
-    f->part.reset();  // at its final name: the descriptor closes with it
+    // At its final name (even when the directory's sync failed after: the
+    // job stops below, and no record is written again for a .part that is gone).
+    f->part.reset();  // the descriptor closes with it
+    if (o.err && f->state == FileTask::State::Active) {
+      f->state = FileTask::State::Done;
+      ++files_done;
+      ++f->chunk->files_done;
+      io_failed(f, IoError(o.err, o.what));
+      continue;
+    }
     if (f->state != FileTask::State::Active) continue;  // the job ended meanwhile
     f->state = FileTask::State::Done;
     ++files_done;

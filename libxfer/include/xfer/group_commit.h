@@ -24,6 +24,7 @@ struct CommitPlan {
 struct CommitOutcome {
   int err = 0;
   std::string what;
+  bool renamed = false;  // at its final name (err then says the directory's sync failed after)
 };
 
 // Every file's data and size made durable (writeback started for all, then
