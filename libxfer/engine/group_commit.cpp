@@ -31,7 +31,7 @@ bool sync_batch_by_fs(const std::vector<CommitPlan>& plans) {
 std::vector<CommitOutcome> commit_files(std::vector<CommitPlan>& plans) {
   std::vector<CommitOutcome> out(plans.size());
   auto fail = [&](size_t i, int err, const std::string& what) {
-    if (!out[i].err) out[i] = {err ? err : EIO, what};
+    if (!out[i].err) out[i].err = err ? err : EIO, out[i].what = what;  // `renamed` stays as it is
   };
   // Many files at once, and little else waiting to be written on the whole
   // machine: one syncfs of their file system writes them all, with one
