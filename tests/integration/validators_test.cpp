@@ -164,6 +164,7 @@ TEST(Validators, ASourceReplacedMidFileUnderFourStreamsIsNeverSpliced) {
   // Four streams of about 1.4 MB/s each (/trickle/): 4 MB take about 0.7 s.
   std::string v1 = version_bytes(4 << 20, 5), v2 = version_bytes(4 << 20, 6);
   FlakyServer srv(v1);
+  srv.validators = true;
   std::string dest = make_temp_dir("dest"), base = "http://127.0.0.1:" + std::to_string(srv.port);
   std::string m = base + "/trickle/a.bin " + std::to_string(v1.size()) + "\n";
   // Once the four ranges are under way, a new version, the old one's responses cut.
@@ -207,6 +208,7 @@ TEST(Validators, ASourceReplacedMidFileUnderFourStreamsIsNeverSpliced) {
 TEST(Validators, ALeftoverOfAnotherVersionOrOfNoneIsNotResumed) {
   std::string content = version_bytes(2 << 20, 8), stale(1 << 20, 'S');
   FlakyServer srv(content);
+  srv.validators = true;
   std::string dest = make_temp_dir("dest"), base = "http://127.0.0.1:" + std::to_string(srv.port);
   std::string size = std::to_string(content.size());
   // Of version "v0" (the server has "v1"): the resume's If-Range gets 200, the file starts again.
@@ -246,6 +248,7 @@ TEST(Validators, ALeftoverOfAnotherVersionOrOfNoneIsNotResumed) {
 TEST(Validators, AServerThatIgnoresIfRangeStillResumesOnlyTheRest) {
   std::string content = version_bytes(2 << 20, 9);
   FlakyServer srv(content);
+  srv.validators = true;
   std::string dest = make_temp_dir("dest"), base = "http://127.0.0.1:" + std::to_string(srv.port);
   std::string url = base + "/ignore-if-range/c.bin";
   leave_partial(dest, "c.bin", url, content.size(), content.substr(0, 1 << 20), "etag \"v1\"");

@@ -248,7 +248,7 @@ void FlakyServer::serve(int fd) {
     if (kind == "norange") ranged = false, a = 0, b = body.size() - 1;
     // If-Range (RFC 9110 §13.1.5): the range only of the version it names.
     std::string if_range = header(head, "If-Range");
-    if (ranged && !if_range.empty() && (if_range != etag || kind == "ignore-if-range" || kind == "noetag" || kind == "weak"))
+    if (validators && ranged && !if_range.empty() && (if_range != etag || kind == "ignore-if-range" || kind == "noetag" || kind == "weak"))
       ranged = false, a = 0, b = body.size() - 1;
     if (method == "GET" && kind == "fail-twice" && n <= 2) {
       std::string resp = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
@@ -289,8 +289,8 @@ void FlakyServer::serve(int fd) {
     if (kind == "endless") resp += "Connection: close\r\n";  // no length: the body ends when the connection does
     else resp += "Content-Length: " + std::to_string(len) + "\r\n";
     if (kind != "norange") resp += "Accept-Ranges: bytes\r\n";
-    if (kind == "weak") resp += "ETag: W/" + etag + "\r\n";
-    else if (kind != "noetag") resp += "ETag: " + etag + "\r\n";
+    if (validators && kind == "weak") resp += "ETag: W/" + etag + "\r\n";
+    else if (validators && kind != "noetag") resp += "ETag: " + etag + "\r\n";
     if (kind == "gzip") resp += "Content-Encoding: gzip\r\n";
     if (kind == "bigheaders")
       for (int i = 0; i < 100; ++i) resp += "X-Pad-" + std::to_string(i) + ": " + std::string(1024, 'p') + "\r\n";

@@ -16,7 +16,8 @@
 //   /bigheaders/...     100 KiB of response headers
 //   /loop/...           redirects to itself
 //   /trickle/...        the body in 1448-byte writes 1 ms apart (a slow WAN flow), connection kept alive
-// Validators (issue 53): every response carries ETag "vN", N the content's
+// Validators (issue 53), when `validators` is set before requests come:
+// every response carries ETag "vN", N the content's
 // version (replace() makes a new one; a response goes on with the version it
 // started with, as a server that keeps the replaced file open), and a GET
 // whose If-Range is not the current ETag gets 200 and the whole body, unless:
@@ -55,6 +56,7 @@ class FlakyServer {
   std::vector<std::string> requests();  // "METHOD PATH RANGE" in arrival order
   std::vector<std::string> heads();     // each request's whole header block, in arrival order
   std::string digest_user, digest_password, sigv4_access, sigv4_secret;  // set before requests come
+  bool validators = false;  // ETag and If-Range (see above); set before requests come
   std::atomic<int> auth_ok{0}, auth_refused{0};
 
  private:
