@@ -81,7 +81,7 @@ int method_submit(sd_bus_message* m, void* ud, sd_bus_error* e) {
   sd_bus_message_sensitive(m);  // it may carry credentials: wiped when freed
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    SubmitRequest req = read_submit(m, size_t(svc(ud).cfg.max_entries_per_job));
+    SubmitRequest req = read_submit(m, svc(ud).entry_limit(c));
     svc(ud).submit(c, std::move(req), deferred_reply(m, svc(ud)));
     return 1;
   });
@@ -91,7 +91,7 @@ int method_submit_manifest(sd_bus_message* m, void* ud, sd_bus_error* e) {
   sd_bus_message_sensitive(m);
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    SubmitRequest req = read_submit_manifest(m, size_t(svc(ud).cfg.max_entries_per_job));
+    SubmitRequest req = read_submit_manifest(m, svc(ud).entry_limit(c));
     svc(ud).submit(c, std::move(req), deferred_reply(m, svc(ud)));
     return 1;
   });

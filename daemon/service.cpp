@@ -431,22 +431,43 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
   return it->second;
 }
 
-void Service::check_user_limits(const Caller& c, size_t new_entries) const {
+namespace {
+std::string user_entries_refusal(const Caller& c, size_t held, const std::string& more, int limit) {
+  return fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
+                     "(limits.max_entries_per_user); wait for a job to finish",
+                     c.name, held, more, limit);
+}
+}  // namespace
+
+size_t Service::user_entries_held(const Caller& c, size_t* open_jobs) const {
   size_t open = 0, entries = 0;
   for (const auto& [id, j] : jobs)
     if (j->row.uid == c.uid && !j->finished()) {
       ++open;
       entries += j->progress.files_total;
     }
+  if (open_jobs) *open_jobs = open;
+  return entries;
+}
+
+void Service::check_user_limits(const Caller& c, size_t new_entries) const {
+  size_t open = 0, entries = user_entries_held(c, &open);
   if (open >= size_t(cfg.max_jobs_per_user))
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
                                                  "(limits.max_jobs_per_user); wait for one to finish",
                                                  c.name, open));
   if (entries + new_entries > size_t(cfg.max_entries_per_user))
     throw Refusal(err::kTooManyEntries,
-                  fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
-                              "(limits.max_entries_per_user); wait for a job to finish",
-                              c.name, entries, new_entries, cfg.max_entries_per_user));
+                  user_entries_refusal(c, entries, std::to_string(new_entries), cfg.max_entries_per_user));
+}
+
+EntryLimit Service::entry_limit(const Caller& c) const {
+  check_user_limits(c, 0);  // a caller with too many jobs is refused before its manifest is read
+  const size_t held = user_entries_held(c), per_user = size_t(cfg.max_entries_per_user);
+  const size_t room = held >= per_user ? 0 : per_user - held;
+  if (room >= size_t(cfg.max_entries_per_job)) return EntryLimit(size_t(cfg.max_entries_per_job));
+  return EntryLimit(room, err::kTooManyEntries,
+                    user_entries_refusal(c, held, "over " + std::to_string(room), cfg.max_entries_per_user));
 }
 
 void Service::check_secret_bytes(const Caller& c, size_t new_bytes, const JobEntry* replacing) const {

@@ -228,6 +228,13 @@ struct Service {
   std::string status_line() const;
   void notify_status();  // STATUS= to systemd when it changed
 
+  // The entries a Submit from c may carry, read before its manifest: what
+  // is left of the per-user limit when less than the per-job one, so a
+  // caller at its limit is refused at its first entry, not after a parse of
+  // all of them on the loop (seconds for 100,000). Refuses a caller with
+  // too many jobs at once.
+  EntryLimit entry_limit(const Caller& c) const;
+
   // Hooks bus.cpp sets: a job's properties changed; a job finished.
   std::function<void(JobEntry&)> on_changed;
   std::function<void(JobEntry&)> on_finished;
@@ -240,6 +247,7 @@ struct Service {
   std::string name_clash(const JobEntry& n) const;
   // Refusal when the caller has as many unfinished jobs or entries as a user may.
   void check_user_limits(const Caller& c, size_t new_entries) const;
+  size_t user_entries_held(const Caller& c, size_t* open_jobs = nullptr) const;
   // Submit's second half, once the caller's files are open: the job is stored and queued.
   uint64_t admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd);
   // A CA bundle from a descriptor opened as its owner; "" with *why when unusable.

@@ -19,12 +19,7 @@ T read_basic(sd_bus_message* m, char type, const char* what) {
   return x;
 }
 
-Refusal too_many(size_t max_entries) {
-  return Refusal(err::kTooManyEntries,
-                 fmt::format("the manifest has more than {} entries, the most this daemon takes per job "
-                             "(limits.max_entries_per_job); split it into several jobs",
-                             max_entries));
-}
+Refusal too_many(const EntryLimit& limit) { return Refusal(limit.code, limit.why); }
 
 // The checks of one entry that have an error name of their own.
 void check_entry(const std::string& url, const std::string& where) {
@@ -48,7 +43,14 @@ xfer::Manifest finish(xfer::ManifestBuilder& b) {
 
 }  // namespace
 
-xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries) {
+EntryLimit::EntryLimit(size_t per_job)
+    : most(per_job),
+      code(err::kTooManyEntries),
+      why(fmt::format("the manifest has more than {} entries, the most this daemon takes per job "
+                      "(limits.max_entries_per_job); split it into several jobs",
+                      per_job)) {}
+
+xfer::Manifest manifest_from_text(const std::string& text, const EntryLimit& limit) {
   size_t n = 0, pos = 0;
   int lineno = 0;
   std::vector<std::pair<int, std::string_view>> urls;
@@ -59,7 +61,7 @@ xfer::Manifest manifest_from_text(const std::string& text, size_t max_entries) {
     ++lineno;
     std::vector<std::string_view> fields = xfer::manifest_fields(line);
     if (fields.empty()) continue;
-    if (++n > max_entries) throw too_many(max_entries);
+    if (++n > limit.most) throw too_many(limit);
     urls.emplace_back(lineno, fields[0]);
   }
   for (const auto& [l, url] : urls) check_entry(std::string(url), fmt::format("entry on line {}", l));
@@ -118,7 +120,7 @@ nlohmann::json read_options(sd_bus_message* m, std::optional<CredentialArgs>* cr
   return out;
 }
 
-SubmitRequest read_submit(sd_bus_message* m, size_t max_entries) {
+SubmitRequest read_submit(sd_bus_message* m, const EntryLimit& limit) {
   SubmitRequest req;
   xfer::ManifestBuilder b("entries");
   check(sd_bus_message_enter_container(m, 'a', "(sts)"), "entries");
@@ -129,7 +131,7 @@ SubmitRequest read_submit(sd_bus_message* m, size_t max_entries) {
     int r = sd_bus_message_read(m, "(sts)", &url, &size, &sha);
     check(r, "entries");
     if (r == 0) break;
-    if (size_t(++n) > max_entries) throw too_many(max_entries);
+    if (size_t(++n) > limit.most) throw too_many(limit);
     std::string u(url);
     check_entry(u, fmt::format("entry {}", n));
     // 0: the size is not known; HEAD finds it.
@@ -146,14 +148,14 @@ SubmitRequest read_submit(sd_bus_message* m, size_t max_entries) {
   return req;
 }
 
-SubmitRequest read_submit_manifest(sd_bus_message* m, size_t max_entries) {
+SubmitRequest read_submit_manifest(sd_bus_message* m, const EntryLimit& limit) {
   SubmitRequest req;
   const char *text = nullptr, *dest = nullptr, *policy = nullptr;
   check(sd_bus_message_read(m, "sss", &text, &dest, &policy), "manifest, destination, policy");
   req.dest = dest;
   req.policy = policy;
   req.options = read_options(m, &req.credentials);
-  req.manifest = manifest_from_text(text, max_entries);
+  req.manifest = manifest_from_text(text, limit);
   return req;
 }
 

@@ -39,11 +39,11 @@ FileWork::~FileWork() {
   close(event_fd_);
 }
 
-FileWork::Handle FileWork::post(uid_t owner, Work work, Done done) {
+FileWork::Handle FileWork::post(uid_t owner, Work work, Done done, Cancel on_cancel) {
   auto stop = std::make_shared<Stop>(false);
   std::lock_guard<std::mutex> g(mu_);
   Lane& lane = lanes_[owner];
-  lane.queue.push_back(Task{stop, std::move(work), std::move(done), {}, {}, log::current_job()});
+  lane.queue.push_back(Task{stop, std::move(work), std::move(done), {}, {}, log::current_job(), on_cancel});
   lane.more.notify_one();
   if (!lane.busy) {
     if (lane.thread.joinable()) lane.thread.join();  // it has said it is done: it ends at once
@@ -67,7 +67,7 @@ void FileWork::run_lane(uid_t owner) {
       t = std::move(lane.queue.front());
       lane.queue.pop_front();
     }
-    if (*t.stop) continue;
+    if (*t.stop && t.on_cancel == Cancel::Skips) continue;
     try {
       t.result = t.work(*t.stop);
     } catch (...) {

@@ -6,7 +6,8 @@
 // uid, so one user's files never wait behind another user's, and the result
 // comes back on the loop. A posted task can be cancelled (from the loop);
 // then its done callback never runs, and a hash in progress stops at its
-// next block.
+// next block. A task posted as `finishes` (a commit: short, and what it
+// holds must be let go) runs even when cancelled; only its done is skipped.
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -58,7 +59,8 @@ class FileWork {
   FileWork(const FileWork&) = delete;
   FileWork& operator=(const FileWork&) = delete;
 
-  Handle post(uid_t owner, Work work, Done done);
+  enum class Cancel { Skips, Finishes };
+  Handle post(uid_t owner, Work work, Done done, Cancel on_cancel = Cancel::Skips);
 
  private:
   struct Task {
@@ -68,6 +70,7 @@ class FileWork {
     std::string result;
     std::exception_ptr error;
     uint64_t log_job = 0;  // the job the poster logged for: done() logs for it too
+    Cancel on_cancel = Cancel::Skips;
   };
   // A lane's thread waits a while for more work before it ends: a job of
   // many small files posts a task per file, and a thread each cost more

@@ -458,7 +458,15 @@ void Job::Impl::start_commit() {
   if (commit_batch || commit_ready.empty()) return;
   std::vector<FileTask*> batch, ready;
   ready.swap(commit_ready);  // io_failed below may end the job, which clears commit_ready
-  auto plans = std::make_shared<std::vector<PartFile::CommitPlan>>();
+  // Each plan holds a descriptor (and with it its name's lock) until
+  // commit_files is done with it; whatever path the batch takes, none is left
+  // open (a leaked one kept the name busy for every later run of the job).
+  std::shared_ptr<std::vector<PartFile::CommitPlan>> plans(new std::vector<PartFile::CommitPlan>,
+                                                           [](std::vector<PartFile::CommitPlan>* v) {
+                                                             for (auto& p : *v)
+                                                               if (p.fd >= 0) ::close(p.fd);
+                                                             delete v;
+                                                           });
   for (FileTask* f : ready) {
     f->commit = FileTask::Commit::None;
     if (f->state != FileTask::State::Active || !f->part) continue;
@@ -481,7 +489,8 @@ void Job::Impl::start_commit() {
         *outcomes = commit_files(*plans);  // never stopped half-way: it is short, and each file is whole
         return std::string();
       },
-      [this, batch, outcomes](std::string, std::exception_ptr) { commit_done(batch, *outcomes); });
+      [this, batch, outcomes](std::string, std::exception_ptr) { commit_done(batch, *outcomes); },
+      FileWork::Cancel::Finishes);  // a job torn down (paused, cancelled) still lets its whole files land
 }
 
 void Job::Impl::commit_done(const std::vector<FileTask*>& batch, const std::vector<CommitOutcome>& outcomes) {
@@ -541,10 +550,15 @@ void Job::Impl::finish_checked(FileTask* f, const std::string& got, std::excepti
 
 void Job::Impl::maybe_finish_job() {
   if (state != JobState::Running) return;
-  for (const FileTask& f : files)
+  // A file's end (done, failed, skipped) is final, so the files before the
+  // first open one need no second look: called at each file's end, a scan
+  // from the start made a 100,000-file job quadratic.
+  for (; first_open < files.size(); ++first_open) {
+    const FileTask& f = files[first_open];
     if (f.state == FileTask::State::Pending || f.state == FileTask::State::Checking ||
         f.state == FileTask::State::Active)
       return;
+  }
   finish_job(JobState::Done);
 }
 

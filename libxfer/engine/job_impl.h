@@ -256,6 +256,10 @@ struct Job::Impl : RequestOwner {
 
   // request.cpp
   Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1 = false);
+  // A GET's receive buffer for a body of `bytes` (when known): libcurl
+  // allocates it whole for each transfer, so a small file's request gets a
+  // small one (16 KiB, curl's default) rather than the bulk 256 KiB.
+  static void size_receive_buffer(Request* r, std::optional<uint64_t> bytes);
   void put_credentials(Request* r, const Credentials& c);
   void put_proxy(Request* r, const Proxy& p);
   // A 3xx answer to a request that follows itself: Follow when the file now
@@ -286,6 +290,7 @@ struct Job::Impl : RequestOwner {
   bool needs_credentials = false;  // paused because credentials that worked were refused (refused_auth)
 
   std::vector<FileTask> files;
+  size_t first_open = 0;  // files before it have ended (maybe_finish_job)
   std::vector<std::unique_ptr<Chunk>> chunks;
   std::map<std::string, Origin> origins;
   std::map<Request*, std::unique_ptr<Request>> requests;

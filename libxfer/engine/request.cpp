@@ -451,12 +451,21 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
   if (kind == RequestKind::Head) {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kBufferSize);
+    size_receive_buffer(r, std::nullopt);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
   }
   requests.emplace(r, std::move(owned));
   return r;
+}
+
+// Measured: a job of 100,000 files of 100 bytes spent a third of its loop
+// in the allocation (and, under ASan, the mapping) of 256 KiB per request.
+void Job::Impl::size_receive_buffer(Request* r, std::optional<uint64_t> bytes) {
+  constexpr uint64_t kSmallest = 16 * 1024;
+  long size = kBufferSize;
+  if (bytes) size = long(std::clamp<uint64_t>(*bytes, kSmallest, uint64_t(kBufferSize)));
+  curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, size);
 }
 
 void Job::Impl::note_connection(Request* r, CURLcode code) {

@@ -396,6 +396,7 @@ void Job::Impl::start_get(Connection& s, const Piece& p) {
   r->started_us = eng.now_us();
   r->end = p.r.end;
   r->end_known = p.end_known;
+  if (p.end_known) size_receive_buffer(r, p.r.size());
   r->ranged = p.end_known && f->ranges_ok && !(p.r.begin == 0 && f->size && p.r.end == *f->size);
   if (r->ranged) {
     std::string range = std::to_string(p.r.begin) + "-" + std::to_string(p.r.end - 1);

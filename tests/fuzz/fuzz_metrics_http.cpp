@@ -29,7 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t cl = headers.find("Content-Length: ");
   if (cl == std::string::npos) std::abort();
   size_t length = std::strtoull(headers.c_str() + cl + 16, nullptr, 10);
-  bool head_only = head.rfind("HEAD ", 0) == 0;
+  // A HEAD (the request line's first word, whatever follows it) gets no body.
+  std::string first_line = head.substr(0, head.find_first_of("\r\n"));
+  bool head_only = first_line.substr(0, first_line.find(' ')) == "HEAD";
   if (!head_only && length != body.size()) std::abort();
   if (head_only && !body.empty()) std::abort();
   if (status == 200 && !head_only && body != page) std::abort();

@@ -21,6 +21,7 @@
 #include "link.h"
 #include "xfer/arbiter.h"
 #include "xfer/job_set.h"
+#include "xfer/log.h"
 #include "xfer/manifest.h"
 
 namespace xtest {
@@ -72,6 +73,7 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
   if (pid == 0) {
     int ns = open(("/run/netns/" + (how.ns.empty() ? "xfer-" + link.name + "-c" : how.ns)).c_str(), O_RDONLY | O_CLOEXEC);
     if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
+    if (const char* l = getenv("XFER_TEST_LOG_LEVEL")) xfer::log::set_level(l);
     xfer::EngineOptions opts;
     opts.interval_ms = how.interval_ms;
     opts.bandwidth_mbps = how.link_mbps;
