@@ -190,7 +190,8 @@ Service::Service(sd_event* l, Options o, Config c)
   sd_event_source_set_enabled(schedule_timer_, SD_EVENT_ON);
   if (arbiter.capacity_measured())
     log::info("arbiter: no network.bandwidth_mbps in the config: the link's capacity is measured from what the jobs "
-              "move, and floors are admitted against that");
+              "move while their flows show it full (their RTT rising above its least); until then no job is capped "
+              "and no floor refused by it");
   // A journal a crashed xferd left: cores and frequency go back now.
   if (cfg.text("kernel_mode") != "off") {
     try {

@@ -140,7 +140,7 @@ std::optional<JobClass> job_class_from(const std::string& s) {
 std::map<uint32_t, Allotment> divide_link(double capacity, const std::vector<Claim>& claims, const ArbiterConfig& cfg) {
   std::map<uint32_t, Allotment> out;
   if (capacity <= 0) {
-    for (const Claim& c : claims) out[c.job.id] = {0, "link capacity not known yet: no cap"};
+    for (const Claim& c : claims) out[c.job.id] = {0, "the link's capacity is not known (no flow has shown it full): no cap"};
     return out;
   }
   // A limit (the schedule) in force caps a job alone too; the link's own
@@ -248,6 +248,45 @@ double Arbiter::capacity_bps() const {
   return link;
 }
 
+std::string Arbiter::capacity_basis() const {
+  if (!capacity_measured()) return "";
+  return measured_bps_ > 0 ? measured_why_ : "not known: no flow has shown the link full";
+}
+
+void Arbiter::measure(double sum_bps) {
+  bool queued = false, capped = false, all_at_cap = true;
+  for (const auto& [id, m] : members_) {
+    queued = queued || m.queued;
+    if (m.capped) {
+      capped = true;
+      all_at_cap = all_at_cap && m.at_cap;
+    }
+  }
+  ++since_raise_;
+  if (queued) {
+    // The jobs together fill the link: it carries what they move (the most
+    // such a round has shown, slowly forgotten so that a slower link is followed).
+    const double had = measured_bps_;
+    measured_bps_ = std::max(measured_bps_ * 0.995, sum_bps);
+    measured_why_ = fmt::format("{:.0f} Mbit/s moved while the path queued", mbps(measured_bps_));
+    if (had <= 0) log::info("arbiter: the link is full at {:.0f} Mbit/s (the jobs' RTT rose above its least): "
+                            "jobs are divided from now on", mbps(measured_bps_));
+    since_raise_ = 0;
+    return;
+  }
+  // Every capped job at its cap and no queue: the estimate held them back.
+  // It doubles once a round (each job observed once), and the next queue
+  // says where the link really is.
+  if (measured_bps_ > 0 && capped && all_at_cap && since_raise_ >= members_.size()) {
+    measured_bps_ = std::max(2 * measured_bps_, sum_bps);
+    measured_why_ = fmt::format("{:.0f} Mbit/s: doubled, the capped jobs at their caps without a queue",
+                                mbps(measured_bps_));
+    log::info("arbiter: capped jobs move at their caps and no path queues: the link is taken as {:.0f} Mbit/s",
+              mbps(measured_bps_));
+    since_raise_ = 0;
+  }
+}
+
 void Arbiter::set_limit(double bps) {
   if (bps == cfg_.limit_bps) return;
   log::info("arbiter: bandwidth schedule: {}", bps > 0 ? fmt::format("{:.0f} Mbit/s", mbps(bps)) : std::string("no limit"));
@@ -301,13 +340,21 @@ void Arbiter::leave(uint32_t id) {
   divide();
 }
 
-void Arbiter::observe(uint32_t id, double bps, int connections, double joules_per_gb) {
+void Arbiter::observe(uint32_t id, double bps, int connections, double joules_per_gb, double rtt_ms) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
   const double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : capacity_bps();
   m.last_bps = bps;
   m.connections = connections;
+  m.capped = m.allot.cap_bps > 0;
+  m.at_cap = m.capped && bps >= cfg_.busy * m.allot.cap_bps;
+  m.queued = false;
+  if (rtt_ms > 0 && bps > 0) {
+    if (m.least_rtt_ms > 0)
+      m.queued = rtt_ms > m.least_rtt_ms * (1 + cfg_.queue_share) + cfg_.queue_ms;
+    m.least_rtt_ms = m.least_rtt_ms > 0 ? std::min(m.least_rtt_ms, rtt_ms) : rtt_ms;
+  }
   if (m.job.ceiling_j_per_gb > 0 && joules_per_gb > 0 && bps > 0) {
     // The rate at which its energy per GB would be its ceiling, with the
     // floors' margin; smoothed over intervals (one interval's joules are noisy).
@@ -332,7 +379,7 @@ void Arbiter::observe(uint32_t id, double bps, int connections, double joules_pe
   }
   double sum = 0;
   for (const auto& [k, other] : members_) sum += other.last_bps;
-  measured_bps_ = std::max(measured_bps_ * 0.995, sum);
+  measure(sum);
   divide();
 }
 

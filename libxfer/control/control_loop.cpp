@@ -149,6 +149,8 @@ void ControlLoop::tick() {
   log::JobScope scope(parts_.id);
   JobState st = job_.state();
   if (!running_ || (st != JobState::Running && st != JobState::Paused)) return;
+  // Other processes' load since the last interval may want a core back (or let one go).
+  if (parts_.kernel && st == JobState::Running) parts_.kernel->keep_up();
   IntervalRecord r = observe();
   if (st == JobState::Running) {
     r.decided = tuner_->decide(r.obs);
@@ -160,9 +162,10 @@ void ControlLoop::tick() {
   int wanted = 0;
   for (size_t i = 0; i < current_.chunks.size() && i < r.obs.chunks.size(); ++i)
     if (!r.obs.chunks[i].finished) wanted += std::max(1, current_.chunks[i].cc) * std::max(1, current_.chunks[i].p);
+  const double rtt_ms = r.obs.flow && r.obs.flow->bytes > 0 ? r.obs.flow->rtt_ms : 0;
   record(std::move(r));
   // Last: the arbiter may give every job (this one too) a new allotment.
-  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved, wanted, jpg);
+  if (parts_.arbiter && joined_) parts_.arbiter->observe(parts_.id, moved, wanted, jpg, rtt_ms);
 }
 
 void ControlLoop::record(IntervalRecord r) {

@@ -135,6 +135,10 @@ std::vector<OptionSpec> make_table() {
          "kernel.mode", "--kernel"),
       in(integer("min_cores", 1, 4096, 1, kGlobal | kPolicy | kRun, "never fewer online cores than this"),
          "kernel.min_cores"),
+      in(choice("busy_cores", {"kept", "taken"}, "kept", kGlobal | kRun,
+                "hotplug: the cores other processes keep busy stay online on top of what the jobs ask for (kept), "
+                "or the jobs' ask alone decides (taken)"),
+         "kernel.busy_cores", "--busy-cores"),
       integer("max_cores", 1, 4096, nullptr, kPolicy, "never more online cores than this"),
       in(integer("min_freq_khz", 0, 1e8, 0, kGlobal | kPolicy, "the lowest CPU frequency (kHz) a job may set; 0: the driver's"),
          "kernel.min_freq_khz"),
@@ -443,6 +447,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   KernelLayer::Config& k = s.kernel_config;
   if (s.kernel) k.mode = core_mode(m["kernel_mode"].get<std::string>());
   k.min_cores = int(i("min_cores", 1));
+  k.spare_busy = !m.contains("busy_cores") || m["busy_cores"] != "taken";
   k.max_cores = int(i("max_cores"));
   k.min_freq_khz = long(i("min_freq_khz"));
   k.max_freq_khz = long(i("max_freq_khz"));

@@ -1,5 +1,6 @@
 // KernelLayer: the journal, CoreControl and FreqControl a job turns together.
 #include <algorithm>
+#include <cmath>
 
 #include "xfer/kernel.h"
 #include "xfer/log.h"
@@ -24,6 +25,40 @@ KernelLayer::KernelLayer(Config cfg)
       mode_(cfg.mode == CoreControl::Mode::Hotplug ? "hotplug" : "affinity") {
   if (cfg_.freq && !freq_.available())
     log::info("kernel layer: no cpufreq driver here; the frequency is not tuned");
+  if (cfg_.mode == CoreControl::Mode::Hotplug && cfg_.spare_busy && !cfg_.others_cores) {
+    load_ = std::make_unique<OthersLoad>();
+    cfg_.others_cores = [l = load_.get()] { return l->cores(); };
+  }
+}
+
+// A core other work keeps busy stays online: what the jobs ask for, plus the
+// cores other processes use (rounded: a tenth of a core is no core), up to
+// the cores there are. Affinity confines only xferd's own threads, and
+// takes nothing from anyone.
+int KernelLayer::with_others(int cores) {
+  if (cfg_.mode != CoreControl::Mode::Hotplug || !cfg_.spare_busy || cores <= 0 || !cfg_.others_cores) return cores;
+  const double others = std::max(0.0, cfg_.others_cores());
+  const int want = std::min(cores_.present(), cores + int(std::lround(others)));
+  const int on_top = std::max(0, want - cores);
+  if (on_top != others_on_top_)
+    log::info("kernel layer: {} cores online, {} for the jobs and {} for other work (other processes keep {:.1f} "
+              "cores busy: a core they use is never taken offline)",
+              std::max(cores, want), cores, on_top, others);
+  others_on_top_ = on_top;
+  return std::max(cores, want);
+}
+
+std::string KernelLayer::keep_up() {
+  if (cfg_.mode != CoreControl::Mode::Hotplug || asked_cores_ <= 0) return "";
+  const int want = with_others(asked_cores_);
+  if (want == cores_.online()) return "";
+  try {
+    cores_.set_online(want);
+  } catch (const std::exception& e) {
+    log::warn("kernel layer: cores: {}", e.what());
+    return std::string("cores: ") + e.what();
+  }
+  return "";
 }
 
 KernelLayer::~KernelLayer() = default;  // ~KernelJournal restores
@@ -69,6 +104,8 @@ std::string KernelLayer::apply(int cores, long freq_khz) {
   if (cores > 0 && cfg_.max_cores > 0) cores = std::min(cores, cfg_.max_cores);
   if (freq_khz > 0 && cfg_.max_freq_khz > 0) freq_khz = std::min(freq_khz, cfg_.max_freq_khz);
   if (freq_khz > 0 && cfg_.min_freq_khz > 0) freq_khz = std::max(freq_khz, cfg_.min_freq_khz);
+  if (cores > 0) asked_cores_ = cores;
+  cores = with_others(cores);
   try {
     if (cores > 0 && cores != cores_.online()) cores_.set_online(cores);
   } catch (const std::exception& e) {

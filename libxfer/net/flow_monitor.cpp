@@ -24,6 +24,7 @@
 #include <stdexcept>
 
 #include "flowmon.h"
+#include "xfer/clock.h"
 #include "flowmon.skel.h"
 #include "xfer/log.h"
 #include "xfer/boot.h"
@@ -191,34 +192,49 @@ class EbpfFlowMonitor : public FlowMonitor {
     // The close event still carries the final counters; the entry goes once read.
   }
 
+  // One pass over the sockets and the map serves every job that asks within
+  // kFreshNs: a hundred jobs, each asking at its own interval, walked every
+  // socket and every map entry a hundred times an interval, on the loop.
+  // A closed flow is reported to its job by the pass that found it closed,
+  // and forgotten by the next pass.
   std::vector<FlowCounters> flows(uint32_t job) override {
+    const uint64_t now = monotonic_ns();
+    if (!sampled_ns_ || now - sampled_ns_ >= kFreshNs) refresh(now);
+    auto it = by_job_.find(job);
+    return it == by_job_.end() ? std::vector<FlowCounters>{} : it->second;
+  }
+
+ private:
+  static constexpr uint64_t kFreshNs = 25'000'000;
+  void refresh(uint64_t now) {
     uint64_t t0 = thread_cpu_ns();
+    sampled_ns_ = now;
+    for (uint64_t c : reported_closed_) {  // reported as closed by the last pass: forget it
+      bpf_map__delete_elem(skel_->maps.flows, &c, sizeof c, 0);
+      closed_.erase(c);
+    }
+    reported_closed_.clear();
+    by_job_.clear();
     ring_buffer__consume(ring_);
     sample();
-    std::vector<FlowCounters> out;
     uint64_t key = 0, next = 0;
     uint64_t* prev = nullptr;
-    std::vector<uint64_t> finished;
     while (bpf_map__get_next_key(skel_->maps.flows, prev, &next, sizeof next) == 0) {
       flowmon_stats st{};
-      if (bpf_map__lookup_elem(skel_->maps.flows, &next, sizeof next, &st, sizeof st, 0) == 0 && st.job == job) {
+      if (bpf_map__lookup_elem(skel_->maps.flows, &next, sizeof next, &st, sizeof st, 0) == 0) {
         FlowCounters f = convert(next, st);
         f.closed = closed_.count(next) > 0;
-        if (f.closed) finished.push_back(next);
-        out.push_back(f);
+        if (f.closed) reported_closed_.push_back(next);
+        by_job_[st.job].push_back(f);
       }
       key = next;
       prev = &key;
     }
-    for (uint64_t c : finished) {  // reported once as closed: forget it
-      bpf_map__delete_elem(skel_->maps.flows, &c, sizeof c, 0);
-      closed_.erase(c);
-    }
     reader_ns_ += thread_cpu_ns() - t0;
-    return out;
   }
-
- private:
+  uint64_t sampled_ns_ = 0;
+  std::map<uint32_t, std::vector<FlowCounters>> by_job_;
+  std::vector<uint64_t> reported_closed_;
   // One pass of the socket iterator: every owned socket's counters, as of now.
   // The program writes no output, so the first read() returns 0 at the end.
   void sample() {

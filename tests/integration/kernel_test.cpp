@@ -135,7 +135,7 @@ TEST_F(HotplugTest, JobTurnsCoresThroughTheKernelLayerAndRestores) {
   std::string work = make_temp_dir("kjob");
   std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
   std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
-                            " --sla static --cc 2 --cores 1 --kernel hotplug --kernel-state " + state +
+                            " --sla static --cc 2 --cores 1 --kernel hotplug --busy-cores taken --kernel-state " + state +
                             " --interval-ms 200 --json --no-progress 2> " + work + "/err");
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out << capture("cat " + work + "/err");
@@ -290,7 +290,10 @@ TEST_F(HotplugTest, XferdRestoresCoresAtTheNextStartAfterKillNine) {
   Dataset d = dataset(4, 1, 1, 0.1);
   Nginx nginx(d.dir, "2m");
   PrivateBus bus;
-  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nstate_file = \"" + state + "\"\n");
+  // The cores it sets are the jobs' asks alone (busy_cores = "taken"): other
+  // tests beside this one keep cores busy, which would keep cpu1 online.
+  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nbusy_cores = \"taken\"\nstate_file = \"" +
+          state + "\"\n");
   x.start();
   std::string dest = make_temp_dir("dest");
   std::string m = make_temp_dir("manifest") + "/m.txt";
@@ -389,7 +392,10 @@ TEST_F(HotplugTest, XferdSetsTheCoresTheRunningJobsAskForTogether) {
   };
   Nginx nginx(d.dir, "2m");
   PrivateBus bus;
-  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nstate_file = \"" + state + "\"\n");
+  // The cores it sets are the jobs' asks alone (busy_cores = "taken"): other
+  // tests beside this one keep cores busy, which would keep cpu1 online.
+  Xferd x("[daemon]\ninterval_ms = 500\n[kernel]\nmode = \"hotplug\"\nbusy_cores = \"taken\"\nstate_file = \"" +
+          state + "\"\n");
   x.start();
   const std::string m = make_temp_dir("manifest") + "/m.txt";
   std::ofstream(m) << d.manifest(nginx.url(false, "/slow/"));  // 2 MB/s per connection

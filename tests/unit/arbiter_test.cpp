@@ -287,3 +287,68 @@ TEST(Arbiter, AFloorItsSourceDoesNotCarryGivesItsReservationBack) {
   EXPECT_GT(got[2].cap_bps, 50 * M) << got[2].reason;  // the link is shared as between two normal jobs
   EXPECT_FALSE(arb.floor_released(2));
 }
+
+// Issue 54: without a configured link, what the jobs move is no capacity.
+// Two jobs a server holds to 18 Mbit/s each, their RTT flat, are never
+// capped and a 100 Mbit/s floor is not refused; on d47ecf8 they were capped
+// at half of 1.1 x 37 Mbit/s at once, and the floor refused.
+TEST(Arbiter, WhatJobsMoveIsNoCapacityUntilTheLinkShowsFull) {
+  xfer::Arbiter arb;  // capacity measured
+  std::map<uint32_t, Allotment> got;
+  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  for (int i = 0; i < 10; ++i)
+    for (uint32_t id : {1u, 2u}) arb.observe(id, 18 * M, 32, 0, 0.05 + 0.01 * (i % 2));
+  EXPECT_EQ(got[1].cap_bps, 0) << got[1].reason;
+  EXPECT_EQ(got[2].cap_bps, 0) << got[2].reason;
+  EXPECT_EQ(arb.capacity_bps(), 0);
+  EXPECT_EQ(arb.admit(100 * M, 0), "");
+  EXPECT_NE(arb.capacity_basis().find("not known"), std::string::npos) << arb.capacity_basis();
+  // Without RTTs (no flow monitor) there is no evidence either.
+  for (int i = 0; i < 10; ++i)
+    for (uint32_t id : {1u, 2u}) arb.observe(id, 150 * M, 32);
+  EXPECT_EQ(arb.capacity_bps(), 0);
+}
+
+// The path queues (the jobs' RTT 40 -> 75 ms): the link carries what they
+// move together, and they are divided from then on.
+TEST(Arbiter, AQueueOnThePathMakesWhatTheJobsMoveTheCapacity) {
+  xfer::Arbiter arb;
+  std::map<uint32_t, Allotment> got;
+  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  for (uint32_t id : {1u, 2u}) arb.observe(id, 100 * M, 32, 0, 40);
+  EXPECT_EQ(arb.capacity_bps(), 0);
+  arb.observe(1, 200 * M, 32, 0, 75);  // queued: 200 + job 2's 100 = 300 together
+  EXPECT_NEAR(arb.capacity_bps(), 300 * M * 1.1, 1e3);
+  arb.observe(2, 80 * M, 32, 0, 41);  // job 1's queue still stands: 280, under the 300 seen
+  EXPECT_NEAR(arb.capacity_bps(), 300 * M * 0.995 * 1.1, 1e3);
+  EXPECT_NE(arb.capacity_basis().find("queued"), std::string::npos) << arb.capacity_basis();
+  // Both ask for all they can get: half each (an allotment moves when it
+  // changes by more than 5%).
+  EXPECT_NEAR(got[1].cap_bps, arb.capacity_bps() / 2, 0.05 * arb.capacity_bps() / 2) << got[1].reason;
+  EXPECT_NEAR(got[2].cap_bps, arb.capacity_bps() / 2, 0.05 * arb.capacity_bps() / 2) << got[2].reason;
+  // A floor larger than what is left is refused against that evidence.
+  EXPECT_NE(arb.admit(300 * M, 0), "");
+}
+
+// A capacity that caps doubles each round in which every capped job moves
+// at its cap and no path queues: 37 -> 74 -> 148 Mbit/s, not 15% an
+// interval as on d47ecf8; the next queue sets it where the link is.
+TEST(Arbiter, AnEstimateThatCapsDoublesWhileTheCappedJobsShowTheyCanMoveMore) {
+  xfer::Arbiter arb;
+  std::map<uint32_t, Allotment> got;
+  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  arb.observe(1, 10 * M, 8, 0, 1);
+  arb.observe(2, 10 * M, 8, 0, 1);
+  arb.observe(1, 18 * M, 8, 0, 4);  // a queue: 37 Mbit/s together
+  arb.observe(2, 19 * M, 8, 0, 1);
+  const double first = arb.capacity_bps();
+  EXPECT_NEAR(first, 37 * M * 1.1, 1e3);
+  for (int round = 0; round < 2; ++round)
+    for (uint32_t id : {1u, 2u}) arb.observe(id, got[id].cap_bps, 32, 0, 1);
+  EXPECT_GE(arb.capacity_bps(), 3.5 * first) << arb.capacity_basis();
+  EXPECT_NE(arb.capacity_basis().find("doubled"), std::string::npos) << arb.capacity_basis();
+  // The link shows full at 300: that is where it is.
+  arb.observe(1, 150 * M, 32, 0, 6);
+  arb.observe(2, 150 * M, 32, 0, 1);
+  EXPECT_GE(arb.capacity_bps(), 300 * M);
+}

@@ -93,3 +93,54 @@ TEST(CoreCpuList, ParsesKernelLists) {
   EXPECT_EQ(xfer::parse_cpu_list("0"), (std::vector<int>{0}));
   EXPECT_TRUE(xfer::parse_cpu_list("").empty());
 }
+
+// Issue 54: a core other processes keep busy is never taken offline. Two
+// `yes` (2 cores busy) and a job asking for 1 core of 4: 3 stay online; the
+// load gone, the next interval (keep_up) lets them go; in affinity mode
+// nothing is kept for others (only xferd's threads are confined).
+TEST_F(CoreFakeTree, ACoreOtherWorkUsesIsNeverTakenOffline) {
+  double others = 2.0;
+  xfer::KernelLayer::Config k = layer_config();
+  k.mode = xfer::CoreControl::Mode::Hotplug;
+  k.others_cores = [&] { return others; };
+  {
+    xfer::KernelLayer layer(k);
+    EXPECT_EQ(layer.apply(1, 0), "");
+    EXPECT_EQ(online(), 3);
+    others = 0.1;  // a tenth of a core is no core
+    EXPECT_EQ(layer.keep_up(), "");
+    EXPECT_EQ(online(), 1);
+    others = 3.6;  // more than there is: every core
+    EXPECT_EQ(layer.keep_up(), "");
+    EXPECT_EQ(online(), 4);
+  }
+  EXPECT_EQ(online(), 4);
+  k.mode = xfer::CoreControl::Mode::Affinity;
+  others = 2.0;
+  xfer::KernelLayer aff(k);
+  EXPECT_EQ(aff.keep_up(), "");
+  EXPECT_EQ(online(), 4);
+}
+
+// The sampler itself: a child that spins is other work (about a core). (That
+// this process's own CPU is left out is not asserted here: other tests run
+// beside this one and their load is other work too.)
+TEST(OthersLoad, CountsOtherProcessesButNotItsOwn) {
+  pid_t spinner = fork();
+  if (spinner == 0) {
+    alarm(20);
+    for (volatile unsigned long n = 0;; n = n + 1) {
+    }
+  }
+  double seen = 0;
+  {
+    xfer::OthersLoad load;
+    for (int i = 0; i < 30 && seen < 0.6; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      seen = load.cores();
+    }
+  }
+  kill(spinner, SIGKILL);
+  waitpid(spinner, nullptr, 0);
+  EXPECT_GE(seen, 0.6) << "a spinning process is about one core";
+}

@@ -55,6 +55,7 @@ struct FakeCpuTree {
     k.mode = xfer::CoreControl::Mode::Hotplug;
     k.sysfs_root = root.string();
     k.state_file = state;
+    k.others_cores = [] { return 0.0; };  // the machine's own load is not the fake tree's
     return k;
   }
   std::filesystem::path root;

@@ -21,8 +21,17 @@
 //                 near its cap, or new, asks for as much as it can get
 //
 // The capacity is the configured link (network.bandwidth_mbps in xferd.conf)
-// or, when none is configured, the most the jobs together were seen to move
-// (decaying, so that a link that slows is followed).
+// or, when none is configured, what the jobs together moved while their
+// flows showed the link full: a queue building on the path (each job's RTT
+// well above the least it has seen). What the jobs move is no evidence by
+// itself: a server's per-connection limit, or a job that asks for little,
+// moves little on a link that carries far more. Until there is evidence the
+// capacity is not known, and no job is capped nor a floor refused by it
+// (issue 54: two jobs held to 37 Mbit/s "measured" from earlier jobs a
+// server limited, on a path one job alone moved 478 over). A known capacity
+// doubles at each round of intervals in which every capped job moved at its
+// cap and no flow queued, so an estimate that caps is never a ceiling for
+// long.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +99,10 @@ struct ArbiterConfig {
   // a row (what it fetches from cannot carry it) gives its reservation back.
   double floor_starved_share = 0.5;
   int floor_release_intervals = 6;
+  // A job's path queues when its flows' RTT is above the least it has seen
+  // by this share of it and this many ms: the link is full.
+  double queue_share = 0.25;
+  double queue_ms = 2;
   // Connections open at once to one origin over all the jobs (servers cap
   // the connections per client: aria2 issues 577, 1039); 0: no limit but
   // each job's own max_channels.
@@ -117,8 +130,10 @@ class Arbiter {
   void leave(uint32_t id);
   // A job's last interval: what it moved (bits/s). Divides again.
   // joules_per_gb: what its interval cost per GB (0: not known), for an
-  // energy ceiling.
-  void observe(uint32_t id, double throughput_bps, int connections = 0, double joules_per_gb = 0);
+  // energy ceiling. rtt_ms: its flows' RTT this interval, weighted by their
+  // bytes (0: not known), the evidence a measured capacity rests on.
+  void observe(uint32_t id, double throughput_bps, int connections = 0, double joules_per_gb = 0,
+               double rtt_ms = 0);
 
   // The per-origin connection limit changed (Reload); 0: none.
   void set_origin_connections(int n);
@@ -129,6 +144,9 @@ class Arbiter {
   void set_limit(double bps);
   double capacity_bps() const;  // in use now (0: unknown yet)
   bool capacity_measured() const { return cfg_.capacity_bps <= 0; }
+  // A measured capacity's evidence, for the log and the metrics: "" when
+  // configured.
+  std::string capacity_basis() const;
 
   // "" when a floor of floor_bps fits on the link beside the floors already
   // admitted (admitted_bps: the jobs running and those waiting, which the
@@ -151,11 +169,19 @@ class Arbiter {
     int low = 0;  // intervals in a row it moved under cfg.busy of what it was allotted
     int starved = 0;              // intervals in a row it moved under floor_starved_share of its floor
     bool floor_released = false;  // ...enough of them: it is divided as a job of its class
+    double least_rtt_ms = 0;      // the least RTT its flows have shown (0: none yet)
+    bool queued = false;          // its last interval's RTT says the path queues
+    bool capped = false;          // it was capped in its last interval...
+    bool at_cap = false;          // ...and moved at least cfg.busy of the cap
   };
   void divide();
+  // A measured capacity from this round of observations (observe).
+  void measure(double sum_bps);
   ArbiterConfig cfg_;
   std::map<uint32_t, Member> members_;
-  double measured_bps_ = 0;
+  double measured_bps_ = 0;     // 0: no evidence yet
+  std::string measured_why_;    // what it rests on
+  size_t since_raise_ = 0;      // observations since the capacity was last doubled
 };
 
 }  // namespace xfer

@@ -4,8 +4,13 @@
 // at the next start after a crash (kill -9): see KernelJournal.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,6 +128,34 @@ class FreqControl {
 // The kernel layer a job turns: journal, cores and frequency behind one
 // door. Built at the start of a run; a state file a crashed run left is
 // restored first. Everything changed is restored when it is destroyed.
+// The cores other processes keep busy: the machine's busy time (/proc/stat)
+// less this process's own CPU time, over wall time. Measured over 100 ms when
+// made (the load before any decision), then every 500 ms on a thread of its
+// own, smoothed over about 2 s.
+class OthersLoad {
+ public:
+  explicit OthersLoad(std::string proc = "/proc");
+  ~OthersLoad();
+  OthersLoad(const OthersLoad&) = delete;
+  OthersLoad& operator=(const OthersLoad&) = delete;
+  double cores() const { return cores_.load(); }
+
+ private:
+  static constexpr int kFirstMs = 100, kEveryMs = 500;
+  struct Sample {
+    double wall = 0, machine_busy = 0, self = 0;  // seconds
+  };
+  Sample read() const;
+  static double between(const Sample& a, const Sample& b);
+  std::string proc_;
+  std::atomic<double> cores_{0};
+  Sample last_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class KernelLayer {
  public:
   struct Config {
@@ -135,6 +168,12 @@ class KernelLayer {
     long max_freq_khz = 0;
     std::string state_file;  // the journal (the front end's path)
     std::string sysfs_root = "/sys/devices/system/cpu";
+    // Hotplug: the cores other processes keep busy (OthersLoad when unset;
+    // tests give their own). They come on top of what the jobs ask for: a
+    // core other work uses is never taken offline (unless spare_busy is
+    // false: kernel.busy_cores = "taken").
+    bool spare_busy = true;
+    std::function<double()> others_cores;
   };
   explicit KernelLayer(Config cfg);
   ~KernelLayer();
@@ -142,6 +181,10 @@ class KernelLayer {
   // 0 leaves a knob alone. Returns "" or why it could not be done (logged).
   std::string apply(int cores, long freq_khz);
   std::string apply(const Params& p) { return apply(p.cores, p.freq_khz); }
+  // Hotplug: the cores asked for last, again, with what other processes use
+  // now (called each interval: a load that came after the ask brings its
+  // cores back online, one that left lets them go). "" or why not.
+  std::string keep_up();
   // Every knob of xfer/kernel_knobs.h as it stands now (0: not set by us).
   Params in_effect() const;
   int cores() const;
@@ -155,6 +198,11 @@ class KernelLayer {
   FreqControl freq_;
   std::string mode_;
   long freq_set_ = 0;
+  // Hotplug: the cores the jobs asked for, and those set for other work on top.
+  int asked_cores_ = 0;
+  int others_on_top_ = 0;
+  std::unique_ptr<OthersLoad> load_;
+  int with_others(int cores);
 };
 
 }  // namespace xfer
