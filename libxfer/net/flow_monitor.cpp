@@ -20,6 +20,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <set>
 #include <mutex>
 #include <stdexcept>
 
@@ -195,13 +196,16 @@ class EbpfFlowMonitor : public FlowMonitor {
   // One pass over the sockets and the map serves every job that asks within
   // kFreshNs: a hundred jobs, each asking at its own interval, walked every
   // socket and every map entry a hundred times an interval, on the loop.
-  // A closed flow is reported to its job by the pass that found it closed,
-  // and forgotten by the next pass.
+  // A closed flow is reported to its job until the job has read it, and
+  // forgotten by the next pass after that.
   std::vector<FlowCounters> flows(uint32_t job) override {
     const uint64_t now = monotonic_ns();
     if (!sampled_ns_ || now - sampled_ns_ >= kFreshNs) refresh(now);
     auto it = by_job_.find(job);
-    return it == by_job_.end() ? std::vector<FlowCounters>{} : it->second;
+    if (it == by_job_.end()) return {};
+    for (const FlowCounters& f : it->second)
+      if (f.closed) reported_closed_.insert(f.id);  // its job has its last counters: gone at the next pass
+    return it->second;
   }
 
  private:
@@ -224,7 +228,6 @@ class EbpfFlowMonitor : public FlowMonitor {
       if (bpf_map__lookup_elem(skel_->maps.flows, &next, sizeof next, &st, sizeof st, 0) == 0) {
         FlowCounters f = convert(next, st);
         f.closed = closed_.count(next) > 0;
-        if (f.closed) reported_closed_.push_back(next);
         by_job_[st.job].push_back(f);
       }
       key = next;
@@ -234,7 +237,7 @@ class EbpfFlowMonitor : public FlowMonitor {
   }
   uint64_t sampled_ns_ = 0;
   std::map<uint32_t, std::vector<FlowCounters>> by_job_;
-  std::vector<uint64_t> reported_closed_;
+  std::set<uint64_t> reported_closed_;  // closed flows their job has read
   // One pass of the socket iterator: every owned socket's counters, as of now.
   // The program writes no output, so the first read() returns 0 at the end.
   void sample() {

@@ -564,8 +564,16 @@ TEST(Top, TwoRunningJobsShowWithTheirRatesInEightyColumns) {
   std::string a = submit_slow(env, "alpha"), b = submit_slow(env, "beta");
   ASSERT_FALSE(a.empty());
   ASSERT_FALSE(b.empty());
-  for (int i = 0; i < 100 && !(moving(a) && moving(b)); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(moving(a) && moving(b)) << job_property(a, "State") << " " << job_property(b, "State");
+  // nginx's limit_rate sends /slow/ in bursts about a second apart, so an
+  // interval (500 ms) can hold none: each job is waited for until it has
+  // shown a rate once.
+  bool seen_a = false, seen_b = false;
+  for (int i = 0; i < 100 && !(seen_a && seen_b); ++i) {
+    seen_a = seen_a || moving(a);
+    seen_b = seen_b || moving(b);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(seen_a && seen_b) << job_property(a, "State") << " " << job_property(b, "State");
 
   std::string sock = "xferd-top-" + std::to_string(getpid());
   std::string tmux = "tmux -L " + sock + " ";
@@ -586,12 +594,19 @@ TEST(Top, TwoRunningJobsShowWithTheirRatesInEightyColumns) {
       if (std::regex_search(l, std::regex("^\\s*" + id + " .*running"))) return l;
     return "";
   };
-  for (int i = 0; i < 50; ++i) {
+  // A job's rate is its last interval's, and /slow/ comes in bursts: the
+  // screen is read until each row has shown a rate (or 10 s).
+  auto rated = [](const std::string& row) {
+    std::smatch m;
+    return std::regex_search(row, m, std::regex("running\\s+([0-9]+\\.[0-9])\\s+([0-9]+)%")) && std::stod(m[1]) > 0;
+  };
+  std::string ra, rb;  // the first row of each job that shows a rate
+  for (int i = 0; i < 50 && (ra.empty() || rb.empty()); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     screen = capture(tmux + "capture-pane -p -t top");
-    if (!row_of(ida).empty() && !row_of(idb).empty()) break;
+    if (ra.empty() && rated(row_of(ida))) ra = row_of(ida);
+    if (rb.empty() && rated(row_of(idb))) rb = row_of(idb);
   }
-  std::string ra = row_of(ida), rb = row_of(idb);
   ASSERT_FALSE(ra.empty()) << screen;
   ASSERT_FALSE(rb.empty()) << screen;
   for (const std::string& row : {ra, rb}) {
