@@ -125,7 +125,7 @@ TEST_F(CoreFakeTree, ACoreOtherWorkUsesIsNeverTakenOffline) {
 // The sampler itself: a child that spins is other work (about a core). (That
 // this process's own CPU is left out is not asserted here: other tests run
 // beside this one and their load is other work too.)
-TEST(OthersLoad, CountsOtherProcessesButNotItsOwn) {
+TEST(OthersLoad, CountsAChildThatSpinsAsAboutACore) {
   pid_t spinner = fork();
   if (spinner == 0) {
     alarm(20);
