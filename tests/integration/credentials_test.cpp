@@ -38,13 +38,6 @@ const std::string kPassword = "xfercanaryPASS91c2";
 const std::string kApiKey = "xfercanaryAPIKEY55d0";
 const std::string kCanary = "xfercanary";  // every secret's prefix
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // nginx with the credential-checking locations; `other` is a second origin
 // (another port) that serves the same files to anyone and logs the
 // credential headers it is sent.
@@ -96,7 +89,7 @@ struct AuthSite {
       m += base + d.files[i].name + " " + std::to_string(d.files[i].size) + " sha256:" + d.files[i].sha256 + "\n";
     return m;
   }
-  std::string other_log() const { return slurp(nginx.run + "/other.log"); }
+  std::string other_log() const { return file_bytes(nginx.run + "/other.log"); }
   // n copies of the checker's content under base.
   std::string checked(const std::string& base, int n = 3) const {
     std::string m, sha = xfer::sha256_hex(content);
@@ -500,7 +493,7 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
   ASSERT_EQ(key_body.size(), 40u);
 
   sh("kill $(cat " + mon + "/pid)");
-  std::string heard = slurp(mon + "/out");
+  std::string heard = file_bytes(mon + "/out");
   EXPECT_NE(heard.find("is owned by"), std::string::npos) << "the other user's monitor listened: " << heard;
   EXPECT_EQ(heard.find("org.xferd.Job1"), std::string::npos) << heard;
   EXPECT_EQ(heard.find("PropertiesChanged"), std::string::npos) << heard;
@@ -525,8 +518,8 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
   xferd.stop();
   for (const auto& e : fs::directory_iterator(xferd.state_dir)) {
     if (!e.is_regular_file()) continue;
-    EXPECT_EQ(slurp(e.path()).find(kCanary), std::string::npos) << e.path();
-    EXPECT_EQ(slurp(e.path()).find(key_body), std::string::npos) << e.path();
+    EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
+    EXPECT_EQ(file_bytes(e.path()).find(key_body), std::string::npos) << e.path();
     if (e.path().filename().string().rfind("xferd.db", 0) == 0 || e.path().filename().string().rfind("history.db", 0) == 0)
       EXPECT_EQ(fs::status(e.path()).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
           << e.path();
@@ -534,7 +527,7 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
   EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
   EXPECT_EQ(xferd.log().find(key_body), std::string::npos);
   for (const std::string& d : {dest, dest2, dest3, dest4, dest5, dest6})
-    for (const auto& e : fs::directory_iterator(d)) EXPECT_EQ(slurp(e.path()).find(kCanary), std::string::npos) << e.path();
+    for (const auto& e : fs::directory_iterator(d)) EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
   fs::remove_all(home);
 }
 
@@ -599,7 +592,7 @@ TEST(Credentials, AProxyWithItsOwnCredentials) {
   ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(1);
   EXPECT_EQ(r.summary["files_failed"], 0) << r.summary["failed"].dump(1);
   expect_identical(s.d, dest);
-  EXPECT_NE(slurp(proxy.dir + "/log").find("/bearer/"), std::string::npos) << "it went through the proxy";
+  EXPECT_NE(file_bytes(proxy.dir + "/log").find("/bearer/"), std::string::npos) << "it went through the proxy";
   fs::remove_all(dest);
   dest = make_temp_dir("dest");
   r = run_job(s.manifest(base, 1), dest, "static", {1, 1, 1}, with(through(base, false)));
@@ -611,7 +604,7 @@ TEST(Credentials, AProxyWithItsOwnCredentials) {
   r = run_job(s.manifest(tls), dest, "static", {2, 1, 2}, with(through(tls, true), s.ca.cert_pem()));
   EXPECT_EQ(r.summary["files_failed"], 0) << r.summary["failed"].dump(1);
   expect_identical(s.d, dest);
-  EXPECT_NE(slurp(proxy.dir + "/log").find("CONNECT"), std::string::npos) << slurp(proxy.dir + "/log");
+  EXPECT_NE(file_bytes(proxy.dir + "/log").find("CONNECT"), std::string::npos) << file_bytes(proxy.dir + "/log");
   fs::remove_all(dest);
   // Redirected through the proxy to another origin: neither the token nor the proxy's password goes there.
   std::string away = s.nginx.url(false, "/to-port/");
@@ -666,7 +659,7 @@ TEST(Credentials, APolicysCredentialsComeFromSystemdCredentials) {
   xferd.stop();
   EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
   for (const auto& e : fs::directory_iterator(xferd.state_dir))
-    if (e.is_regular_file()) EXPECT_EQ(slurp(e.path()).find(kCanary), std::string::npos) << e.path();
+    if (e.is_regular_file()) EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
   fs::remove_all(creds);
   fs::remove_all(dest);
   fs::remove_all(dest2);
@@ -798,7 +791,7 @@ TEST(Credentials, ATokenThatExpiresMidJobWaitsForANewOne) {
   ASSERT_EQ(wait_state(path, {"running"}, 30), "running");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   // The token expires: the origin now wants the renewed one.
-  std::string conf = slurp(s.nginx.run + "/locations.d/auth.conf");
+  std::string conf = file_bytes(s.nginx.run + "/locations.d/auth.conf");
   for (size_t at = 0; (at = conf.find("Bearer " + kToken + "\"", at)) != std::string::npos; at += 8)
     conf.replace(at, 7 + kToken.size(), "Bearer " + kToken + "-renewed");
   std::ofstream(s.nginx.run + "/locations.d/auth.conf") << conf;
@@ -822,7 +815,7 @@ TEST(Credentials, ATokenThatExpiresMidJobWaitsForANewOne) {
 // ordinary process: the pattern works.
 TEST(Credentials, XferdLeavesNoCoreFile) {
   std::string cores = make_temp_dir("cores");
-  std::string saved = slurp("/proc/sys/kernel/core_pattern");
+  std::string saved = file_bytes("/proc/sys/kernel/core_pattern");
   struct Restore {
     std::string pattern;
     ~Restore() { std::ofstream("/proc/sys/kernel/core_pattern") << pattern; }

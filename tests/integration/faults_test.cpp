@@ -29,13 +29,6 @@ using namespace xtest;
 
 namespace {
 
-std::string file_text(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // 24 files of 100 kB (group commits of many files: syncfs), 3 of 1.5 MB
 // (reserved with fallocate, written with O_DIRECT).
 struct FaultSet {
@@ -64,7 +57,7 @@ struct FaultSet {
 // range a progress record vouches for (synced, and written in this boot)
 // holds the source's bytes in its .part. The number of final files.
 size_t expect_sound(const FaultSet& s, const std::string& dest, const std::string& when) {
-  static const std::string boot = file_text("/proc/sys/kernel/random/boot_id").substr(0, 36);
+  static const std::string boot = file_bytes("/proc/sys/kernel/random/boot_id").substr(0, 36);
   size_t whole = 0;
   for (const auto& e : fs::directory_iterator(dest)) {
     std::string n = e.path().filename().string();
@@ -72,13 +65,13 @@ size_t expect_sound(const FaultSet& s, const std::string& dest, const std::strin
       std::string name = n.substr(0, n.size() - std::strlen(xfer::PartFile::kProgressSuffix));
       xfer::ProgressRecord rec;
       try {
-        rec = xfer::parse_progress_record(file_text(e.path()));
+        rec = xfer::parse_progress_record(file_bytes(e.path()));
       } catch (const std::exception&) {
         continue;  // unreadable: the next run does not use it (and fetches the file again)
       }
       xfer::RangeSet claimed = rec.synced;
       if (rec.boot == boot) claimed.add(rec.written);
-      std::string part = file_text(dest + "/" + name + xfer::PartFile::kPartSuffix);
+      std::string part = file_bytes(dest + "/" + name + xfer::PartFile::kPartSuffix);
       const std::string& want = s.files.at(name);
       for (const xfer::Range& r : claimed.ranges()) {
         EXPECT_LE(r.end, part.size()) << when << ": " << n << " claims bytes " << r.begin << "-" << r.end
@@ -89,7 +82,7 @@ size_t expect_sound(const FaultSet& s, const std::string& dest, const std::strin
       }
     } else if (!n.ends_with(".part") && !n.ends_with(".tmp")) {
       auto it = s.files.find(n);
-      EXPECT_TRUE(it != s.files.end() && file_text(e.path()) == it->second)
+      EXPECT_TRUE(it != s.files.end() && file_bytes(e.path()) == it->second)
           << when << ": " << n << " at its final name is not its source";
       ++whole;
     }
@@ -163,11 +156,11 @@ TEST(Faults, EveryFileCallFailingAtRandomLosesNothingAndPutsNothingWrongAtAFinal
       stopped += rc != 0;
       // 0 done; 1 done with failed files; 3 stopped (the destination failed).
       EXPECT_TRUE(rc == 0 || rc == 1 || rc == 3) << what << ": xferctl run ended with " << rc << "\n"
-                                                  << file_text(work + "/out");
+                                                  << file_bytes(work + "/out");
       expect_sound(s, dest, what);
       // Without faults the same command carries on from what is there.
       rc = wait_exit(spawn_run(manifest, dest, {}, work + "/out"));
-      EXPECT_EQ(rc, 0) << what << ", then without faults:\n" << file_text(work + "/out");
+      EXPECT_EQ(rc, 0) << what << ", then without faults:\n" << file_bytes(work + "/out");
       EXPECT_EQ(expect_sound(s, dest, what + ", then without faults"), s.files.size()) << what;
       expect_no_partials(dest);
     }
@@ -205,7 +198,7 @@ TEST(Faults, KillNineAtTwoHundredRandomMomentsNeverLeavesAWrongByte) {
     expect_sound(s, dest, "after kill " + std::to_string(kills));
     if (HasFailure()) break;
   }
-  EXPECT_EQ(wait_exit(spawn_run(manifest, dest, {}, work + "/out")), 0) << file_text(work + "/out");
+  EXPECT_EQ(wait_exit(spawn_run(manifest, dest, {}, work + "/out")), 0) << file_bytes(work + "/out");
   EXPECT_EQ(expect_sound(s, dest, "the last run"), s.files.size());
   expect_no_partials(dest);
   std::printf("[ kills ] %d kill -9 over %d sets, each sound after it\n", kills, sets);

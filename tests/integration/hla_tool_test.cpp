@@ -145,7 +145,7 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   for (const auto& f : fs::directory_iterator(work + "/collect/data/" + html))
-    EXPECT_TRUE(slurp(work + "/hin/" + f.path().filename().string()) == slurp(f.path())) << f.path();
+    EXPECT_TRUE(file_bytes(work + "/hin/" + f.path().filename().string()) == file_bytes(f.path())) << f.path();
   fs::remove_all(work);
 }
 

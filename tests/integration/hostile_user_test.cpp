@@ -41,13 +41,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // Waits until xferd has used (almost) no CPU for a second: its work, such
 // as a checksum on a thread, has ended. False after `seconds`.
 bool wait_idle(const Xferd& x, double seconds) {
@@ -76,7 +69,7 @@ std::vector<pid_t> stopped_children(pid_t parent) {
   DIR* d = opendir("/proc");
   while (dirent* e = d ? readdir(d) : nullptr) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string st = slurp(std::string("/proc/") + e->d_name + "/stat");
+    std::string st = file_bytes(std::string("/proc/") + e->d_name + "/stat");
     size_t close = st.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream in(st.substr(close + 2));
@@ -420,13 +413,13 @@ TEST(HostileUser, TheKernelJournalTouchesOnlyCpuKnobs) {
   Shell a = run(bin("xferctl") + " kernel --restore --state-file " + state);
   EXPECT_NE(a.status, 0) << a.out;
   EXPECT_NE(a.out.find("not a kernel state journal"), std::string::npos) << a.out;
-  EXPECT_EQ(slurp(state), "precious data, not a journal\n");
+  EXPECT_EQ(file_bytes(state), "precious data, not a journal\n");
   std::ofstream(victim) << "untouched\n";
   std::ofstream(state) << R"({"pid": 1, "entries": [[")" << victim << R"(", "owned"], ["/sys/devices/system/cpu/../../../)"
                        << victim.substr(1) << R"(", "owned"]]})";
   Shell b = run(bin("xferctl") + " kernel --restore --state-file " + state);
   EXPECT_NE(b.out.find("is not a CPU knob"), std::string::npos) << b.out;
-  EXPECT_EQ(slurp(victim), "untouched\n");
+  EXPECT_EQ(file_bytes(victim), "untouched\n");
   fs::remove_all(dir);
 }
 
@@ -584,7 +577,7 @@ size_t expect_only_whole_files(const std::string& data, const std::string& dest,
           it->second.ctime.tv_sec == st.st_ctim.tv_sec && it->second.ctime.tv_nsec == st.st_ctim.tv_nsec)
         continue;
     }
-    bool same = slurp(e.path()) == slurp(data + "/" + n);
+    bool same = file_bytes(e.path()) == file_bytes(data + "/" + n);
     EXPECT_TRUE(same) << when << ": " << n << " (" << fs::file_size(e.path())
                       << " bytes) at its final name is not its source";
     if (seen && statted && same) (*seen)[n] = Seen{st.st_ino, st.st_size, st.st_ctim};

@@ -105,7 +105,7 @@ struct PrometheusServer {
     if (!j.is_object()) return out;
     return j.value("status", "") == "success" ? "success" : j.value("error", out);
   }
-  std::string log() const { return slurp(dir + "/log"); }
+  std::string log() const { return file_bytes(dir + "/log"); }
   std::string dir;
   int port = 0;
   pid_t pid = -1;
@@ -177,7 +177,7 @@ TEST(Metrics, PrometheusScrapesAJobToTheByteAndPromtoolPassesThePage) {
   EXPECT_EQ(lint.status, 0) << lint.out;
   EXPECT_EQ(lint.out, "") << "promtool's complaints";
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a textfile written after the end
-  std::string text = slurp(textdir + "/xferd.prom");
+  std::string text = file_bytes(textdir + "/xferd.prom");
   EXPECT_EQ(sum_of(text, "xferd_received_bytes_total"), double(env.data.bytes)) << text;
   Shell lint_file = run("promtool check metrics < " + textdir + "/xferd.prom");
   EXPECT_EQ(lint_file.status, 0) << lint_file.out;
@@ -195,7 +195,7 @@ TEST(Metrics, PrometheusScrapesAJobToTheByteAndPromtoolPassesThePage) {
   ASSERT_TRUE(got.has_value()) << prom.log();
   EXPECT_EQ(*got, double(env.data.bytes));
   // Every example query README.md gives operators is one the server takes.
-  std::istringstream readme(slurp(XFER_SOURCE_DIR "/README.md"));
+  std::istringstream readme(file_bytes(XFER_SOURCE_DIR "/README.md"));
   std::vector<std::string> queries;
   bool in_block = false;
   for (std::string l; std::getline(readme, l);) {
@@ -318,9 +318,9 @@ TEST(Metrics, SocketActivationStartsXferdAtTheFirstScrape) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     page = scrape(port);
   }
-  EXPECT_NE(page.find("# TYPE xferd_received_bytes_total counter"), std::string::npos) << page << slurp(dir + "/log");
-  EXPECT_NE(slurp(dir + "/log").find("metrics: serving the socket systemd passed"), std::string::npos)
-      << slurp(dir + "/log");
+  EXPECT_NE(page.find("# TYPE xferd_received_bytes_total counter"), std::string::npos) << page << file_bytes(dir + "/log");
+  EXPECT_NE(file_bytes(dir + "/log").find("metrics: serving the socket systemd passed"), std::string::npos)
+      << file_bytes(dir + "/log");
 }
 
 // No [metrics] in the config: no port is listened on, no file written.
@@ -479,7 +479,7 @@ TEST(Journal, AJobsLinesCarryItsFieldsAndAHostileLabelIsEscaped) {
   }
   for (int i = 0; i < 50 && !fs::exists("/run/systemd/journal/socket"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(fs::exists("/run/systemd/journal/socket")) << slurp(dir + "/journald.log");
+  ASSERT_TRUE(fs::exists("/run/systemd/journal/socket")) << file_bytes(dir + "/journald.log");
   Xferd::to_journal = true;
 
   {
@@ -651,13 +651,13 @@ TEST(Plot, AJobsTimelineIsDrawnWithItsFloor) {
   Shell live = run(bin("xferctl") + " status " + id + " --plot " + dir + "/live.svg");
   if (job_property(path, "State") == "running") {
     EXPECT_EQ(live.status, 0) << live.out;
-    EXPECT_NE(slurp(dir + "/live.svg").find("<svg"), std::string::npos);
+    EXPECT_NE(file_bytes(dir + "/live.svg").find("<svg"), std::string::npos);
   }
   ASSERT_EQ(wait_state(path, {"done", "failed", "cancelled"}, 120), "done");
   Shell done = run(bin("xferctl") + " status " + id + " --plot " + dir + "/done.svg");
   ASSERT_EQ(done.status, 0) << done.out;
   EXPECT_NE(done.out.find("intervals"), std::string::npos) << done.out;
-  std::string svg = slurp(dir + "/done.svg");
+  std::string svg = file_bytes(dir + "/done.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 200);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find("floor 8 Mbit/s"), std::string::npos) << svg;

@@ -267,6 +267,13 @@ RunResult run_job(const std::string& manifest_text, const std::string& dest, con
   return res;
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 std::string capture(const std::string& cmd) { return bench::capture(cmd); }
 
 pid_t start_link(const std::string& args, const std::string& out) {

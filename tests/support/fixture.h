@@ -30,6 +30,7 @@ int free_port();
 // Runs a shell command; returns its exit status.
 int sh(const std::string& cmd);
 std::string capture(const std::string& cmd);  // its stdout
+std::string file_bytes(const std::string& path);  // the whole file, byte for byte ("" when unreadable)
 // Starts `xfer-linkemu up ARGS` (stdout to `out`) and waits for its ready line.
 pid_t start_link(const std::string& args, const std::string& out);
 std::string bin(const std::string& name);  // build/bin/NAME
