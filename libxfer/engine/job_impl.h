@@ -220,8 +220,11 @@ struct Job::Impl : RequestOwner {
   void reconcile(Chunk& c);
   std::optional<Piece> take_piece(Channel& ch, uint64_t now);
   uint64_t split_min_bytes() const;
-  uint64_t split_min_bytes(const Request& r, uint64_t now) const;  // for this request (its rate)
+  // For this request (its rate); in the job's tail (nothing queued anywhere)
+  // a slow stream's threshold goes down to min_piece_bytes.
+  uint64_t split_min_bytes(const Request& r, uint64_t now, bool tail = false) const;
   std::optional<Piece> split_inflight(Channel& ch);
+  bool nothing_queued() const;  // no chunk has a fresh file, a requeued or a queued piece
   static bool channel_busy(const Channel& ch);  // a request in flight on one of its connections
   void keep_warm(Channel& ch);   // its used, idle connections go to `warm`
   void adopt_warm(Channel& ch);  // its never-used connections are swapped for warm ones

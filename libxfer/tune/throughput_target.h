@@ -24,6 +24,9 @@ class ThroughputTargetTuner : public Tuner {
 
   // Alg. 3 line 11: the concurrency the target asks for, from what `cc` gave.
   static int jump(int cc, double target_bps, double actual_bps, int max_channels);
+  // The channels a rate above the target needs: ceil(cc * target / actual),
+  // at least 1, never more than cc.
+  static int trim(int cc, double target_bps, double actual_bps);
   // The channels to start with for an absolute target: the target over what
   // one channel can carry on this path (the least of the TCP window over the
   // RTT, Mathis's loss bound, a file's slow start, the link); 1 when the RTT
@@ -49,6 +52,7 @@ class ThroughputTargetTuner : public Tuner {
   bool raised_ = true;
   tune::KernelPlan kernel_;
   Params current_;
+  std::vector<bool> active_;  // the chunks running at the last decision
   // Deviation: from the first interval at or above the target to the tail.
   bool reached_ = false;
   double ctl_bytes_ = 0, ctl_s_ = 0;

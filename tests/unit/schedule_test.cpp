@@ -134,6 +134,38 @@ TEST(Scheduler, ARaisedParallelismSplitsTheRequestInFlight) {
   EXPECT_EQ(small.gets().size(), 1u);
 }
 
+// The job's tail: nothing is queued anywhere and a channel is idle, so it
+// takes the back half of another channel's request (d47ecf8 split only
+// within a channel, and a floor job's last files ran on fewer streams than
+// it had channels). A slow stream is split down to two seconds of it there:
+// 3 MiB in 2 s is 1.5 MiB/s, so a 9 MiB remainder (under the 16 MiB the
+// byte rule asks) is cut in two.
+TEST(Scheduler, InTheTailAnIdleChannelTakesHalfOfAnotherChannelsRequest) {
+  ScheduledJob s({12 * kMiB});
+  xfer::ChunkKind kind = s.job->chunks[0]->plan.kind;
+  s.set(kind, {2, 1, 1});
+  auto g = s.gets();
+  ASSERT_EQ(g.size(), 1u) << "12 MiB is under twice the byte rule's 8 MiB";
+  g[0]->started_us = s.eng->now_us() - 2'000'000;
+  g[0]->pos = g[0]->req_begin + 3 * kMiB;
+  s.job->pump();
+  g = s.gets();
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0]->end, 3 * kMiB + 9 * kMiB / 2);
+  EXPECT_EQ(g[1]->req_begin, g[0]->end);
+  EXPECT_EQ(g[1]->end, 12 * kMiB);
+  EXPECT_NE(g[0]->conn->channel, g[1]->conn->channel);
+  // Not while the job has files no channel has taken: then the idle
+  // channel takes one of those.
+  ScheduledJob busy({12 * kMiB, 12 * kMiB, 12 * kMiB});
+  busy.set(busy.job->chunks[0]->plan.kind, {2, 1, 1});
+  auto b = busy.gets();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_NE(b[0]->file, b[1]->file);
+  EXPECT_FALSE(b[0]->ranged);
+  EXPECT_FALSE(b[1]->ranged);
+}
+
 // A fresh file taken by a channel of p connections is cut into p pieces,
 // dealt one per connection.
 TEST(Scheduler, AFreshFileIsCutIntoOnePiecePerConnection) {

@@ -145,15 +145,82 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   info.loss_pct = 0.01;
   EXPECT_EQ(ThroughputTargetTuner::start_channels(info, 120e6, &why), 6);  // 120 / 23.6
   EXPECT_NE(why.find("Mathis"), std::string::npos) << why;
-  // 600 files of 100 kB: 2 + log2(1 + 100000 / 14480) = 4.98 round trips of
-  // 60 ms for 800 kbit: 2.7 Mbit/s a channel.
+  // 600 files of 100 kB on connections already open (issue 54: the first
+  // file's slow start, ~5 round trips, was taken for every file's and asked
+  // 45 channels, and the job ran at 1.8x its floor once they were open).
+  // HTTP/1.1, no loss: the window is the TCP buffer (6 MB), so a file takes
+  // a round trip and 100 kB at 800 Mbit/s: 800 kbit / (60 ms x 1.017) =
+  // 13.1 Mbit/s a channel, 10 channels.
   JobInfo small = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
   small.rtt_s = 0.06;
-  EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 45);
-  EXPECT_NE(why.find("slow start"), std::string::npos) << why;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 10);
+  EXPECT_NE(why.find("a file a round trip on an open connection"), std::string::npos) << why;
+  // The lossy path: Mathis's 23.6 Mbit/s leaves a window of 177 kB, and a
+  // 100-kB file takes 60 ms x (1 + 100 / 177): 8.5 Mbit/s, 15 channels.
+  small.loss_pct = 0.01;
+  small.bandwidth_bps = 300e6;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 15);
+  // HTTP/2: MinE's pp (ceil(2.5 MB / 100 kB) = 25) files share a round trip,
+  // and the window bounds them: 177 kB a round trip is Mathis's 23.6 Mbit/s
+  // (a little under, 2.5 MB / (1 + 2.5 MB / 177 kB)): 6 channels.
+  small.multiplexed = true;
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 6);
+  EXPECT_NE(why.find("pp files a round trip"), std::string::npos) << why;
   // The tuner starts there.
   TunerOptions o;
   o.target_mbps = 120;
   ThroughputTargetTuner t(o);
   EXPECT_EQ(t.init(info).total_channels(), 6);
+}
+
+// Slack is trimmed as soon as it is measured. One channel moves 5 Mbit/s
+// in the job's first interval (connections opening, slow start) and 21 from
+// then on; target 100: the first interval jumps to ceil(105 / 5) = 21
+// channels, which move 441; the next decision cuts them to ceil(21 x 105 /
+// 441) = 5 (105 Mbit/s, in the band), with no cap: the channels that were
+// too many close, where a cap would have kept all 21 open (d47ecf8 capped).
+TEST(ThroughputTarget, TrimsChannelsAsSoonAsTheOvershootIsMeasured) {
+  EXPECT_EQ(ThroughputTargetTuner::trim(21, 105e6, 420e6), 6);
+  EXPECT_EQ(ThroughputTargetTuner::trim(2, 105e6, 120e6), 2);   // coarser than the step: the cap's work
+  EXPECT_EQ(ThroughputTargetTuner::trim(8, 105e6, 90e6), 8);    // below: never
+  EXPECT_EQ(ThroughputTargetTuner::trim(4, 105e6, 4000e6), 1);  // at least one
+  TunerOptions o;
+  o.target_mbps = 100;
+  ThroughputTargetTuner t(o);
+  int n = 0;
+  SimEngine sim{[&](const Params& p) { return (n++ == 0 ? 5.0 : 21.0) * p.total_channels(); },
+                [](const Params&) { return 10.0; }};
+  Params end = sim.run(t, wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32), 8);
+  EXPECT_EQ(sim.applied[1].total_channels(), 21);
+  EXPECT_EQ(end.total_channels(), 5);
+  EXPECT_EQ(end.rate_cap_bps, 0);
+  EXPECT_NE(end.reason.find("trimmed to 5"), std::string::npos) << end.reason;
+}
+
+// A floor holds to the last file. In the tail (near_end), a cap that holds
+// the job under its floor is lifted, and a chunk that finishes gives its
+// channels to the one left: Large, alone, gets all of them, where it had
+// been held to one (d47ecf8 made no decision near the end).
+TEST(ThroughputTarget, TheTailLiftsTheCapAndHandsAFinishedChunksChannelsOn) {
+  TunerOptions o;
+  o.target_mbps = 200;
+  ThroughputTargetTuner t(o);
+  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 2, 400'000'000)});
+  SimEngine sim{[](const Params& p) { return 40.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
+  Params p = sim.run(t, info, 6);  // 6 channels, capped at 206 (JumpsToTheEstimatedConcurrency)
+  ASSERT_EQ(p.total_channels(), 6);
+  ASSERT_GT(p.rate_cap_bps, 0);
+  EXPECT_EQ(p.chunks[1].cc, 1) << "Large is held to one channel while Small runs";
+  // Small finishes: Large gets the six channels.
+  Observation o1 = sim.step(p, 2, {true, false});
+  std::optional<Params> next = t.decide(o1);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->chunks[1].cc, 6) << next->reason;
+  // Its last bytes move under the floor under the cap: the cap goes.
+  sim.mbps = [](const Params&) { return 150.0; };
+  Observation o2 = sim.step(*next, 2, {true, false});
+  o2.near_end = true;
+  std::optional<Params> tail = t.decide(o2);
+  ASSERT_TRUE(tail);
+  EXPECT_EQ(tail->rate_cap_bps, 0) << tail->reason;
 }
