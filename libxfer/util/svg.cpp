@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -32,6 +33,25 @@ std::string SvgFrame::open(const std::string& title, const std::string& x_label,
                    (T + H - B) / 2, (T + H - B) / 2, y_label)
     << "\n";
   return o.str();
+}
+
+double SvgFrame::text_width(const std::string& utf8) {
+  // 7.2 px a character at font-size 12 is above sans-serif's average (~6.5),
+  // so a line of capitals and digits still fits.
+  size_t chars = 0;
+  for (unsigned char c : utf8) chars += (c & 0xC0) != 0x80;  // code points, not bytes
+  return 7.2 * double(chars);
+}
+
+void SvgFrame::fit_legend(const std::vector<std::string>& labels, double indent) {
+  double widest = 0;
+  for (const std::string& l : labels) widest = std::max(widest, text_width(l));
+  const double need = 12 + indent + widest + 10;
+  if (need > R) W += need - R, R = need;
+  if (!labels.empty()) {
+    const double bottom = legend_y(int(labels.size()) - 1) + 8;
+    if (bottom > H) H = bottom;
+  }
 }
 
 double nice_max(double v) {

@@ -1,5 +1,6 @@
 // A job's timeline as SVG (tools/xferctl/plot.h), from a report like the daemon's.
 #include "plot.h"
+#include "xfer/svg.h"
 
 #include <gtest/gtest.h>
 
@@ -46,4 +47,28 @@ TEST(Plot, ACeilingIsDrawnAsThePowerItAllowsAndAnEmptyTimelineIsRefused) {
   EXPECT_NE(svg.find("power the ceiling 50 J/GB allows"), std::string::npos);
   EXPECT_EQ(count(svg, "stroke-dasharray=\"6 4\""), 1u) << "the allowed-power curve";
   EXPECT_THROW(job_plot_svg(nlohmann::json::object(), "none"), std::runtime_error);
+}
+
+// The bench's throughput-energy plots cut their longest legend lines at the
+// right edge (issue 54): a frame fitted to its legend holds every line, at
+// a generous 7.2 px a character, and keeps its plot area.
+TEST(Plot, AFrameFittedToItsLegendHoldsItsLongestLine) {
+  xfer::SvgFrame f;
+  const double plot_w = f.W - f.L - f.R;
+  std::vector<std::string> labels = {"■ min-energy", "■ energy-efficient step 4 (d47ecf8, before)",
+                                     "● aria2c -j16 -x4 --min-split-size=1M"};
+  ASSERT_GT(f.legend_x() + xfer::SvgFrame::text_width(labels[1]), f.W) << "the default frame cuts it";
+  f.fit_legend(labels);
+  for (const std::string& l : labels) EXPECT_LE(f.legend_x() + xfer::SvgFrame::text_width(l), f.W) << l;
+  EXPECT_DOUBLE_EQ(f.W - f.L - f.R, plot_w);
+  EXPECT_EQ(xfer::SvgFrame::text_width("● ab"), 4 * 7.2) << "characters, not bytes";
+  // Thirty lines: the canvas grows to hold the last.
+  f.fit_legend(std::vector<std::string>(30, "x"));
+  EXPECT_LE(f.legend_y(29), f.H);
+  // A short legend changes nothing.
+  xfer::SvgFrame g;
+  const double w = g.W, h = g.H;
+  g.fit_legend({"curl"});
+  EXPECT_EQ(g.W, w);
+  EXPECT_EQ(g.H, h);
 }

@@ -204,6 +204,11 @@ std::string timeline_svg(const Scenario& sc, const nlohmann::json& together, con
     for (size_t k = 0; k < s.back().t.size(); ++k) max_t = std::max(max_t, s.back().t[k]), max_y = std::max(max_y, s.back().mbps[k]);
   }
   fr.max_x = std::ceil(max_t / 5) * 5, fr.max_y = std::ceil(max_y * 1.1 / 50) * 50;
+  std::vector<std::string> labels;
+  for (const SetJobSpec& j : sc.jobs)
+    labels.push_back(fmt::format("— {} ({}, {}{})", j.name, j.algorithm, j.cls,
+                                 j.target_mbps > 0 ? fmt::format(", floor {:.0f}", j.target_mbps) : ""));
+  fr.fit_legend(labels);
   std::ostringstream o;
   o << fr.open(fmt::format("{}: each job's throughput per 1-s interval (floors dashed), commit {}", sc.name, commit),
                "time since the first job started, s", "throughput, Mbit/s");
@@ -217,10 +222,8 @@ std::string timeline_svg(const Scenario& sc, const nlohmann::json& together, con
       o << fmt::format(R"s(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-dasharray="6 4"/>)s",
                        fr.X(me.start_s), fr.Y(sc.jobs[i].target_mbps), fr.X(me.t.back()), fr.Y(sc.jobs[i].target_mbps), c)
         << "\n";
-    const SetJobSpec& j = sc.jobs[i];
-    o << fmt::format(R"s(<text x="{}" y="{}" fill="{}">— {} ({}, {}{})</text>)s", fr.legend_x(), fr.legend_y(int(i)), c,
-                     xfer::xml_escape(j.name), xfer::xml_escape(j.algorithm), xfer::xml_escape(j.cls),
-                     j.target_mbps > 0 ? fmt::format(", floor {:.0f}", j.target_mbps) : "")
+    o << fmt::format(R"s(<text x="{}" y="{}" fill="{}">{}</text>)s", fr.legend_x(), fr.legend_y(int(i)), c,
+                     xfer::xml_escape(labels[i]))
       << "\n";
   }
   o << "</svg>\n";

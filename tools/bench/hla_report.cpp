@@ -221,6 +221,9 @@ std::string timeline_svg(const std::string& title, const std::vector<const RunRo
   for (const RunRow* r : runs)
     for (const auto& p : r->timeline) max_t = std::max(max_t, p.t_s), max_y = std::max(max_y, p.mbps);
   f.max_y = std::ceil(max_y * 1.1 / 50) * 50, f.max_x = std::ceil(max_t / 5) * 5;
+  std::vector<std::string> labels;
+  for (const RunRow* r : runs) labels.push_back("— " + r->client);
+  f.fit_legend(labels);
   std::ostringstream o;
   o << f.open(title, "time, s (dashed: cross traffic switches)", "throughput, Mbit/s");
   // The switches, on the first run's clock (the runs' start-up times differ by little).
@@ -238,8 +241,8 @@ std::string timeline_svg(const std::string& title, const std::vector<const RunRo
     std::string pts;
     for (const auto& p : r->timeline) pts += fmt::format("{:.1f},{:.1f} ", f.X(p.t_s), f.Y(p.mbps));
     o << fmt::format(R"s(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)s", pts, c) << "\n"
-      << fmt::format(R"s(<text x="{}" y="{}" fill="{}">— {}</text>)s", f.legend_x(), f.legend_y(i), c,
-                     xfer::xml_escape(r->client))
+      << fmt::format(R"s(<text x="{}" y="{}" fill="{}">{}</text>)s", f.legend_x(), f.legend_y(i), c,
+                     xfer::xml_escape(labels[size_t(i)]))
       << "\n";
     ++i;
   }

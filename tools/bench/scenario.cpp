@@ -133,10 +133,10 @@ Scenario load_scenario(const std::string& path) {
     c.goal = get<std::string>(*t, "goal", "");
     if (!c.goal.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, *t) + ": only xferctl clients have a goal");
     static const std::set<std::string> goals = {"max-throughput", "min-energy", "energy-efficient", "ee-sweep", "target",
-                                                "hla-throughput", "hla-energy", "static", "engine"};
+                                                "floor", "hla-throughput", "hla-energy", "static", "engine"};
     if (!c.goal.empty() && !goals.count(c.goal))
       throw std::runtime_error(where(path, *t) + ": goal is one of max-throughput, min-energy, energy-efficient, ee-sweep, "
-                               "target, hla-throughput, hla-energy, static, engine");
+                               "target, floor, hla-throughput, hla-energy, static, engine");
     c.program = get<std::string>(*t, "program", "");
     if (!c.program.empty() && c.kind != "xferctl") throw std::runtime_error(where(path, *t) + ": only xferctl clients have a program");
     if (!c.program.empty() && c.program[0] != '/')

@@ -45,7 +45,9 @@ struct ClientSpec {
   std::string program;
   // What the SLA report checks this client for: max-throughput, min-energy,
   // energy-efficient, ee-sweep (one fixed level of the brute-force sweep),
-  // target (throughput-target); the history benchmark's (issue 15):
+  // target (throughput-target), floor (an absolute target judged as a
+  // floor: job average and each interval after the first two within
+  // [1.0, 1.15] of it); the history benchmark's (issue 15):
   // hla-throughput, hla-energy, static (one point of the static sweep);
   // empty: nothing.
   std::string goal;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace xfer {
 
@@ -19,6 +20,12 @@ struct SvgFrame {
   // A legend entry's position (the i-th line right of the plot).
   double legend_x() const { return W - R + 12; }
   double legend_y(int i) const { return T + 16 + 18 * i; }
+  // Widens the right margin (and the canvas with it, the plot keeps its
+  // size) and heightens the canvas so that these legend lines, `indent`
+  // pixels right of legend_x(), fit inside the picture; before open().
+  void fit_legend(const std::vector<std::string>& labels, double indent = 0);
+  // A generous width of a line of the 12-px sans-serif text, in pixels.
+  static double text_width(const std::string& utf8);
 };
 // The plots' colours, in turn.
 const char* svg_color(int i);
