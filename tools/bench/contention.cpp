@@ -114,6 +114,9 @@ nlohmann::json run_set(const Scenario& sc, const std::vector<PreparedDataset>& d
 // One repeat's figures against the goals.
 struct Figures {
   double floor_met = NAN;       // share of the floor job's intervals after its first two at >= 95% of its floor
+  // Issue 54's: the share of them within [1.0, 1.15] of the floor, its tail
+  // included, and its job average over the floor.
+  double floor_within = NAN, floor_avg = NAN;
   double bulk_share = NAN;      // median over the bulk job's capped intervals of what it moved over its allotment
   double bg_alone = NAN;        // the background job alone: its mean over the link's usable rate
   double bg_yield = NAN;        // intervals from the first other job's start until it moved under 10% of that
@@ -134,6 +137,17 @@ Figures judge(const Scenario& sc, const nlohmann::json& together, const nlohmann
       int met = 0, n = 0;
       for (size_t k = 2; k < me.mbps.size(); ++k) ++n, met += me.mbps[k] >= 0.95 * j.target_mbps;
       if (n) f.floor_met = double(met) / n;
+      const auto& tl = together["jobs"][i]["timeline"];
+      int within = 0, all = 0;
+      double bits = 0, secs = 0;
+      for (size_t k = 0; k < tl.size(); ++k) {
+        const double mbps = tl[k].value("throughput_mbps", 0.0), dt = tl[k].value("interval_s", 0.0);
+        bits += mbps * dt, secs += dt;
+        if (k < 2) continue;
+        ++all, within += mbps >= j.target_mbps && mbps <= 1.15 * j.target_mbps;
+      }
+      if (all) f.floor_within = double(within) / all;
+      if (secs > 0) f.floor_avg = bits / secs / j.target_mbps;
     } else if (j.goal == "bulk") {
       std::vector<double> r;
       for (size_t k = 0; k < me.mbps.size(); ++k)
@@ -297,6 +311,14 @@ int run_contention(const Scenario& sc, const std::vector<PreparedDataset>& datas
   if (!std::isnan(fm))
     md << fmt::format("| floor job: intervals after its first two at >= 95% of its floor | {} ({}) | >= 95% | {} |\n",
                       pct(fm), each(&Figures::floor_met, true), verdict(fm >= 0.95));
+  const double fw = med(&Figures::floor_within), fa = med(&Figures::floor_avg);
+  if (!std::isnan(fw))
+    md << fmt::format("| floor job: intervals after its first two within [1.0, 1.15] of its floor, tail included | {} "
+                      "({}) | >= 95% | {} |\n",
+                      pct(fw), each(&Figures::floor_within, true), verdict(fw >= 0.95));
+  if (!std::isnan(fa))
+    md << fmt::format("| floor job: its average over its floor | {:.2f}x ({}) | 1.0-1.15x | {} |\n", fa,
+                      each(&Figures::floor_avg, false), verdict(fa >= 1.0 && fa <= 1.15));
   if (!std::isnan(bs))
     md << fmt::format("| bulk job: what it moved of its allotment (what the floors leave), median interval | {} ({}) | "
                       ">= 90% | {} |\n",
