@@ -367,6 +367,14 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   double bound = floor ? sla_mbps_ : opts_.energy_budget_j_per_gb;
   double measured = floor ? mbps : proj;
   bool breach = floor ? measured < bound : measured > bound;
+  if (floor && breach && current_.rate_cap_bps > 0) {
+    // Under the floor while the cap below held an overshoot: the cap goes
+    // first (the setting carried more than the floor until then).
+    current_.rate_cap_bps = 0;
+    current_.reason = fmt::format("{}: {:.1f} Mbit/s under the floor of {:.1f}: rate cap lifted", name(), measured, bound);
+    log::info("{}", current_.reason);
+    return current_;
+  }
   if (predicted_ > 0) push_window(ratios_, measured / predicted_, 2);
   // Slack: past the noise of one interval to the next (kTrim), over two
   // intervals running.
@@ -413,6 +421,24 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
 std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, double proj) {
   std::optional<Params> p = adjust(obs, mbps, proj);
   if (p) return p;
+  // A floor is a promise of the floor, and what runs over it costs energy
+  // (issue 54: 212 Mbit/s for a floor of 110). Where the table has nothing
+  // cheaper that holds it, two intervals over it by kOvershoot put the
+  // receive rate under a cap at the floor + kCapMargin, as throughput-target
+  // does: the settings stay those the table chose, their surplus unspent.
+  if (goal_ == Goal::Throughput && sla_mbps_ > 0 && current_.rate_cap_bps <= 0 && recent_bps_.size() >= 2 &&
+      std::all_of(recent_bps_.end() - 2, recent_bps_.end(),
+                  [&](double b) { return b / 1e6 > sla_mbps_ * (1 + kOvershoot); })) {
+    current_.rate_cap_bps = sla_mbps_ * 1e6 * (1 + kCapMargin);
+    // The reference a fall is judged against is what the cap lets through
+    // (else the cap itself would read as a fall in throughput: a load rise).
+    ref_mbps_ = std::min(ref_mbps_, current_.rate_cap_bps / 1e6);
+    current_.reason = fmt::format("{}: {:.1f} Mbit/s over a floor of {:.1f}: receive rate held at {:.1f}", name(), mbps,
+                                  sla_mbps_, current_.rate_cap_bps / 1e6);
+    events_.push_back({{"interval", intervals_}, {"event", "overshoot: rate capped"}});
+    log::info("{}", current_.reason);
+    return current_;
+  }
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
   if (ceiling && (proj <= 0 || proj > opts_.energy_budget_j_per_gb / (1 + kMargin))) return std::nullopt;
   return explore(obs);
@@ -446,9 +472,13 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     return std::nullopt;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   // Never while the floor could be missed: the last intervals all above it by the margin.
-  if (floor)
+  // (Under the cap that holds an overshoot, at the floor: the cap keeps the
+  // rate a few percent over it whatever the setting could carry.)
+  if (floor) {
+    const double need = current_.rate_cap_bps > 0 ? sla_mbps_ : sla_mbps_ * (1 + kMargin);
     for (double b : recent_bps_)
-      if (b / 1e6 < sla_mbps_ * (1 + kMargin)) return std::nullopt;
+      if (b / 1e6 < need) return std::nullopt;
+  }
   std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
   size_t pick = current_.chunks.size();
   uint64_t most = 0;

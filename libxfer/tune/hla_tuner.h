@@ -51,6 +51,10 @@ class HlaTuner : public Tuner {
   // ceiling) asks again for a cheaper setting (more throughput).
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
+  // A floor overshot by more than this in two intervals running, with the
+  // table's settings kept, is held by a rate cap at the floor + kCapMargin.
+  static constexpr double kOvershoot = 0.15;
+  static constexpr double kCapMargin = 0.03;
   // Exploration within the SLA (issue 41): at most explore_share (the
   // option; kExploreShare by default) of the
   // intervals so far are spent on a setting next to the one in use (cc, p

@@ -139,15 +139,16 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
     std::string start = "start at one channel";
     total_ = start_channels(info, target_bps_, &start);
     if (info.rtt_s > 0) {
-      // Half again as many: the path's loss is not known yet (Mathis's bound
+      // A quarter more: the path's loss is not known yet (Mathis's bound
       // goes with it), and a surplus is trimmed at the first warm interval
       // while a shortfall would cost a jump onto cold connections. The job's
       // first interval (discovery, handshakes, every channel's slow start)
       // then decides nothing: it under-states what the channels carry.
       const int more = std::min(std::max(1, info.max_channels), int(std::ceil(total_ * kStartMargin)));
-      if (more > total_) start += fmt::format(", {} with half again for what is not known yet", more);
+      if (more > total_) start += fmt::format(", {} with a quarter more for what is not known yet", more);
       total_ = more;
       skip_first_ = true;
+      quick_looks_ = kQuickLooks;
     }
     current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; {}", opts_.target_mbps, start);
   } else {
@@ -191,20 +192,45 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   const bool chunk_finished = !active_.empty() && active != active_;
   active_ = active;
   const bool first = skip_first_;
+  // The tail: what is left would take under two looks at this rate (the
+  // loop's near_end counts two whole intervals, which at the daemon's 5 s
+  // is most of a short job while the quick looks below still run).
+  bool tail = obs.near_end;
+  if (tail && quick_looks_ > 0 && thr > 0) {
+    const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
+    tail = left * 8 < 2 * *next_look_s() * thr;
+  }
   skip_first_ = false;
+  if (quick_looks_ > 0) --quick_looks_;
   if (thr >= lo) reached_ = true;
   if (reached_) {
     ctl_bytes_ += double(obs.bytes_interval), ctl_s_ += obs.interval_s, ++ctl_intervals_;
     if (thr >= lo * (1 - kBand) && thr <= hi) ++in_band_;
   }
-  if (obs.near_end) {
-    // The tail: channels drain, nothing to learn; but a floor holds to the
-    // last file, so a cap that holds it under goes, and a finished chunk's
-    // channels still move to what is left.
+  if (thr >= lo && thr <= hi) {
+    if (++in_band_run_ >= 2) quick_looks_ = 0;  // settled: whole intervals from now on
+  } else {
+    in_band_run_ = 0;
+  }
+  if (tail) {
+    // The tail: nothing to learn; but a floor holds to the last file, so a
+    // cap that holds it under goes, channels are added while files are left
+    // for them (a finished chunk's warm connections go to them first), and a
+    // finished chunk's channels move to what is left.
     std::string why;
+    int files_left = 0;
+    for (const ChunkObservation& c : obs.chunks)
+      if (!c.finished) files_left += int(c.files_total - std::min(c.files_total, c.files_done));
+    const int more = thr > 0 ? std::min(jump(total_, target_bps_ * (1 + kBand / 2), thr, info_.max_channels),
+                                        total_ + files_left)
+                             : total_;
     if (thr < lo && current_.rate_cap_bps > 0) {
       current_.rate_cap_bps = 0;
       why = fmt::format("{:.1f} of {:.1f} Mbit/s in the tail: rate cap lifted", thr / 1e6, target_bps_ / 1e6);
+    } else if (thr < lo && more > total_ && !first) {
+      why = fmt::format("{:.1f} of {:.1f} Mbit/s in the tail at {} channels: {} for the {} files left", thr / 1e6,
+                        target_bps_ / 1e6, total_, more, files_left);
+      total_ = more;
     } else if (thr > hi && current_.rate_cap_bps <= 0) {
       // Channels drain here, so none are trimmed; the cap holds the rest.
       current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);
@@ -305,6 +331,16 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   allocate(&obs);
   current_.reason = "throughput-target: " + why;
   return current_;
+}
+
+std::optional<double> ThroughputTargetTuner::next_look_s() const {
+  if (quick_looks_ <= 0 || info_.rtt_s <= 0) return std::nullopt;
+  // The first look once every channel's slow start is over (it decides
+  // nothing), then ten round trips of the channels' own pace, half a second
+  // at least: what the start estimate missed is corrected in the job's
+  // first seconds, not at the end of a 5-s interval that holds all of a
+  // short job (issue 54: a 60-MB job at 1.8x its floor from start to end).
+  return skip_first_ ? 12 * info_.rtt_s + 0.3 : std::max(0.5, 10 * info_.rtt_s);
 }
 
 nlohmann::json ThroughputTargetTuner::summary() const {

@@ -12,7 +12,8 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
   static constexpr int kProbeIntervals = 2;     // --target-pct: at least this many intervals measure the maximum,
   static constexpr int kMaxProbeIntervals = 8;  // more while the rate still rises, up to this
-  static constexpr double kStartMargin = 1.5;  // channels over start_channels' estimate (init says why)
+  static constexpr double kStartMargin = 1.25;
+  static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)  // channels over start_channels' estimate (init says why)
   static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target  // --target-pct: intervals at full channels to measure the maximum
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
@@ -21,6 +22,7 @@ class ThroughputTargetTuner : public Tuner {
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
   Params init(const JobInfo& info) override;
   std::optional<Params> decide(const Observation& obs) override;
+  std::optional<double> next_look_s() const override;
   nlohmann::json summary() const override;
 
   // Alg. 3 line 11: the concurrency the target asks for, from what `cc` gave.
@@ -51,7 +53,9 @@ class ThroughputTargetTuner : public Tuner {
   // target, the settling interval that follows is used, since it can only
   // under-state what the new channels carry (an overshoot is held by the cap).
   bool raised_ = true;
-  bool skip_first_ = false;  // the start came from the path's estimate: its first interval decides nothing
+  bool skip_first_ = false;
+  int quick_looks_ = 0;   // looks left before whole intervals (ended by two in band running)
+  int in_band_run_ = 0;  // the start came from the path's estimate: its first interval decides nothing
   tune::KernelPlan kernel_;
   Params current_;
   std::vector<bool> active_;  // the chunks running at the last decision

@@ -166,23 +166,33 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   small.multiplexed = true;
   EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 6);
   EXPECT_NE(why.find("pp files a round trip"), std::string::npos) << why;
-  // The tuner starts there, with half again (ceil(6 x 1.5) = 9) for the
-  // loss it does not know yet; the job's first interval, cold, decides
-  // nothing (12 Mbit/s over 9 channels would have jumped to 95), the second
-  // does.
+  // The tuner starts there, with a quarter more (ceil(6 x 1.25) = 8) for
+  // the loss it does not know yet; the job's first look, once slow start is
+  // over (12 x 60 ms + 0.3 s), is cold and decides nothing (12 Mbit/s over 8
+  // channels would have jumped to 84); the next, ten round trips later,
+  // does; looks are shorter than the interval until two in the band.
   TunerOptions o;
   o.target_mbps = 120;
   ThroughputTargetTuner t(o);
   SimEngine sim{[](const Params& p) { return 10.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
   Params p = t.init(info);
-  EXPECT_EQ(p.total_channels(), 9);
-  EXPECT_NE(p.reason.find("9 with half again"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.total_channels(), 8);
+  EXPECT_NE(p.reason.find("8 with a quarter more"), std::string::npos) << p.reason;
+  ASSERT_TRUE(t.next_look_s());
+  EXPECT_NEAR(*t.next_look_s(), 1.02, 1e-9);
   sim.mbps = [](const Params&) { return 12.0; };
   EXPECT_FALSE(t.decide(sim.step(p, 1)));
+  ASSERT_TRUE(t.next_look_s());
+  EXPECT_NEAR(*t.next_look_s(), 0.6, 1e-9);
   sim.mbps = [](const Params& q) { return 10.0 * q.total_channels(); };
   std::optional<Params> next = t.decide(sim.step(p, 1));
   ASSERT_TRUE(next);
-  EXPECT_EQ(next->total_channels(), 13) << next->reason;  // ceil(9 x 126 / 90)
+  EXPECT_EQ(next->total_channels(), 13) << next->reason;  // ceil(8 x 126 / 80)
+  // 130 Mbit/s at 13: in the band; after two such looks, whole intervals.
+  EXPECT_FALSE(t.decide(sim.step(*next, 1)));  // settling, in band
+  EXPECT_TRUE(t.next_look_s());
+  EXPECT_FALSE(t.decide(sim.step(*next, 1)));
+  EXPECT_FALSE(t.next_look_s());
 }
 
 // Slack is trimmed as soon as it is measured. One channel moves 5 Mbit/s
