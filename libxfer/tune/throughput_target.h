@@ -39,6 +39,7 @@ class ThroughputTargetTuner : public Tuner {
 
  private:
   void allocate(const Observation* obs);
+  std::vector<double> work_weights(const Observation* obs) const;
   bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
   JobInfo info_;

@@ -248,3 +248,42 @@ TEST(ThroughputTarget, TheTailLiftsTheCapAndHandsAFinishedChunksChannelsOn) {
   ASSERT_TRUE(tail);
   EXPECT_EQ(tail->rate_cap_bps, 0) << tail->reason;
 }
+
+// Once measured, channels go where the work is: the small files' chunk moves
+// 10 Mbit/s a channel with 40 MB left, the medium one 40 a channel with 40
+// MB left: 10 channels split 8 : 2 (the time each chunk's bytes take on one
+// of its channels: 32 s against 8 s), where HTEE's weights split them by
+// size and count; the chunks then end together rather than the small files
+// carrying the floor alone at the end.
+TEST(ThroughputTarget, ChannelsGoWhereTheWorkIsOnceMeasured) {
+  TunerOptions o;
+  o.target_mbps = 200;
+  ThroughputTargetTuner t(o);
+  JobInfo info = wan_info({plan(ChunkKind::Small, 400, 40'000'000), plan(ChunkKind::Medium, 20, 40'000'000)}, 32);
+  Params p = t.init(info);  // no RTT: one channel to start
+  auto observe = [&](const Params& q, double small_per, double medium_per, bool settling) {
+    Observation ob;
+    ob.interval_s = 1, ob.settling = settling, ob.params = q;
+    ob.bytes_total = 80'000'000, ob.bytes_done = 0;
+    double total = 0;
+    for (size_t i = 0; i < 2; ++i) {
+      ChunkObservation c;
+      c.params = q.chunks[i];
+      c.bytes_total = 40'000'000;
+      c.throughput_bps = (i == 0 ? small_per : medium_per) * 1e6 * q.chunks[i].cc;
+      total += c.throughput_bps;
+      ob.chunks.push_back(c);
+    }
+    ob.throughput_bps = total, ob.bytes_interval = uint64_t(total / 8);
+    return ob;
+  };
+  // 50 Mbit/s on the start's channels: jump to ceil(N x 210 / 50).
+  std::optional<Params> next = t.decide(observe(p, 10, 40, false));
+  ASSERT_TRUE(next);
+  const int total = next->total_channels();
+  ASSERT_GE(total, 5);
+  // The split: bytes left x cc / throughput, i.e. 40 MB / 10 Mbit/s against
+  // 40 MB / 40 Mbit/s: four fifths to the small files.
+  EXPECT_EQ(next->chunks[0].cc, int(std::lround(total * 0.8))) << next->reason;
+  EXPECT_EQ(next->chunks[0].cc + next->chunks[1].cc, total);
+}
