@@ -35,6 +35,8 @@ class ThroughputTargetTuner : public Tuner {
   // RTT, Mathis's loss bound, a file's slow start, the link); 1 when the RTT
   // is not known. Why, into *why.
   static int start_channels(const JobInfo& info, double target_bps, std::string* why);
+  // The job at its floor ends before the first looks (next_look_s) are over.
+  static bool too_short_to_correct(const JobInfo& info, double target_bps);
   double target_bps() const { return target_bps_; }
 
  private:

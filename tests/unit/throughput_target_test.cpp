@@ -166,6 +166,16 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   small.multiplexed = true;
   EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 6);
   EXPECT_NE(why.find("pp files a round trip"), std::string::npos) << why;
+  // 60 MB at 120 Mbit/s is 4 s, longer than the looks that correct a start
+  // (12 x 60 ms + 0.3 s, then 3 x 0.6 s: 2.8 s). 32 MB (2.1 s) is not: that
+  // job is provisioned for its cold start, 80 files of 400 kB in 2 + log2(1
+  // + 400000 / 14480) = 6.84 round trips each: 7.8 Mbit/s a channel, 16.
+  EXPECT_FALSE(ThroughputTargetTuner::too_short_to_correct(small, 120e6));
+  JobInfo tail = wan_info({plan(ChunkKind::Small, 80, 32'000'000)}, 64);
+  tail.rtt_s = 0.06;
+  EXPECT_TRUE(ThroughputTargetTuner::too_short_to_correct(tail, 120e6));
+  EXPECT_EQ(ThroughputTargetTuner::start_channels(tail, 120e6, &why), 16);
+  EXPECT_NE(why.find("ends before its looks"), std::string::npos) << why;
   // The tuner starts there, with a quarter more (ceil(6 x 1.25) = 8) for
   // the loss it does not know yet; the job's first look, once slow start is
   // over (12 x 60 ms + 0.3 s), is cold and decides nothing (12 Mbit/s over 8
