@@ -267,8 +267,13 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
     r->file->chunk->bytes_fetched += take;
     if (r->paced) pace_wakeups(r, job->spec.opts.wake_batch_ms);
   }
-  if (take < len) {
-    r->stopped_at_end = true;  // the rest belongs to another stream (or never existed)
+  // At its end with more to come (the rest belongs to another stream, or
+  // never existed), or exactly at an end a split moved (split_inflight): the
+  // server would go on sending what another stream asked for, and the
+  // request would wait for bytes it does not need (a stalled connection,
+  // its empty rest asked again: HTTP 416 failed the file).
+  if (take < len || (r->shortened && r->end_known && r->pos >= r->end)) {
+    r->stopped_at_end = true;
     return 0;
   }
   return len;

@@ -67,6 +67,7 @@ struct Request {
   // Set by the callbacks; read at completion.
   bool response_checked = false;
   bool stopped_at_end = false;  // we cut the body at `end` on purpose
+  bool shortened = false;       // `end` moved before the response's end (split_inflight)
   bool range_ignored = false;   // server answered 200 to a Range with start > 0
   std::string abort_reason;     // our own reason to abort (I/O error, size changed)
   int io_errno = 0;             // the write failed with this errno (abort_reason says where)

@@ -26,6 +26,7 @@ bool Job::Impl::connection_has_room(const Connection& s, int pp) const {
 }
 
 void Job::Impl::requeue(FileTask* f, Range r, bool end_known, uint64_t delay_us, bool front, bool fresh_connection) {
+  if (end_known && r.begin >= r.end) return;  // nothing left of it to ask (an empty Range is a 416)
   Piece p{f, r, f->gen, end_known, delay_us ? eng.now_us() + delay_us : 0, fresh_connection};
   if (front) f->chunk->requeued.push_front(p);
   else f->chunk->requeued.push_back(p);
@@ -330,7 +331,8 @@ bool Job::Impl::nothing_queued() const {
 // flight past the cut are discarded, and the new connection starts cold.
 //
 // In the job's tail (nothing queued in any chunk: its last files are in
-// flight on fewer streams than it has channels), the idle connection takes
+// flight on fewer streams than it has channels), when the tuner asks for it
+// (Params::split_tail: the floor policies), the idle connection takes
 // from any of its chunk's channels' requests, and a slow stream's remainder is split down
 // to two seconds of it (min_piece_bytes at least): the rate a floor asked
 // for holds to the last file rather than falling to what the last streams
@@ -353,7 +355,7 @@ std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
   // Within the chunk: a chunk is finished when none of its channels has a
   // request in flight, so its files stay on its own channels (the tuners give
   // a finished chunk's channels to the chunks left).
-  if (!best && nothing_queued())
+  if (!best && current.split_tail && nothing_queued())
     for (auto& other : ch.chunk->channels)
       for (auto& s : other->connections)
         if (s) consider(*s, true);
@@ -363,6 +365,7 @@ std::optional<Piece> Job::Impl::split_inflight(Channel& ch) {
   log::debug("{}: bytes {}-{} go to an idle connection (split from a request at {})", best->file->entry->name, mid,
              best->end, best->pos);
   best->end = mid;
+  best->shortened = true;
   return back;
 }
 
@@ -668,6 +671,10 @@ void Job::Impl::reissue_stalled(uint64_t now) {
     ++requests_reissued;
     preempt(r, false);
     if (f->state != FileTask::State::Active) continue;
+    if (end_known && rest.begin >= rest.end) {  // it had every byte it asked for: no failure
+      maybe_finish_file(f);
+      continue;
+    }
     std::string why = "nothing received for " + fmt::format("{:.1f}", double(limit) / 1e6) + " s";
     if (++f->failures > spec.opts.max_retries) {
       fail_file(f, why + " (after " + std::to_string(f->failures) + " attempts)");

@@ -183,6 +183,7 @@ Params HlaTuner::from_table(const std::string& why) {
   }
   std::vector<hla::Knobs> scaled = hla::schedule_mixed(k, std::max(1, info_.max_channels));
   Params p;
+  p.split_tail = goal_ == Goal::Throughput && sla_mbps_ > 0;  // a floor holds to the last file
   p.chunks.resize(k.size());
   int cores = 0;
   long freq = 0;

@@ -123,7 +123,10 @@ std::optional<KernelStep> KernelPlan::step(bool goal_holds, double cost, int cha
   if (probe_ >= 0 && probe_up_) {
     KernelKnob& k = knobs_[size_t(probe_)];
     probe_ = -1;
-    bool cheaper = cost_before_ > 0 && cost > 0 && cost < cost_before_ * (1 - kTolerance);
+    // A fall to under a third is no core's doing: one of the two intervals
+    // moved next to nothing (a server that sends in bursts a second apart
+    // against half-second intervals), so it says nothing and the core goes.
+    bool cheaper = cost_before_ > 0 && cost > 0 && cost < cost_before_ * (1 - kTolerance) && cost > cost_before_ / 3;
     if (goal_holds && cheaper) {
       k.settled = true;  // paid: not stepped back down while it pays
       return changed(KernelStep::Kind::Raised, k,

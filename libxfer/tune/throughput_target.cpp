@@ -168,6 +168,7 @@ bool ThroughputTargetTuner::scale_pp(double factor, const Observation& obs) {
 
 Params ThroughputTargetTuner::init(const JobInfo& info) {
   info_ = info;
+  current_.split_tail = true;  // a floor (or a share of the maximum) holds to the last file
   weights_ = tune::chunk_weights(info.chunks);
   current_.chunks = tune::base_chunks(info);
   base_ = current_.chunks;
@@ -289,7 +290,11 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   // itself (connections opening or draining, slow start): not a measurement,
   // except below the target after channels were added, where it can only
   // under-state them (a floor is reached sooner; an overshoot is capped).
-  if ((obs.settling && !(raised_ && thr < lo)) || first) {
+  // The first look is skipped only when it is not far under the target: a
+  // cold look at under half of it says the start was too few channels
+  // whatever slow start hid (a link shared with other jobs' flows, which no
+  // estimate from the path alone sees), and waiting would cost a whole look.
+  if ((obs.settling && !(raised_ && thr < lo)) || (first && thr >= lo / 2)) {
     if (!chunk_finished) return std::nullopt;
     allocate(&obs);
     current_.reason = "throughput-target: a chunk finished: its channels go to the chunks left";
@@ -346,7 +351,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // intervals) where the cap holds it within a few percent.
     const int fewer = trim(total_, target_bps_ * (1 + kBand), thr);
     if (fewer < total_) {
-      if (current_.rate_cap_bps <= 0) current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);
+      current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);  // a cap raised earlier comes back down with it
       why = fmt::format("{:.1f} Mbit/s over {:.1f} at {} channels: trimmed to {} (cc * target / actual), receive "
                         "rate held at {:.1f}",
                         thr / 1e6, target_bps_ / 1e6, total_, fewer, current_.rate_cap_bps / 1e6);

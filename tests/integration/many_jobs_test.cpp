@@ -21,8 +21,12 @@ const char* kPolicies =
     "[policy.min-energy]\nalgorithm = \"min-energy\"\n"
     "[policy.app-min-energy]\nalgorithm = \"min-energy\"\n"
     "[policy.bulk]\nalgorithm = \"min-energy\"\n"
-    "[policy.floor]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\n"
-    "[policy.floor-queued]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\nadmission = \"queue\"\n";
+    // One channel: a floor job's one /slow/ file stays one slow stream, so the
+    // job runs until the test cancels it (with more channels its tail splits
+    // the file over the idle ones and it ends within seconds).
+    "[policy.floor]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\nmax_channels = 1\n"
+    "[policy.floor-queued]\nalgorithm = \"throughput-target\"\ntarget_mbps = 200\nadmission = \"queue\"\n"
+    "max_channels = 1\n";
 
 Shell submit(Env& env, const std::string& policy, const std::string& manifest, uid_t as = 0) {
   std::string m = env.manifest_file(manifest);

@@ -143,6 +143,7 @@ TEST(Scheduler, ARaisedParallelismSplitsTheRequestInFlight) {
 TEST(Scheduler, InTheTailAnIdleChannelTakesHalfOfAnotherChannelsRequest) {
   ScheduledJob s({12 * kMiB});
   xfer::ChunkKind kind = s.job->chunks[0]->plan.kind;
+  s.job->current.split_tail = true;  // what the floor policies ask
   s.set(kind, {2, 1, 1});
   auto g = s.gets();
   ASSERT_EQ(g.size(), 1u) << "12 MiB is under twice the byte rule's 8 MiB";
@@ -155,9 +156,25 @@ TEST(Scheduler, InTheTailAnIdleChannelTakesHalfOfAnotherChannelsRequest) {
   EXPECT_EQ(g[1]->req_begin, g[0]->end);
   EXPECT_EQ(g[1]->end, 12 * kMiB);
   EXPECT_NE(g[0]->conn->channel, g[1]->conn->channel);
+  EXPECT_TRUE(g[0]->shortened) << "the front half stops at its new end, not at the server's";
+  // A range with nothing left in it is never asked again (an empty Range
+  // is answered 416, which failed the file).
+  const size_t queued = s.chunk(kind).requeued.size();
+  s.job->requeue(g[0]->file, {g[0]->end, g[0]->end}, true, 0, true);
+  EXPECT_EQ(s.chunk(kind).requeued.size(), queued);
+  // Not where the tuner did not ask (static settings, the papers' own).
+  ScheduledJob plain({12 * kMiB});
+  plain.set(kind, {2, 1, 1});
+  auto q = plain.gets();
+  ASSERT_EQ(q.size(), 1u);
+  q[0]->started_us = plain.eng->now_us() - 2'000'000;
+  q[0]->pos = q[0]->req_begin + 3 * kMiB;
+  plain.job->pump();
+  EXPECT_EQ(plain.gets().size(), 1u);
   // Not while the job has files no channel has taken: then the idle
   // channel takes one of those.
   ScheduledJob busy({12 * kMiB, 12 * kMiB, 12 * kMiB});
+  busy.job->current.split_tail = true;
   busy.set(busy.job->chunks[0]->plan.kind, {2, 1, 1});
   auto b = busy.gets();
   ASSERT_EQ(b.size(), 2u);

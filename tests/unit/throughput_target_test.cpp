@@ -178,9 +178,10 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   EXPECT_NE(why.find("ends before its looks"), std::string::npos) << why;
   // The tuner starts there, with a quarter more (ceil(6 x 1.25) = 8) for
   // the loss it does not know yet; the job's first look, once slow start is
-  // over (12 x 60 ms + 0.3 s), is cold and decides nothing (12 Mbit/s over 8
-  // channels would have jumped to 84); the next, ten round trips later,
-  // does; looks are shorter than the interval until two in the band.
+  // over (12 x 60 ms + 0.3 s), is cold and decides nothing while it is over
+  // half the target (70 Mbit/s over 8 channels would have jumped to 15); the
+  // next, ten round trips later, does; looks are shorter than the interval
+  // until two in the band.
   TunerOptions o;
   o.target_mbps = 120;
   ThroughputTargetTuner t(o);
@@ -190,7 +191,7 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   EXPECT_NE(p.reason.find("8 with a quarter more"), std::string::npos) << p.reason;
   ASSERT_TRUE(t.next_look_s());
   EXPECT_NEAR(*t.next_look_s(), 1.02, 1e-9);
-  sim.mbps = [](const Params&) { return 12.0; };
+  sim.mbps = [](const Params&) { return 70.0; };
   EXPECT_FALSE(t.decide(sim.step(p, 1)));
   ASSERT_TRUE(t.next_look_s());
   EXPECT_NEAR(*t.next_look_s(), 0.6, 1e-9);
@@ -203,6 +204,14 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   EXPECT_TRUE(t.next_look_s());
   EXPECT_FALSE(t.decide(sim.step(*next, 1)));
   EXPECT_FALSE(t.next_look_s());
+  // A first look under half the target decides at once: the start was too
+  // few channels whatever slow start hid (a link shared with other flows).
+  ThroughputTargetTuner shared(o);
+  Params q = shared.init(info);
+  sim.mbps = [](const Params&) { return 17.0; };
+  std::optional<Params> jumped = shared.decide(sim.step(q, 1));
+  ASSERT_TRUE(jumped);
+  EXPECT_EQ(jumped->total_channels(), 60) << jumped->reason;  // ceil(8 x 126 / 17)
 }
 
 // Slack is trimmed as soon as it is measured. One channel moves 5 Mbit/s

@@ -22,6 +22,11 @@ struct Params {
   int cores = 0;                    // 0: leave the kernel layer alone
   long freq_khz = 0;                // 0: leave the kernel layer alone
   double rate_cap_bps = 0;          // 0: none; else the job's receive rate is held near this
+  // In the job's tail (nothing queued), an idle channel takes the back half
+  // of another channel's request (schedule.cpp split_inflight): what a floor
+  // asks to hold its rate to the last file. Off, the caller's cc and p stand
+  // as they are (static, sweeps, the papers' algorithms).
+  bool split_tail = false;
   std::string reason;               // why the tuner chose these (logged, in the timeline)
   int total_channels() const {  // the papers' channels: sum of cc over chunks
     int n = 0;
