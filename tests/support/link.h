@@ -21,6 +21,9 @@ namespace xtest {
 struct Link {
   Link(const std::string& name, int index, const std::string& args, const Dataset& d) : name(name), index(index) {
     work = make_temp_dir("flowlink");
+    // A run of this test that was killed (ctest's timeout) left its
+    // namespaces: they go first, or `up` refuses and this run fails too.
+    sh(bin("xfer-linkemu") + " cleanup --name " + name + " > /dev/null 2>&1");
     pid = fork();
     if (pid == 0) {
       freopen((work + "/link.out").c_str(), "w", stdout);
