@@ -60,8 +60,7 @@ bool ThroughputTargetTuner::too_short_to_correct(const JobInfo& info, double tar
   if (info.rtt_s <= 0 || target_bps <= 0) return false;
   double bytes = 0;
   for (const ChunkPlan& c : info.chunks) bytes += double(c.bytes);
-  // The first look (slow start) and three more (next_look_s).
-  const double looks_s = 12 * info.rtt_s + 0.3 + 3 * std::max(0.5, 10 * info.rtt_s);
+  const double looks_s = first_look_s(info.rtt_s) + 3 * look_s(info.rtt_s);
   return bytes * 8 / target_bps < looks_s;
 }
 
@@ -177,19 +176,19 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
     phase_ = Phase::Control;
     std::string start = "start at one channel";
     total_ = start_channels(info, target_bps_, &start);
-    if (info.rtt_s > 0 && !too_short_to_correct(info, target_bps_)) {
-      // A quarter more: the path's loss is not known yet (Mathis's bound
-      // goes with it), and a surplus is trimmed at the first warm interval
+    if (info.rtt_s > 0) {
+      // A quarter more (where the start is not already the cold one of a job
+      // too short to correct): the path's loss is not known yet (Mathis's
+      // bound goes with it), and a surplus is trimmed at the first warm look
       // while a shortfall would cost a jump onto cold connections. The job's
-      // first interval (discovery, handshakes, every channel's slow start)
-      // then decides nothing: it under-states what the channels carry.
-      const int more = std::min(std::max(1, info.max_channels), int(std::ceil(total_ * kStartMargin)));
-      if (more > total_) start += fmt::format(", {} with a quarter more for what is not known yet", more);
-      total_ = more;
+      // first look (discovery, handshakes, every channel's slow start)
+      // under-states what the channels carry (decide() says when it counts).
+      if (!too_short_to_correct(info, target_bps_)) {
+        const int more = std::min(std::max(1, info.max_channels), int(std::ceil(total_ * kStartMargin)));
+        if (more > total_) start += fmt::format(", {} with a quarter more for what is not known yet", more);
+        total_ = more;
+      }
       skip_first_ = true;
-      quick_looks_ = kQuickLooks;
-    } else if (info.rtt_s > 0) {
-      skip_first_ = true;  // provisioned for its cold start: its first look says nothing more
       quick_looks_ = kQuickLooks;
     }
     current_.reason = fmt::format("throughput-target: {:.1f} Mbit/s; {}", opts_.target_mbps, start);
@@ -275,7 +274,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       total_ = more;
     } else if (thr > hi && current_.rate_cap_bps <= 0) {
       // Channels drain here, so none are trimmed; the cap holds the rest.
-      current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);
+      current_.rate_cap_bps = held_bps();
       why = fmt::format("{:.1f} Mbit/s over {:.1f} in the tail: receive rate held at {:.1f}", thr / 1e6,
                         target_bps_ / 1e6, current_.rate_cap_bps / 1e6);
     } else if (chunk_finished) {
@@ -340,10 +339,8 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     }
   } else if (thr > hi) {
     // Slack is trimmed as soon as it is measured: the channels the rate asks
-    // for, aimed at the band's middle as the jump up is. Connections close at
-    // once (their unreceived rest goes to the others), where a cap would
-    // keep them all open, and the cap is left for what channels are too
-    // coarse a step to reach.
+    // for. Connections close at once (their unreceived rest goes to the
+    // others), where a cap alone would keep them all open.
     // The trim aims at the band's top, and the cap holds what is left over
     // at the target + 3%: a channel is 5-10% of a floor on a WAN path, its
     // rate still rising while its window opens, so channels alone swing
@@ -351,13 +348,13 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // intervals) where the cap holds it within a few percent.
     const int fewer = trim(total_, target_bps_ * (1 + kBand), thr);
     if (fewer < total_) {
-      current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);  // a cap raised earlier comes back down with it
+      current_.rate_cap_bps = held_bps();  // a cap raised earlier comes back down with it
       why = fmt::format("{:.1f} Mbit/s over {:.1f} at {} channels: trimmed to {} (cc * target / actual), receive "
                         "rate held at {:.1f}",
                         thr / 1e6, target_bps_ / 1e6, total_, fewer, current_.rate_cap_bps / 1e6);
       total_ = fewer;
     } else if (current_.rate_cap_bps <= 0) {
-      current_.rate_cap_bps = target_bps_ * (1 + kCapMargin);
+      current_.rate_cap_bps = held_bps();
       why = fmt::format("{:.1f} Mbit/s overshoots {:.1f}: receive rate held at {:.1f}", thr / 1e6, target_bps_ / 1e6,
                         current_.rate_cap_bps / 1e6);
     } else if (scale_pp(target_bps_ / thr, obs)) {
@@ -386,7 +383,7 @@ std::optional<double> ThroughputTargetTuner::next_look_s() const {
   // at least: what the start estimate missed is corrected in the job's
   // first seconds, not at the end of a 5-s interval that holds all of a
   // short job (issue 54: a 60-MB job at 1.8x its floor from start to end).
-  return skip_first_ ? 12 * info_.rtt_s + 0.3 : std::max(0.5, 10 * info_.rtt_s);
+  return skip_first_ ? first_look_s(info_.rtt_s) : look_s(info_.rtt_s);
 }
 
 nlohmann::json ThroughputTargetTuner::summary() const {

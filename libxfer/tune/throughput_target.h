@@ -1,6 +1,8 @@
 #pragma once
 
 
+#include <algorithm>
+
 #include "kernel_plan.h"
 #include "xfer/tuner.h"
 
@@ -12,9 +14,9 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
   static constexpr int kProbeIntervals = 2;     // --target-pct: at least this many intervals measure the maximum,
   static constexpr int kMaxProbeIntervals = 8;  // more while the rate still rises, up to this
-  static constexpr double kStartMargin = 1.25;
-  static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)  // channels over start_channels' estimate (init says why)
-  static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target  // --target-pct: intervals at full channels to measure the maximum
+  static constexpr double kStartMargin = 1.25;  // channels over start_channels' estimate (init says why)
+  static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)
+  static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
   // The least energy that holds the target: the machine's draw (energy-aware SLAEE).
@@ -32,15 +34,21 @@ class ThroughputTargetTuner : public Tuner {
   static int trim(int cc, double target_bps, double actual_bps);
   // The channels to start with for an absolute target: the target over what
   // one channel can carry on this path (the least of the TCP window over the
-  // RTT, Mathis's loss bound, a file's slow start, the link); 1 when the RTT
+  // RTT, Mathis's loss bound, the link, files on an open connection, and a
+  // file's slow start for a job too short to be corrected); 1 when the RTT
   // is not known. Why, into *why.
   static int start_channels(const JobInfo& info, double target_bps, std::string* why);
-  // The job at its floor ends before the first looks (next_look_s) are over.
+  // The job at its floor ends before the first look and three more are over.
   static bool too_short_to_correct(const JobInfo& info, double target_bps);
+  // The quick looks' lengths (next_look_s): the first once every channel's
+  // slow start is over, the others ten round trips, half a second at least.
+  static double first_look_s(double rtt_s) { return 12 * rtt_s + 0.3; }
+  static double look_s(double rtt_s) { return std::max(0.5, 10 * rtt_s); }
   double target_bps() const { return target_bps_; }
 
  private:
   void allocate(const Observation* obs);
+  double held_bps() const { return target_bps_ * (1 + kCapMargin); }  // the rate a cap holds
   std::vector<double> work_weights(const Observation* obs) const;
   bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
@@ -56,9 +64,9 @@ class ThroughputTargetTuner : public Tuner {
   // target, the settling interval that follows is used, since it can only
   // under-state what the new channels carry (an overshoot is held by the cap).
   bool raised_ = true;
-  bool skip_first_ = false;
-  int quick_looks_ = 0;   // looks left before whole intervals (ended by two in band running)
-  int in_band_run_ = 0;  // the start came from the path's estimate: its first interval decides nothing
+  bool skip_first_ = false;  // the start came from the path's estimate: its cold first look decides little
+  int quick_looks_ = 0;      // looks left before whole intervals (ended by two in band running)
+  int in_band_run_ = 0;      // looks in the band running
   tune::KernelPlan kernel_;
   Params current_;
   std::vector<bool> active_;  // the chunks running at the last decision

@@ -238,32 +238,22 @@ std::vector<ClientRuns> verified_by_client(const std::vector<RunRow>& rows, cons
   return out;
 }
 
-// A floor run's intervals after its first two (set-up: discovery,
-// handshakes, slow start), its tail included; a last interval under half
-// the median one (the job's last files ending a moment into it) is not a
-// rate. `held`: the share of them within [1.0, 1.15] of the target; `avg`:
-// their mean over the target (bytes over time). NaN without a target or
-// such intervals.
-struct FloorFigures {
-  double held = NAN, avg = NAN;
-};
-FloorFigures floor_figures(const RunRow& r) {
+FloorFigures floor_figures(const std::vector<double>& t_end, const std::vector<double>& mbps, double target_mbps) {
   FloorFigures f;
-  const auto& tl = r.timeline;
-  if (!(r.target_mbps > 0) || tl.size() <= 2) return f;
+  if (!(target_mbps > 0) || t_end.size() <= 2 || mbps.size() != t_end.size()) return f;
   std::vector<double> dt;
-  for (size_t k = 0; k < tl.size(); ++k) dt.push_back(tl[k].t_s - (k ? tl[k - 1].t_s : 0));
-  size_t end = tl.size();
+  for (size_t k = 0; k < t_end.size(); ++k) dt.push_back(t_end[k] - (k ? t_end[k - 1] : 0));
+  size_t end = t_end.size();
   if (dt.back() < 0.5 * median(dt)) --end;
   size_t in = 0;
   double bits = 0, secs = 0;
   for (size_t k = 2; k < end; ++k) {
-    in += tl[k].mbps >= r.target_mbps && tl[k].mbps <= 1.15 * r.target_mbps;
-    bits += tl[k].mbps * dt[k], secs += dt[k];
+    in += mbps[k] >= target_mbps && mbps[k] <= kFloorBand * target_mbps;
+    bits += mbps[k] * dt[k], secs += dt[k];
   }
   if (end <= 2 || secs <= 0) return f;
   f.held = double(in) / double(end - 2);
-  f.avg = bits / secs / r.target_mbps;
+  f.avg = bits / secs / target_mbps;
   return f;
 }
 
@@ -299,7 +289,9 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
         push_kept(m.target, r->target_mbps);
         push_kept(m.ctl, r->controlled_mbps);
         push_kept(m.steady, r->steady_mbps);
-        const FloorFigures ff = floor_figures(*r);
+        std::vector<double> t_end, rate;
+        for (const IntervalPoint& p : r->timeline) t_end.push_back(p.t_s), rate.push_back(p.mbps);
+        const FloorFigures ff = floor_figures(t_end, rate, r->target_mbps);
         push_kept(m.held, ff.held);
         push_kept(m.held_avg, ff.avg);
         m.mean_file = r->files ? double(r->bytes) / double(r->files) : 0;
@@ -369,14 +361,14 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
           // The job ended within its first two intervals (the daemon's 5 s
           // against a job of seconds): its start decided all of it, and its
           // average over the run is what is judged.
-          const bool ok = t >= tg && t <= 1.15 * tg;
+          const bool ok = t >= tg && t <= kFloorBand * tg;
           md << fmt::format("| floor | {} | ended within its first two intervals: whole run {:.1f} Mbit/s ({:.2f}x the "
                             "floor); {:.2f} CPU s/GB ({:.2f}x {}) | within [1.0, 1.15] x {:.0f} | {} |\n",
                             name, t, t / tg, c, c / min_cpg, cpg_peer, tg, yes(ok));
           continue;
         }
         const double held = median(m.held), avg = median(m.held_avg);
-        const bool avg_ok = avg >= 1.0 && avg <= 1.15, held_ok = held >= 0.95;
+        const bool avg_ok = avg >= 1.0 && avg <= kFloorBand, held_ok = held >= 0.95;
         std::string runs;
         for (size_t k = 0; k < m.held.size(); ++k)
           runs += (runs.empty() ? "" : ", ") + fmt::format("{:.0f}% at {:.2f}x", m.held[k] * 100,

@@ -3,6 +3,7 @@
 // (the papers' Fig. 6-8 view).
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,19 @@ struct ClientRuns {
 std::vector<ClientRuns> verified_by_client(const std::vector<RunRow>& rows, const std::string& dataset);
 
 // The SLA policies' goals (issue 6) checked per dataset, for clients with a goal.
+// A floor run judged as issue 54 asks: its intervals after the first two
+// (set-up: discovery, handshakes, slow start), its tail included; a last
+// interval under half the median one (the job's last files ending a moment
+// into it) is not a rate. `held`: the share of them within [1.0,
+// kFloorBand] of the target; `avg`: their mean over the target (bytes over
+// time). NaN without a target or such intervals. t_end: each interval's end
+// on the job's clock.
+constexpr double kFloorBand = 1.15;
+struct FloorFigures {
+  double held = NAN, avg = NAN;
+};
+FloorFigures floor_figures(const std::vector<double>& t_end, const std::vector<double>& mbps, double target_mbps);
+
 std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps);
 
 }  // namespace bench
