@@ -17,6 +17,7 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr double kStartMargin = 1.25;  // channels over start_channels' estimate (init says why)
   static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)
   static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target
+  static constexpr double kMakeUp = 0.08;     // at most this far over the target to make up for the start
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
   // The least energy that holds the target: the machine's draw (energy-aware SLAEE).
@@ -48,7 +49,10 @@ class ThroughputTargetTuner : public Tuner {
 
  private:
   void allocate(const Observation* obs);
-  double held_bps() const { return target_bps_ * (1 + kCapMargin); }  // the rate a cap holds
+  double first_look_due() const;  // when the first look is due (next_look_s)
+  double held_bps() const { return need_bps_ * (1 + kCapMargin); }  // the rate a cap holds
+  double need_bps(const Observation& obs) const;  // what the rest of the job needs (its average)
+  std::string hold_rate(double thr);              // a cap at held_bps(); why, or "" when it is there
   std::vector<double> work_weights(const Observation* obs) const;
   bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
@@ -57,7 +61,7 @@ class ThroughputTargetTuner : public Tuner {
   std::vector<ChunkParams> base_;  // MinE's p and pp per chunk
   enum class Phase { Probe, Control } phase_ = Phase::Control;
   int probe_n_ = 0;
-  double max_bps_ = 0, target_bps_ = 0;
+  double max_bps_ = 0, target_bps_ = 0, need_bps_ = 0;
   int total_ = 1;
   bool jumped_ = false, rearranged_ = false, out_of_reach_ = false;
   // The last decision raised channels (or the job just started): below the
@@ -66,6 +70,10 @@ class ThroughputTargetTuner : public Tuner {
   bool raised_ = true;
   bool skip_first_ = false;  // the start came from the path's estimate: its cold first look decides little
   int quick_looks_ = 0;      // looks left before whole intervals (ended by two in band running)
+  double loop_t0_s_ = -1;    // the job's time when the looks began (after discovery)
+  double look_t_s_ = 0;      // the time of the last look since then
+  bool too_short_ = false;   // too_short_to_correct at init
+  double total_bytes_ = 0;   // the job's bytes at init
   int in_band_run_ = 0;      // looks in the band running
   tune::KernelPlan kernel_;
   Params current_;

@@ -39,6 +39,7 @@ struct SimEngine {
   double dt = 1;
   uint64_t total = 100'000'000'000;  // never near its end unless a test says so
   uint64_t done = 0;
+  double t_s = 0;  // the job's time at the end of the last step
   std::vector<Params> applied;
   std::optional<Params> prev;  // the params of the interval before
 
@@ -47,6 +48,7 @@ struct SimEngine {
     if (p.rate_cap_bps > 0 && honours_cap) m = std::min(m, p.rate_cap_bps / 1e6);
     Observation o;
     o.interval_s = dt;
+    o.t_s = (t_s += dt);
     o.bytes_interval = uint64_t(m * 1e6 / 8 * dt);
     o.throughput_bps = m * 1e6;
     done += o.bytes_interval;
