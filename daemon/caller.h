@@ -74,6 +74,8 @@ class CallerChecks {
 
  private:
   struct Check;
+  // Reads what the child has sent; false while more is to come.
+  static bool read_answers(Check* k, bool hup);
   static int on_socket(sd_event_source*, int, uint32_t, void*);
   static int on_exit(sd_event_source*, int, uint32_t, void*);
   static int on_timeout(sd_event_source*, uint64_t, void*);

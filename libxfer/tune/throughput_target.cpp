@@ -16,16 +16,18 @@
 // they are dealt round-robin from Large (MaxThr's order).
 //
 // Beyond the paper, for a target that is also a ceiling (within kBand):
-//   - the interval after a change of channels or pipelining is not used to
-//     decide (it holds the change itself: connections opening, slow start);
-//   - above the target by more than kBand, the receive rate is held at
-//     target * (1 + kCapMargin) (libcurl's CURLOPT_MAX_RECV_SPEED_LARGE per
-//     request, shared by the requests in flight; long requests are re-issued
-//     so that the cap reaches them at once). Channels and pipelining are
-//     coarse and slow steps, the cap is neither. Where the cap does not bite
-//     (many small responses), pipelining is scaled by target / actual;
-//   - below the target, a cap is lifted first, then the kernel layer raised,
-//     then pipelining restored, then the paper's jump and additive increase;
+//   - the floor is the job's average: the rate decided on is what the rest
+//     of the job needs (need_bps: the start's cost made up, up to kMakeUp);
+//   - the interval after a change of channels or pipelining decides only
+//     what it cannot mis-state (a shortfall after channels were added, an
+//     overshoot); so does the job's first look (first_look_s);
+//   - a jump's channels, and an overshoot the trim leaves, are held by a
+//     receive-rate cap at the need * (1 + kCapMargin): the engine's token
+//     bucket over all of the job's requests (engine/rate_limit.h). Channels
+//     and pipelining are coarse and slow steps, the cap is neither. Where
+//     the cap does not bite (many small responses), pipelining is scaled;
+//   - below the need, a cap that binds is raised, then the kernel layer
+//     (where the CPU is busy), pipelining restored, then the paper's jump;
 //   - in band, the kernel layer steps down (frequency, cores) while the
 //     target holds (KernelPlan::Lower).
 // The summary reports the mean throughput from the first interval at target
@@ -208,9 +210,9 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
 
 // The floor is the job's average (the papers' SLA is the transfer's
 // throughput): the rate that brings the job, from its start, to the target
-// by its end (a cap holds kCapMargin over it), given what it has moved so far; the target at
-// least, kMakeUp over it at most (held_bps, 3% higher, stays in the band:
-// an interval over it is an overshoot too).
+// by its end (a cap holds kCapMargin over it), given what it has moved so
+// far; the target at least, kMakeUp over it at most (held_bps, 3% higher,
+// stays in the band: an interval over it is an overshoot too).
 // What the job's start cost (discovery, handshakes, slow start: a quarter
 // of a second and a cold second at 0.7x on floor-wan's 60-ms path) is made
 // up over what is left: there the job averaged 0.91x its floor while every
@@ -300,11 +302,15 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   } else {
     in_band_run_ = 0;
   }
+  tail_ = tail;
   if (tail) {
     // The tail: nothing to learn; but a floor holds to the last file, so a
     // cap that holds it under goes, channels are added while files are left
     // for them (a finished chunk's warm connections go to them first), and a
-    // finished chunk's channels move to what is left.
+    // finished chunk's channels move to what is left. A cap here holds the
+    // band's middle at least (held_bps): as the last files end one after
+    // another the rate dips under a cap at the floor + 3% (119.6 of 120
+    // Mbit/s in contention.toml's last second).
     std::string why;
     int files_left = 0;
     for (const ChunkObservation& c : obs.chunks)
@@ -384,7 +390,13 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       // long or lossy path took tens of intervals to reach).
       // Aimed at the middle of the band, not its lower edge: a floor that
       // lands just under itself misses in every interval that dips.
-      int next = jump(total_, aim, thr, info_.max_channels);
+      // A first look under half the need says the path's estimate missed
+      // something (a link shared with other flows) that is not known either:
+      // a quarter more, as at the start (kStartMargin), the cap holding what
+      // it brings over the need. (contention.toml: 47 of 127 Mbit/s at 2
+      // channels went to 6, which moved 91 and then 114: the third interval
+      // under the floor.)
+      int next = jump(total_, first && thr < lo / 2 ? aim * kStartMargin : aim, thr, info_.max_channels);
       why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels: {} to {} (cc * target / actual)", thr / 1e6,
                         need_bps_ / 1e6, total_, jumped_ ? "correct" : "jump", next);
       total_ = next, jumped_ = true;
@@ -400,7 +412,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       why = "at the channel limit below target: channels re-arranged, Large gets its share";
     } else if (!out_of_reach_) {
       out_of_reach_ = true;
-      why = fmt::format("target {:.1f} Mbit/s out of reach at {} channels ({:.1f} Mbit/s)", need_bps_ / 1e6, total_,
+      why = fmt::format("target {:.1f} Mbit/s out of reach at {} channels ({:.1f} Mbit/s)", target_bps_ / 1e6, total_,
                         thr / 1e6);
     }
   } else if (thr > hi) {

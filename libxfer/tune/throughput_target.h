@@ -50,7 +50,10 @@ class ThroughputTargetTuner : public Tuner {
  private:
   void allocate(const Observation* obs);
   double first_look_due() const;  // when the first look is due (next_look_s)
-  double held_bps() const { return need_bps_ * (1 + kCapMargin); }  // the rate a cap holds
+  // The rate a cap holds: the need + kCapMargin; in the tail, the band's middle at least.
+  double held_bps() const {
+    return std::max(need_bps_ * (1 + kCapMargin), tail_ ? target_bps_ * (1 + kBand / 2) : 0.0);
+  }
   double need_bps(const Observation& obs) const;  // what the rest of the job needs (its average)
   std::string hold_rate(double thr);              // a cap at held_bps(); why, or "" when it is there
   std::vector<double> work_weights(const Observation* obs) const;
@@ -73,6 +76,7 @@ class ThroughputTargetTuner : public Tuner {
   double loop_t0_s_ = -1;    // the job's time when the looks began (after discovery)
   double look_t_s_ = 0;      // the time of the last look since then
   bool too_short_ = false;   // too_short_to_correct at init
+  bool tail_ = false;        // the last look found the job in its tail
   double total_bytes_ = 0;   // the job's bytes at init
   int in_band_run_ = 0;      // looks in the band running
   tune::KernelPlan kernel_;

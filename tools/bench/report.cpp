@@ -286,12 +286,14 @@ std::string goals_markdown(const std::vector<RunRow>& rows, double link_mbps) {
         push_kept(m.dcpg, cpu_per_gb(*r, r->writeback_cpu_s));
         push_kept(m.kcpg, cpu_per_gb(*r, r->kthread_cpu_s));
         push_kept(m.chosen, r->chosen);
-        push_kept(m.target, r->target_mbps);
+        // A floor: throughput-target's target, or hla-throughput's floor.
+        const double floor = r->target_mbps > 0 ? r->target_mbps : r->floor_mbps;
+        push_kept(m.target, floor);
         push_kept(m.ctl, r->controlled_mbps);
         push_kept(m.steady, r->steady_mbps);
         std::vector<double> t_end, rate;
         for (const IntervalPoint& p : r->timeline) t_end.push_back(p.t_s), rate.push_back(p.mbps);
-        const FloorFigures ff = floor_figures(t_end, rate, r->target_mbps);
+        const FloorFigures ff = floor_figures(t_end, rate, floor);
         push_kept(m.held, ff.held);
         push_kept(m.held_avg, ff.avg);
         m.mean_file = r->files ? double(r->bytes) / double(r->files) : 0;
