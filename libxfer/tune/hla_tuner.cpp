@@ -252,6 +252,14 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     return from_table(
         fmt::format("{}: a chunk finished; the chunks left share the {:.1f} Mbit/s floor", name(), sla_mbps_));
   }
+  // In the tail, where steady() decides nothing, an overshoot of a floor
+  // puts the receive rate under a cap at once (issue 54: a job of 2.4 s ran
+  // 28x1x15 from the table at 240 Mbit/s for a floor of 110; its looks were
+  // its start's settling one and its tail, and the two-interval rule never
+  // came).
+  if (goal_ == Goal::Throughput && sla_mbps_ > 0 && current_.rate_cap_bps <= 0 && obs.near_end &&
+      obs.interval_s > 0 && obs.throughput_bps / 1e6 > sla_mbps_ * (1 + kOvershoot))
+    return hold_floor(obs.throughput_bps / 1e6);
   // The interval after a change holds the change itself; the tail says
   // little about the params.
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
@@ -419,6 +427,18 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   return next;
 }
 
+Params HlaTuner::hold_floor(double mbps) {
+  current_.rate_cap_bps = sla_mbps_ * 1e6 * (1 + kCapMargin);
+  // The reference a fall is judged against is what the cap lets through
+  // (else the cap itself would read as a fall in throughput: a load rise).
+  ref_mbps_ = std::min(ref_mbps_, current_.rate_cap_bps / 1e6);
+  current_.reason = fmt::format("{}: {:.1f} Mbit/s over a floor of {:.1f}: receive rate held at {:.1f}", name(), mbps,
+                                sla_mbps_, current_.rate_cap_bps / 1e6);
+  events_.push_back({{"interval", intervals_}, {"event", "overshoot: rate capped"}});
+  log::info("{}", current_.reason);
+  return current_;
+}
+
 std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, double proj) {
   std::optional<Params> p = adjust(obs, mbps, proj);
   if (p) return p;
@@ -429,17 +449,8 @@ std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, doub
   // does: the settings stay those the table chose, their surplus unspent.
   if (goal_ == Goal::Throughput && sla_mbps_ > 0 && current_.rate_cap_bps <= 0 && recent_bps_.size() >= 2 &&
       std::all_of(recent_bps_.end() - 2, recent_bps_.end(),
-                  [&](double b) { return b / 1e6 > sla_mbps_ * (1 + kOvershoot); })) {
-    current_.rate_cap_bps = sla_mbps_ * 1e6 * (1 + kCapMargin);
-    // The reference a fall is judged against is what the cap lets through
-    // (else the cap itself would read as a fall in throughput: a load rise).
-    ref_mbps_ = std::min(ref_mbps_, current_.rate_cap_bps / 1e6);
-    current_.reason = fmt::format("{}: {:.1f} Mbit/s over a floor of {:.1f}: receive rate held at {:.1f}", name(), mbps,
-                                  sla_mbps_, current_.rate_cap_bps / 1e6);
-    events_.push_back({{"interval", intervals_}, {"event", "overshoot: rate capped"}});
-    log::info("{}", current_.reason);
-    return current_;
-  }
+                  [&](double b) { return b / 1e6 > sla_mbps_ * (1 + kOvershoot); }))
+    return hold_floor(mbps);
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
   if (ceiling && (proj <= 0 || proj > opts_.energy_budget_j_per_gb / (1 + kMargin))) return std::nullopt;
   return explore(obs);

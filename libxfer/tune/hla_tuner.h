@@ -98,6 +98,7 @@ class HlaTuner : public Tuner {
   // The heuristic adjustment on the current surface (kMargin, kTrim).
   std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
   // adjust(), and when it changes nothing, an exploration if one is due.
+  Params hold_floor(double mbps);  // the receive rate capped at the floor + kCapMargin
   std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
   std::optional<Params> explore(const Observation& obs);
   // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the

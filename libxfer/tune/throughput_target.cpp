@@ -427,8 +427,12 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // Not where the work left takes under three looks at the target: the
     // channels that close would be missed in the tail (a 27-MB job trimmed
     // from 18 to 9 channels at 1 s ended at 75 Mbit/s), and the cap alone
-    // holds the overshoot.
-    const int fewer = short_left ? total_ : trim(total_, hi, thr);
+    // holds the overshoot. The trim keeps a quarter over the band's top
+    // (kStartMargin, as at the start): on a lossy path one loss halves a
+    // channel's window, and 3 channels trimmed to 2 at 213 Mbit/s for a
+    // floor of 110 (250 Mbit/s, 45 ms, 0.02%) fell to 94 at the next loss
+    // and to 54 in the tail, the long files left on one channel.
+    const int fewer = short_left ? total_ : trim(total_, hi * kStartMargin, thr);
     if (fewer < total_) {
       current_.rate_cap_bps = held_bps();  // a cap raised earlier comes back down with it
       why = fmt::format("{:.1f} Mbit/s over {:.1f} at {} channels: trimmed to {} (cc * target / actual), receive "
@@ -451,6 +455,16 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     kernel_step(true);  // in band: fewer resources if it holds
   }
   if (why.empty() && chunk_finished) why = "a chunk finished: its channels go to the chunks left";
+  if (why.empty() && phase_ == Phase::Control && !obs.settling) {
+    // Nothing else to change: the channels still go where the work is
+    // (work_weights), not only when something else is decided (15 files of
+    // 2.9 MB left on one channel of four while the small files had three,
+    // 250 Mbit/s, 45 ms: the job's last second at half its floor).
+    const std::vector<ChunkParams> was = current_.chunks;
+    allocate(&obs);
+    if (current_.chunks == was) return std::nullopt;
+    why = "channels go where the work is (each chunk's bytes left over what one of its channels moves)";
+  }
   if (why.empty()) return std::nullopt;
   raised_ = total_ > before;
   allocate(&obs);
