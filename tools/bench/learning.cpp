@@ -1,6 +1,8 @@
 // A learning-curve scenario: see learning.h.
 #include "learning.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
@@ -110,6 +112,12 @@ std::string learning_markdown(const LearningRun& lr, const std::vector<RunRow>& 
   for (const RunRow& r : rows)
     csv << fmt::format("{},{},{},\"{}\",{},{},{},{},{}\n", r.repeat, r.round, r.dataset, r.client, first_interval(r),
                        r.steady_mbps, r.throughput_mbps, r.j_per_gb, r.floor_mbps);
+  // A scenario whose clients have no hla goal (floor-hla.toml: the floors
+  // are judged by the goal table) has no curve to draw: its runs are in
+  // learning.csv, by round.
+  if (std::none_of(rows.begin(), rows.end(), [](const RunRow& r) { return r.goal.rfind("hla-", 0) == 0; }))
+    return md + "No client has an hla goal: each run is in learning.csv, by curve and round; the goal table judges "
+                "them.\n";
   auto of = [&](const std::string& dataset, auto pred) {
     std::vector<const RunRow*> v;
     for (const RunRow& r : rows)
