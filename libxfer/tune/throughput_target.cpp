@@ -42,6 +42,14 @@
 
 namespace xfer {
 
+namespace {
+double job_bytes(const JobInfo& info) {
+  double bytes = 0;
+  for (const ChunkPlan& c : info.chunks) bytes += double(c.bytes);
+  return bytes;
+}
+}  // namespace
+
 ThroughputTargetTuner::ThroughputTargetTuner(const TunerOptions& o) : opts_(o) {
   if (o.target_mbps <= 0 && (o.target_pct <= 0 || o.target_pct > 100))
     throw std::invalid_argument("throughput-target needs --target-mbps N (> 0) or --target-pct N (0 < N <= 100)");
@@ -60,10 +68,8 @@ int ThroughputTargetTuner::trim(int cc, double target_bps, double actual_bps) {
 
 bool ThroughputTargetTuner::too_short_to_correct(const JobInfo& info, double target_bps) {
   if (info.rtt_s <= 0 || target_bps <= 0) return false;
-  double bytes = 0;
-  for (const ChunkPlan& c : info.chunks) bytes += double(c.bytes);
   const double looks_s = first_look_s(info.rtt_s) + 3 * look_s(info.rtt_s);
-  return bytes * 8 / target_bps < looks_s;
+  return job_bytes(info) * 8 / target_bps < looks_s;
 }
 
 int ThroughputTargetTuner::start_channels(const JobInfo& info, double target_bps, std::string* why) {
@@ -186,7 +192,7 @@ Params ThroughputTargetTuner::init(const JobInfo& info) {
       // first look (discovery, handshakes, every channel's slow start)
       // under-states what the channels carry (decide() says when it counts).
       too_short_ = too_short_to_correct(info, target_bps_);
-      for (const ChunkPlan& c : info.chunks) total_bytes_ += double(c.bytes);
+      total_bytes_ = job_bytes(info);
       if (!too_short_) {
         const int more = std::min(std::max(1, info.max_channels), int(std::ceil(total_ * kStartMargin)));
         if (more > total_) start += fmt::format(", {} with a quarter more for what is not known yet", more);
@@ -285,11 +291,9 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   // The tail: what is left would take under two looks at this rate (the
   // loop's near_end counts two whole intervals, which at the daemon's 5 s
   // is most of a short job while the quick looks below still run).
+  const double left_bits = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done)) * 8;
   bool tail = obs.near_end;
-  if (tail && quick_looks_ > 0 && thr > 0) {
-    const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
-    tail = left * 8 < 2 * *next_look_s() * thr;
-  }
+  if (tail && quick_looks_ > 0 && thr > 0) tail = left_bits < 2 * *next_look_s() * thr;
   if (!cold) skip_first_ = false;
   if (quick_looks_ > 0 && !cold) --quick_looks_;
   if (thr >= target_bps_) reached_ = true;
@@ -350,7 +354,6 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   // A job with under three looks of work left at its floor is held at its
   // need from the first look that finds it so, whatever its rate (still
   // rising at a cold look): there may be no other look.
-  const double left_bits = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done)) * 8;
   const bool short_left = info_.rtt_s > 0 && left_bits < 3 * look_s(info_.rtt_s) * target_bps_;
   if (thr <= hi && ((obs.settling && !(raised_ && thr < lo)) || cold || (first && thr >= target_bps_ / 2))) {
     std::string why = short_left ? hold_rate(thr) : "";
@@ -463,7 +466,10 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     const std::vector<ChunkParams> was = current_.chunks;
     allocate(&obs);
     if (current_.chunks == was) return std::nullopt;
-    why = "channels go where the work is (each chunk's bytes left over what one of its channels moves)";
+    raised_ = false;
+    current_.reason = "throughput-target: channels go where the work is (each chunk's bytes left over what one of "
+                      "its channels moves)";
+    return current_;
   }
   if (why.empty()) return std::nullopt;
   raised_ = total_ > before;
