@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -56,7 +57,9 @@ void CoreControl::set_online(int n) {
     for (int i = 0; i < n && i < int(cpus.size()); ++i) CPU_SET(cpus[size_t(i)], &set);
     for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
       pid_t tid = pid_t(std::stoi(e.path().filename().string()));
-      if (sched_setaffinity(tid, sizeof set, &set) != 0)
+      // A thread that ended after the listing (curl's resolver threads come
+      // and go) has nothing left to confine: ESRCH is not an error.
+      if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH)
         throw std::runtime_error("sched_setaffinity(" + std::to_string(tid) + "): " + strerror(errno));
     }
     affinity_n_ = n;

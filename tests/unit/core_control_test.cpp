@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include "fake_cpus.h"
@@ -120,6 +122,43 @@ TEST_F(CoreFakeTree, ACoreOtherWorkUsesIsNeverTakenOffline) {
   xfer::KernelLayer aff(k);
   EXPECT_EQ(aff.keep_up(), "");
   EXPECT_EQ(online(), 4);
+}
+
+// Affinity mode confines every thread it lists; one that ends between the
+// listing and the call (curl's resolver threads come and go) is not an
+// error: a job's cores were refused with "sched_setaffinity(N): No such
+// process" in CI. Run in a child, so this process keeps all its CPUs.
+TEST_F(CoreFakeTree, AffinityIgnoresAThreadThatEndsWhileItIsConfined) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+      while (!stop) std::thread([] {}).join();
+    });
+    int failed = 0;
+    {
+      xfer::KernelJournal j(state, root.string());
+      auto c = cfg();
+      c.mode = xfer::CoreControl::Mode::Affinity;
+      xfer::CoreControl cc(c, j);
+      for (int i = 0; i < 400; ++i) {
+        try {
+          cc.set_online(1 + i % 2);
+        } catch (const std::exception& e) {
+          ++failed;
+          fprintf(stderr, "%s\n", e.what());
+        }
+      }
+    }
+    stop = true;
+    churn.join();
+    _exit(failed == 0 ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "a thread that ended made set_online fail";
 }
 
 // The sampler itself: a child that spins is other work (about a core). (That
