@@ -22,7 +22,10 @@ void RateLimit::refill(uint64_t now_us) {
 bool RateLimit::take(size_t bytes, uint64_t now_us) {
   if (rate_ <= 0) return true;
   refill(now_us);
-  if (tokens_ < 0) return false;
+  if (tokens_ < 0) {
+    held_us_ = now_us;
+    return false;
+  }
   tokens_ -= double(bytes);
   return true;
 }

@@ -29,13 +29,16 @@ class RateLimit {
   bool take(size_t bytes, uint64_t now_us);
   // How long from now until the bucket is above zero again (0: it is).
   uint64_t wait_us(uint64_t now_us);
+  // When a write last found the bucket empty (0: never): the cap is what
+  // holds the job's streams back only while this is recent.
+  uint64_t held_us() const { return held_us_; }
 
   static constexpr double kBurstSeconds = 0.05;
 
  private:
   void refill(uint64_t now_us);
   double rate_ = 0, tokens_ = 0;
-  uint64_t last_us_ = 0;
+  uint64_t last_us_ = 0, held_us_ = 0;
 };
 
 }  // namespace xfer

@@ -94,6 +94,15 @@ std::vector<bool> active_chunks(const Observation* obs, size_t n) {
   return a;
 }
 
+double floor_need_bps(double target_bps, const Observation& obs, double make_up) {
+  if (target_bps <= 0 || obs.bytes_total == 0 || obs.bytes_done >= obs.bytes_total) return target_bps;
+  const double left_s = double(obs.bytes_total) * 8 / target_bps - obs.t_s;
+  const double most = target_bps * (1 + make_up);
+  if (left_s <= 0) return most;
+  const double pace = double(obs.bytes_total - obs.bytes_done) * 8 / left_s;
+  return std::clamp(pace, target_bps, most);
+}
+
 void set_cc(Params& p, const std::vector<int>& cc) {
   for (size_t i = 0; i < p.chunks.size() && i < cc.size(); ++i) p.chunks[i].cc = std::max(1, cc[i]);
 }

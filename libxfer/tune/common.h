@@ -36,6 +36,11 @@ std::vector<int> deal_round_robin(int total, const std::vector<ChunkPlan>& chunk
 // Chunks not finished in an observation (all of them before the first one).
 std::vector<bool> active_chunks(const Observation* obs, size_t n);
 
+// A floor judged as the job's average: the rate that brings the job, from
+// its start (obs.t_s) and what it has moved, to target_bps by the time the
+// floor allows it; at least the target, at most target x (1 + make_up).
+double floor_need_bps(double target_bps, const Observation& obs, double make_up);
+
 // Puts per-chunk cc into params (p and pp kept).
 void set_cc(Params& p, const std::vector<int>& cc);
 

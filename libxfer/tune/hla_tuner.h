@@ -51,10 +51,6 @@ class HlaTuner : public Tuner {
   // ceiling) asks again for a cheaper setting (more throughput).
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
-  // A floor overshot by more than this in two intervals running, with the
-  // table's settings kept, is held by a rate cap at the floor + kCapMargin.
-  static constexpr double kOvershoot = 0.15;
-  static constexpr double kCapMargin = 0.03;
   // Exploration within the SLA (issue 41): at most explore_share (the
   // option; kExploreShare by default) of the
   // intervals so far are spent on a setting next to the one in use (cc, p
@@ -98,7 +94,9 @@ class HlaTuner : public Tuner {
   // The heuristic adjustment on the current surface (kMargin, kTrim).
   std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
   // adjust(), and when it changes nothing, an exploration if one is due.
-  Params hold_floor(double mbps);  // the receive rate capped at the floor + kCapMargin
+  // A floor held as the job's average, as throughput-target holds it (the
+  // cap over the need, channels where it does not bind); at every look.
+  std::optional<Params> hold_to_need(const Observation& obs);
   std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
   std::optional<Params> explore(const Observation& obs);
   // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the

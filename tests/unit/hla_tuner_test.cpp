@@ -353,24 +353,56 @@ TEST(HlaTuner, AFloorMissedWithFlatLoadIsCorrectedWithinTwoIntervals) {
 
 TEST(HlaTuner, ThroughputFarAboveTheFloorIsTrimmed) {
   // This path gives 80 Mbit/s a channel where the surfaces say 40: cc 3 for
-  // a floor of 100 moves 240. Least energy at T >= T_sla: after two
-  // intervals that say so, the table is asked again, for cc 2 (160).
+  // a floor of 100 moves 240. Least energy at T >= T_sla: the first look
+  // over the band (throughput-target's: 1.10x) asks the table again for a
+  // cheaper setting, cc 2 (160), and what that still carries over the floor
+  // the cap holds, in the same decision (issue 54: two intervals over it
+  // before the cap came were 1.3x the floor in floor-hla's job averages).
   SimJob r = on_steps(floor_of(100), 80);
   EXPECT_EQ(r.p.chunks[0].cc, 3) << r.p.reason;
-  EXPECT_EQ(r.at(0.05, 4), 2) << r.p.reason;
+  Observation first = r.sim.step(r.p, true);  // the start's settling look decides an overshoot too
+  std::optional<Params> d = r.tuner->decide(first);
+  ASSERT_TRUE(d);
+  r.p = *d;
+  EXPECT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
   EXPECT_NE(r.p.reason.find("(slack)"), std::string::npos) << r.p.reason;
-  // What the table cannot trim (cc 2 still moves 160) the cap holds, once,
-  // after two intervals over the floor by 15% (issue 54); never below the
-  // floor, and no back and forth.
+  EXPECT_NEAR(r.p.rate_cap_bps, 103e6, 0.5e6) << r.p.reason;
+  // Then nothing moves: never below the floor, no back and forth.
   int decisions = 0;
   for (int i = 0; i < 10; ++i) {
     Observation o = r.sim.step(r.p, false);
     EXPECT_GE(o.throughput_bps / 1e6, 100);
-    if (std::optional<Params> d = r.tuner->decide(o)) r.p = *d, ++decisions;
+    if (std::optional<Params> next = r.tuner->decide(o)) r.p = *next, ++decisions;
   }
-  EXPECT_EQ(decisions, 1);
+  EXPECT_EQ(decisions, 0) << r.p.reason;
   EXPECT_EQ(r.p.chunks[0].cc, 2);
-  EXPECT_NEAR(r.p.rate_cap_bps, 103e6, 1) << r.p.reason;
+}
+
+// The floor as the job's average, in the tail too (issue 54: a long-tailed
+// job's last intervals ran at 66 Mbit/s under a cap of 113 with the three
+// channels the table gave; the paper's rules decide nothing in the tail).
+// Under the floor there, where the cap does not bind: throughput-target's
+// jump, on the chunk with the most bytes left. Fails on d47ecf8 (no
+// decision in the tail under the floor).
+TEST(HlaTuner, AFloorMissedInTheTailGetsChannelsAtOnce) {
+  SimJob r = on_steps(floor_of(100), 80);
+  Observation first = r.sim.step(r.p, true);
+  if (std::optional<Params> d = r.tuner->decide(first)) r.p = *d;
+  ASSERT_GT(r.p.rate_cap_bps, 0) << r.p.reason;
+  const int before = r.p.total_channels();
+  r.sim.per_channel = 30;  // the last, larger files: what a channel carries falls
+  Observation o = r.sim.step(r.p, false);
+  o.near_end = true;
+  ASSERT_LT(o.throughput_bps / 1e6, 100);
+  std::optional<Params> d = r.tuner->decide(o);
+  ASSERT_TRUE(d) << "the tail under the floor decides";
+  EXPECT_GT(d->total_channels(), before) << d->reason;
+  EXPECT_NE(d->reason.find("in the tail"), std::string::npos) << d->reason;
+  EXPECT_GE(d->rate_cap_bps, 100e6 * 1.03) << "the cap stays over the need";
+  // The channels it gave carry the floor again.
+  r.p = *d;
+  Observation after = r.sim.step(r.p, true);
+  EXPECT_GE(after.throughput_bps / 1e6, 100);
 }
 
 TEST(HlaTuner, AJobStartingUnderHeavyLoadStartsOnTheHeavyBand) {
