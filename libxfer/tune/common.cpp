@@ -94,6 +94,23 @@ std::vector<bool> active_chunks(const Observation* obs, size_t n) {
   return a;
 }
 
+bool chunks_finished(const Observation& obs, size_t n, std::vector<bool>* active) {
+  std::vector<bool> now = active_chunks(&obs, n);
+  bool finished = false;
+  for (size_t i = 0; i < now.size() && i < active->size(); ++i) finished |= (*active)[i] && !now[i];
+  *active = std::move(now);
+  return finished;
+}
+
+size_t most_left(const Observation& obs, size_t n) {
+  std::vector<bool> active = active_chunks(&obs, n);
+  size_t pick = n;
+  uint64_t most = 0;
+  for (size_t i = 0; i < obs.chunks.size() && i < n; ++i)
+    if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+  return pick;
+}
+
 double floor_need_bps(double target_bps, const Observation& obs, double make_up) {
   if (target_bps <= 0 || obs.bytes_total == 0 || obs.bytes_done >= obs.bytes_total) return target_bps;
   const double left_s = double(obs.bytes_total) * 8 / target_bps - obs.t_s;

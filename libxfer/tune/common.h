@@ -41,6 +41,13 @@ std::vector<bool> active_chunks(const Observation* obs, size_t n);
 // floor allows it; at least the target, at most target x (1 + make_up).
 double floor_need_bps(double target_bps, const Observation& obs, double make_up);
 
+// The chunks running now into *active; true when one that ran at the last
+// call has finished since (false at the first call, *active empty).
+bool chunks_finished(const Observation& obs, size_t n, std::vector<bool>* active);
+
+// The running chunk with the most bytes left (n when none is running).
+size_t most_left(const Observation& obs, size_t n);
+
 // Puts per-chunk cc into params (p and pp kept).
 void set_cc(Params& p, const std::vector<int>& cc);
 

@@ -239,15 +239,12 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   // chunks still running carry all of it: each takes its share of the
   // bytes left, from the band it is on (otherwise a small-file chunk's
   // share would be lost and the last chunk alone fall below the floor).
-  std::vector<bool> active = tune::active_chunks(&obs, info_.chunks.size());
-  bool finished = false;
-  for (size_t i = 0; i < active.size() && i < active_.size(); ++i) finished |= active_[i] && !active[i];
-  active_ = active;
+  const bool finished = tune::chunks_finished(obs, info_.chunks.size(), &active_);
   if (finished && goal_ == Goal::Throughput && sla_mbps_ > 0 && !obs.near_end &&
-      std::find(active.begin(), active.end(), true) != active.end()) {
+      std::find(active_.begin(), active_.end(), true) != active_.end()) {
     left_.assign(info_.chunks.size(), 0);
     for (size_t i = 0; i < obs.chunks.size() && i < left_.size(); ++i)
-      if (active[i]) left_[i] = obs.chunks[i].bytes_left();
+      if (active_[i]) left_[i] = obs.chunks[i].bytes_left();
     events_.push_back({{"interval", intervals_}, {"event", "chunk finished: floor re-shared"}});
     new_references(ref_load_);
     return from_table(
@@ -464,11 +461,7 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
   } else if (thr < floor && !obs.settling && obs.near_end && !binds) {
     const int total = current_.total_channels();
     if (total >= info_.max_channels) return std::nullopt;
-    std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
-    size_t pick = current_.chunks.size();
-    uint64_t most = 0;
-    for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
-      if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+    const size_t pick = tune::most_left(obs, current_.chunks.size());
     if (pick >= current_.chunks.size()) return std::nullopt;
     const int more = Floor::jump(total, need, thr, info_.max_channels) - total;
     current_.chunks[pick].cc += more;
@@ -642,11 +635,7 @@ std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
   if (goal_ == Goal::Throughput) {
     if (sla_mbps_ <= 0 || obs.throughput_bps / 1e6 >= sla_mbps_) return std::nullopt;
     if (current_.total_channels() >= info_.max_channels) return std::nullopt;
-    uint64_t most = 0;
-    for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i) {
-      uint64_t left = obs.chunks[i].bytes_left();
-      if (active[i] && left > most) most = left, pick = i;
-    }
+    pick = tune::most_left(obs, current_.chunks.size());
     if (pick >= current_.chunks.size()) return std::nullopt;
     ++current_.chunks[pick].cc;
   } else {

@@ -270,9 +270,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   // them all), so that the job's last files are split over as many streams as
   // the floor had (the engine cuts idle connections a share of a long request
   // in flight: schedule.cpp split_inflight).
-  std::vector<bool> active = tune::active_chunks(&obs, info_.chunks.size());
-  const bool chunk_finished = !active_.empty() && active != active_;
-  active_ = active;
+  const bool chunk_finished = tune::chunks_finished(obs, info_.chunks.size(), &active_);
   // A look that ends before half the first look's time (a control interval
   // much shorter than first_look_s) is colder than the first: it decides
   // nothing, under half the target included (at 0.5-s intervals the first

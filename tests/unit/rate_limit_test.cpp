@@ -55,3 +55,21 @@ TEST(RateLimit, AChangedRateAppliesAtOnce) {
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(l.take(1 << 20, now));
   EXPECT_EQ(l.wait_us(now), 0u);
 }
+
+// When the bucket last held a write back: never while writes stay under the
+// rate; the moment of the refusal once one finds it empty (the engine's
+// tail split reads it: a cap that has held nothing for half a second is not
+// what slows the streams).
+TEST(RateLimit, SaysWhenItLastHeldAWriteBack) {
+  RateLimit l;
+  uint64_t now = 1'000'000;
+  l.set_rate(1e6, now);
+  for (int i = 0; i < 100; ++i) {
+    now += 10'000;
+    ASSERT_TRUE(l.take(5'000, now));  // 0.5 MB/s of 1: never held
+  }
+  EXPECT_EQ(l.held_us(), 0u);
+  while (l.take(100'000, now)) {
+  }
+  EXPECT_EQ(l.held_us(), now);
+}
