@@ -419,7 +419,8 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
 // long-tailed rest ran at 66 under a cap of 113 with its three channels.
 //   - over the band: the receive rate is capped at the need + kCapMargin,
 //     and the table, not yet told what its predictions are worth here, is
-//     asked for a cheaper setting at once (the cap hides slack afterwards);
+//     asked for a cheaper setting at once (the cap hides slack afterwards),
+//     with a quarter over what this look measured kept;
 //   - under the floor in the tail, where nothing else decides (the cap not
 //     binding): throughput-target's jump, on the chunk with the most bytes
 //     left (the engine splits the last files over them: split_tail);
@@ -439,7 +440,12 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
     if (at_held) return std::nullopt;  // the engine's bucket is settling
     why = fmt::format("{:.1f} Mbit/s over a floor of {:.1f}", thr / 1e6, sla_mbps_);
     if (predicted_ > 0 && worth_ <= 0) {
-      worth_ = thr / 1e6 / predicted_;
+      // One look's word, kept a quarter careful (throughput-target's trim
+      // keeps a quarter over the band too): a long-tailed set's early
+      // intervals carry more than its later ones (floor-hla: 266 Mbit/s at
+      // its second look from the table's 2x1x7, then 92 under the cap once
+      // the table had been asked at the whole surplus).
+      worth_ = thr / 1e6 / predicted_ / Floor::kStartMargin;
       Params before = current_;
       std::vector<ChunkParams> last_table = table_chunks_;
       double before_pred = predicted_;
