@@ -120,6 +120,10 @@ double floor_need_bps(double target_bps, const Observation& obs, double make_up)
   return std::clamp(pace, target_bps, most);
 }
 
+bool cap_binds(double cap_bps, double thr_bps) { return cap_bps > 0 && thr_bps >= 0.9 * cap_bps; }
+
+bool cap_at(double cap_bps, double held_bps) { return cap_bps > 0 && std::abs(cap_bps - held_bps) <= 0.02 * held_bps; }
+
 void set_cc(Params& p, const std::vector<int>& cc) {
   for (size_t i = 0; i < p.chunks.size() && i < cc.size(); ++i) p.chunks[i].cc = std::max(1, cc[i]);
 }

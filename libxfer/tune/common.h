@@ -48,6 +48,11 @@ bool chunks_finished(const Observation& obs, size_t n, std::vector<bool>* active
 // The running chunk with the most bytes left (n when none is running).
 size_t most_left(const Observation& obs, size_t n);
 
+// A receive-rate cap that holds the job back: the rate within 10% of it.
+bool cap_binds(double cap_bps, double thr_bps);
+// A cap already at `held_bps` (within 2%): setting it again changes nothing.
+bool cap_at(double cap_bps, double held_bps);
+
 // Puts per-chunk cc into params (p and pp kept).
 void set_cc(Params& p, const std::vector<int>& cc);
 

@@ -386,9 +386,6 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   double w = worth_ > 0 ? (floor ? std::min(worth_, r) : std::max(worth_, r)) : r;
   if (!breach && w == worth_) return std::nullopt;
   worth_ = w;
-  Params before = current_;
-  std::vector<ChunkParams> last_table = table_chunks_;
-  double before_pred = predicted_;
   std::string why = fmt::format(
       "{}: {} {} with flat load: the surfaces' predictions are worth {:.2f} of what this path gives; asked again at {}",
       name(), floor ? fmt::format("{:.1f} Mbit/s against a floor of {:.1f}", measured, bound)
@@ -396,19 +393,29 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
       breach ? "(missed)" : "(slack)", worth_,
       floor ? fmt::format("{:.1f} Mbit/s", bound * (1 + kMargin) / worth_)
             : fmt::format("{:.0f} J/GB", bound / (1 + kMargin) / worth_));
-  Params next = from_table(why);
-  if (next.chunks == last_table) {
-    // The table has nothing else at this bound: keep what runs (it may be
-    // fine-tuned already) and, when missed, a channel more (or fewer).
-    current_ = before, table_chunks_ = last_table, predicted_ = before_pred;
+  // The table has nothing else at this bound: keep what runs (it may be
+  // fine-tuned already) and, when missed, a channel more (or fewer).
+  const std::vector<ChunkParams> answered = table_chunks_;
+  if (!ask_table_again(why, breach ? "missed: asked again" : "slack: asked again",
+                       [&](const Params& next) { return next.chunks != answered; }))
     return breach ? fine_tune(obs, floor ? 0 : proj) : std::nullopt;
+  log::info("{}", why);
+  return current_;
+}
+
+bool HlaTuner::ask_table_again(const std::string& why, const char* event,
+                               const std::function<bool(const Params& next)>& keep) {
+  const Params was = current_;
+  const std::vector<ChunkParams> was_table = table_chunks_;
+  const double was_predicted = predicted_;
+  if (!keep(from_table(why))) {
+    current_ = was, table_chunks_ = was_table, predicted_ = was_predicted;
+    return false;
   }
   ++adjustments_;
   recent_bps_.clear(), recent_w_.clear();  // the projection's averages start again at the new params
-  events_.push_back({{"interval", intervals_}, {"event", breach ? "missed: asked again" : "slack: asked again"},
-                     {"worth", worth_}});
-  log::info("{}", why);
-  return next;
+  events_.push_back({{"interval", intervals_}, {"event", event}, {"worth", worth_}});
+  return true;
 }
 
 // A floor is the job's average, held as throughput-target holds it (one
@@ -431,14 +438,14 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
   const double floor = sla_mbps_ * 1e6, thr = obs.throughput_bps;
   const double need = tune::floor_need_bps(floor, obs, Floor::kMakeUp);
   const double held = need * (1 + Floor::kCapMargin);
-  const double over = std::max(floor * (1 + Floor::kBand), held * 1.03);
-  double cap = current_.rate_cap_bps;
-  const bool at_held = cap > 0 && std::abs(cap - held) <= 0.02 * held;
-  const bool binds = cap > 0 && thr >= 0.9 * cap;
+  const double over = std::max(floor * (1 + Floor::kBand), held * (1 + Floor::kCapMargin));
+  const double cap = current_.rate_cap_bps;
+  const bool at_held = tune::cap_at(cap, held);
+  const bool binds = tune::cap_binds(cap, thr);
   std::string why;
   if (thr > over) {
     if (at_held) return std::nullopt;  // the engine's bucket is settling
-    why = fmt::format("{:.1f} Mbit/s over a floor of {:.1f}", thr / 1e6, sla_mbps_);
+    why = fmt::format("{}: {:.1f} Mbit/s over a floor of {:.1f}", name(), thr / 1e6, sla_mbps_);
     if (predicted_ > 0 && worth_ <= 0) {
       // One look's word, kept a quarter careful (throughput-target's trim
       // keeps a quarter over the band too): a long-tailed set's early
@@ -446,20 +453,12 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
       // its second look from the table's 2x1x7, then 92 under the cap once
       // the table had been asked at the whole surplus).
       worth_ = thr / 1e6 / predicted_ / Floor::kStartMargin;
-      Params before = current_;
-      std::vector<ChunkParams> last_table = table_chunks_;
-      double before_pred = predicted_;
-      Params next = from_table(fmt::format("{}: {} (slack): the surfaces' predictions are worth {:.2f} of what this "
-                                           "path gives; asked again at {:.1f} Mbit/s",
-                                           name(), why, worth_, sla_mbps_ * (1 + kMargin) / worth_));
-      if (next.total_channels() < before.total_channels()) {
-        ++adjustments_;
-        recent_bps_.clear(), recent_w_.clear();
-        events_.push_back({{"interval", intervals_}, {"event", "slack: asked again"}, {"worth", worth_}});
-        why = current_.reason.substr(name().size() + 2);  // from_table's reason, less the name said below
-      } else {
-        current_ = before, table_chunks_ = last_table, predicted_ = before_pred;
-      }
+      const int had = current_.total_channels();
+      if (ask_table_again(fmt::format("{} (slack): the surfaces' predictions are worth {:.2f} of what this path "
+                                      "gives; asked again at {:.1f} Mbit/s",
+                                      why, worth_, sla_mbps_ * (1 + kMargin) / worth_),
+                          "slack: asked again", [&](const Params& next) { return next.total_channels() < had; }))
+        why = current_.reason;
     }
     current_.rate_cap_bps = held;
     events_.push_back({{"interval", intervals_}, {"event", "overshoot: rate capped"}});
@@ -474,21 +473,21 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
     if (cap > 0) current_.rate_cap_bps = std::max(cap, held);
     events_.push_back({{"interval", intervals_}, {"event", "under the floor: channels added"}, {"chunk", pick},
                        {"cc", current_.chunks[pick].cc}});
-    why = fmt::format("{:.1f} Mbit/s under a floor of {:.1f} in the tail: {} channel{} more to the {} chunk (cc * need / actual)",
-                      thr / 1e6, sla_mbps_, more,
+    why = fmt::format("{}: {:.1f} Mbit/s under a floor of {:.1f} in the tail: {} channel{} more to the {} chunk (cc * need / actual)",
+                      name(), thr / 1e6, sla_mbps_, more,
                       more == 1 ? "" : "s", to_string(info_.chunks[pick].kind));
   } else if (binds && !at_held) {
     current_.rate_cap_bps = held;
-    why = fmt::format("{:.1f} Mbit/s needed to hold the floor of {:.1f} as the job's average: the cap follows, at {:.1f}",
-                      need / 1e6, sla_mbps_, held / 1e6);
+    why = fmt::format("{}: {:.1f} Mbit/s needed to hold the floor of {:.1f} as the job's average: the cap follows, at {:.1f}",
+                      name(), need / 1e6, sla_mbps_, held / 1e6);
   } else {
     return std::nullopt;
   }
   // The reference a fall is judged against is what the cap lets through
   // (else the cap itself would read as a fall in throughput: a load rise).
   if (current_.rate_cap_bps > 0 && ref_mbps_ > 0) ref_mbps_ = std::min(ref_mbps_, current_.rate_cap_bps / 1e6);
-  current_.reason = fmt::format("{}: {}", name(), why);
-  log::info("{}", current_.reason);
+  current_.reason = why;
+  log::info("{}", why);
   return current_;
 }
 
@@ -636,7 +635,6 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps) {
 }
 
 std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
-  std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
   size_t pick = current_.chunks.size();
   if (goal_ == Goal::Throughput) {
     if (sla_mbps_ <= 0 || obs.throughput_bps / 1e6 >= sla_mbps_) return std::nullopt;
@@ -646,6 +644,7 @@ std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
     ++current_.chunks[pick].cc;
   } else {
     if (opts_.energy_budget_j_per_gb <= 0 || proj <= opts_.energy_budget_j_per_gb) return std::nullopt;
+    const std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
     int most = 1;
     for (size_t i = 0; i < current_.chunks.size() && i < active.size(); ++i)
       if (active[i] && current_.chunks[i].cc > most) most = current_.chunks[i].cc, pick = i;

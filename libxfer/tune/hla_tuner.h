@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,10 +94,14 @@ class HlaTuner : public Tuner {
   std::optional<Params> fine_tune(const Observation& obs, double proj_j_per_gb);
   // The heuristic adjustment on the current surface (kMargin, kTrim).
   std::optional<Params> adjust(const Observation& obs, double mbps, double proj_j_per_gb);
-  // adjust(), and when it changes nothing, an exploration if one is due.
+  // The table asked again (from_table) for `why`: its answer is kept when
+  // keep(answer) says so (an adjustment, logged as `event`), else what ran
+  // before comes back and false is returned.
+  bool ask_table_again(const std::string& why, const char* event, const std::function<bool(const Params& next)>& keep);
   // A floor held as the job's average, as throughput-target holds it (the
   // cap over the need, channels where it does not bind); at every look.
   std::optional<Params> hold_to_need(const Observation& obs);
+  // adjust(), and when it changes nothing, an exploration if one is due.
   std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
   std::optional<Params> explore(const Observation& obs);
   // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the

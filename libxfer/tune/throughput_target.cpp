@@ -230,7 +230,7 @@ double ThroughputTargetTuner::need_bps(const Observation& obs) const {
 
 std::string ThroughputTargetTuner::hold_rate(double thr) {
   const double held = held_bps();
-  if (current_.rate_cap_bps > 0 && std::abs(current_.rate_cap_bps - held) <= 0.02 * held) return "";
+  if (tune::cap_at(current_.rate_cap_bps, held)) return "";
   current_.rate_cap_bps = held;
   return fmt::format("{:.1f} Mbit/s where {:.1f} is needed{}: receive rate held at {:.1f}", thr / 1e6,
                      need_bps_ / 1e6,
@@ -319,7 +319,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     const int more = thr > 0 ? std::min(jump(total_, aim, thr, info_.max_channels),
                                         total_ + std::max(files_left, total_))
                              : total_;
-    const bool binds = current_.rate_cap_bps > 0 && thr >= 0.9 * current_.rate_cap_bps;
+    const bool binds = tune::cap_binds(current_.rate_cap_bps, thr);
     // A cap that binds is raised, never lifted: lifted, the drain of the
     // channels a jump brought moved 237 Mbit/s of a 120 floor in
     // contention.toml's last interval. It stays under the judged band's top.
@@ -387,8 +387,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // lets the next interval overshoot (150.9 of 120 Mbit/s, contention.toml).
     // (A cap that does not bind, with the rate far under it, is no reason:
     // channels are, and the jump below re-aims the cap.)
-    if (current_.rate_cap_bps > 0 && current_.rate_cap_bps < held_bps() * (1 - 0.01) &&
-        thr >= 0.9 * current_.rate_cap_bps) {
+    if (current_.rate_cap_bps < held_bps() * (1 - 0.01) && tune::cap_binds(current_.rate_cap_bps, thr)) {
       current_.rate_cap_bps = std::min(current_.rate_cap_bps * 1.1, held_bps());
       why = fmt::format("{:.1f} of {:.1f} Mbit/s: rate cap raised to {:.1f}", thr / 1e6, need_bps_ / 1e6,
                         current_.rate_cap_bps / 1e6);
