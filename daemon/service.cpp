@@ -176,7 +176,8 @@ Service::Service(sd_event* l, Options o, Config c)
   });
   open_history(dir);
   load_hla_table();
-  if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") == "ebpf");
+  // auto is eBPF here: loaded once for every job the daemon runs.
+  if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") != "tcp_info");
   machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   apply_link_config();
   sd_event_add_time_relative(

@@ -70,8 +70,10 @@ std::vector<OptionSpec> make_table() {
                 "files of 1 MiB or more are written with O_DIRECT from aligned buffers, not through the page cache "
                 "(off: every file through the page cache)"),
          "daemon.direct_io"),
-      in(choice("flows", {"ebpf", "tcp_info", "off"}, "ebpf", kGlobal | kRun,
-                "per-flow metrics: ebpf (falls back to tcp_info, and says so), tcp_info, off"),
+      in(choice("flows", {"auto", "ebpf", "tcp_info", "off"}, "auto", kGlobal | kRun,
+                "per-flow metrics: auto (eBPF; `xferctl run` measures with tcp_info until its job has run 2 s and "
+                "loads eBPF then, so a shorter job does not pay the load), ebpf (loaded at once), tcp_info, off; "
+                "eBPF falls back to tcp_info where it cannot load, and says so"),
          "network.flows"),
       in(integer("max_file_bytes", 0, kMaxBytes, 0, kGlobal | kRun, "a file larger than this fails (0: no limit)"),
          "limits.max_file_bytes"),

@@ -127,6 +127,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   }
   if (FlowMonitor* f = parts.flows) {
     j["flow_source"] = f->source();
+    if (std::string why = f->source_note(); !why.empty()) j["flow_source_note"] = why;
     j["flow_bytes"] = loop->flow_bytes();  // TCP payload the flows received: bytes_fetched plus HTTP headers
     FlowMonitor::Overhead o = f->overhead();
     j["flow_overhead"] = {{"bpf_run_ms", double(o.bpf_run_ns) / 1e6}, {"bpf_runs", o.bpf_runs},

@@ -290,6 +290,7 @@ class TcpInfoFlowMonitor : public FlowMonitor {
   uint64_t own(int fd, uint32_t job) override {
     uint64_t c = socket_cookie(fd);
     socks_[fd] = {c, job, {}};
+    owned_any_ = true;
     return c;
   }
   void disown(int fd) override {
@@ -301,6 +302,16 @@ class TcpInfoFlowMonitor : public FlowMonitor {
     socks_.erase(it);
   }
   Overhead overhead() const override { return {0, 0, reader_ns_}; }
+  bool owns(int fd) const { return socks_.count(fd) > 0; }
+  bool owned_any() const { return owned_any_; }
+  // The open sockets, no longer followed here (handed to another monitor);
+  // the closed ones not yet read stay, for their job's next flows().
+  std::vector<std::pair<int, uint32_t>> release_open() {
+    std::vector<std::pair<int, uint32_t>> open;
+    for (const auto& [fd, s] : socks_) open.emplace_back(fd, s.job);
+    socks_.clear();
+    return open;
+  }
   std::vector<FlowCounters> flows(uint32_t job) override {
     uint64_t t0 = thread_cpu_ns();
     std::vector<FlowCounters> out;
@@ -333,59 +344,87 @@ class TcpInfoFlowMonitor : public FlowMonitor {
     f.bytes_received = ti.tcpi_bytes_received;
     f.rtt_ms = (ti.tcpi_rcv_rtt ? ti.tcpi_rcv_rtt : ti.tcpi_rtt) / 1000.0;
     f.rttvar_ms = ti.tcpi_rttvar / 1000.0;
-    f.retrans = ti.tcpi_total_retrans;
+    f.retrans = ti.tcpi_total_retrans + ti.tcpi_rcv_ooopack;  // as the BPF program counts: both sights of loss
     f.local_port = local_port(fd);
     return true;
   }
   std::map<int, Sock> socks_;
   std::vector<FlowCounters> gone_;
   uint64_t reader_ns_ = 0;
+  bool owned_any_ = false;
 };
 
+// eBPF, loaded on a thread of its own once the job has run `after` (at
+// once for 0), with TCP_INFO measuring the job's sockets until then: the
+// load (the kernel's BTF parsed, the programs verified: about 60 ms of CPU)
+// is more than a job of a second spends on everything else it measures.
+// The counters are the kernel's own in both (tcp_info's are read from the
+// same tcp_sock fields the BPF program copies), so a flow handed over keeps
+// its cumulative counts and the accountant's deltas run on unbroken.
 class DeferredFlowMonitor : public FlowMonitor {
  public:
-  explicit DeferredFlowMonitor(bool allow_ebpf)
-      : pending_(std::async(std::launch::async, [allow_ebpf] { return make_flow_monitor(allow_ebpf); })) {}
-  std::string source() const override { return loaded().source(); }
-  // A socket opened while the load runs is not waited for: it is handed
-  // over when the load is done (its storage entry can be set at any time
-  // while it is open; the walk at the next sample finds it). Only a socket
-  // that closes first waits, so that its last counters are kept.
+  DeferredFlowMonitor(bool allow_ebpf, std::chrono::milliseconds after)
+      : allow_ebpf_(allow_ebpf), load_at_(std::chrono::steady_clock::now() + after) {
+    if (after.count() > 0)
+      log::info("flows: TCP_INFO until the job has run {:.1f} s, then eBPF (a shorter job does not pay the load)",
+                after.count() / 1000.0);
+    poll();
+  }
+  std::string source() const override { return monitor_ ? monitor_->source() : tcp_.source(); }
+  std::string source_note() const override {
+    if (monitor_ && monitor_->source() != "ebpf") return "eBPF did not load (the log says why)";
+    if (monitor_) return tcp_.owned_any() ? "TCP_INFO until eBPF had loaded" : "";
+    return "the job ended before eBPF was loaded (it is loaded once a job has run a while)";
+  }
   uint64_t own(int fd, uint32_t job) override {
-    if (ready()) return monitor_->own(fd, job);
-    uint64_t c = socket_cookie(fd);
-    if (c) early_.push_back({fd, job});
-    return c;
+    if (monitor_) return monitor_->own(fd, job);
+    return tcp_.own(fd, job);
   }
   void disown(int fd) override {
-    if (!monitor_ && std::none_of(early_.begin(), early_.end(), [fd](const auto& e) { return e.first == fd; })) return;
-    loaded().disown(fd);
+    if (tcp_.owns(fd)) return tcp_.disown(fd);
+    if (monitor_) monitor_->disown(fd);
   }
-  std::vector<FlowCounters> flows(uint32_t job) override { return loaded().flows(job); }
-  Overhead overhead() const override { return loaded().overhead(); }
+  std::vector<FlowCounters> flows(uint32_t job) override {
+    poll();
+    std::vector<FlowCounters> out = tcp_.flows(job);  // before the hand-over: all; after: the flows closed before it
+    if (monitor_) {
+      std::vector<FlowCounters> more = monitor_->flows(job);
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+  }
+  Overhead overhead() const override {
+    Overhead o = tcp_.overhead();
+    if (monitor_) {
+      Overhead m = monitor_->overhead();
+      o.bpf_run_ns += m.bpf_run_ns, o.bpf_runs += m.bpf_runs, o.reader_ns += m.reader_ns;
+    }
+    return o;
+  }
 
  private:
-  bool ready() const {
-    if (!monitor_ && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) loaded();
-    return monitor_ != nullptr;
-  }
-  FlowMonitor& loaded() const {
-    if (!monitor_) {
-      monitor_ = pending_.get();
-      for (auto [fd, job] : early_) monitor_->own(fd, job);
-      early_.clear();
+  // Starts the load when it is due; hands the open sockets over when it is done.
+  void poll() {
+    if (monitor_) return;
+    if (!pending_.valid()) {
+      if (std::chrono::steady_clock::now() < load_at_) return;
+      pending_ = std::async(std::launch::async, [allow = allow_ebpf_] { return make_flow_monitor(allow); });
     }
-    return *monitor_;
+    if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    monitor_ = pending_.get();
+    for (auto [fd, job] : tcp_.release_open()) monitor_->own(fd, job);
   }
-  mutable std::future<std::unique_ptr<FlowMonitor>> pending_;
-  mutable std::unique_ptr<FlowMonitor> monitor_;
-  mutable std::vector<std::pair<int, uint32_t>> early_;  // owned before the load ended
+  bool allow_ebpf_;
+  std::chrono::steady_clock::time_point load_at_;
+  TcpInfoFlowMonitor tcp_;
+  std::future<std::unique_ptr<FlowMonitor>> pending_;
+  std::unique_ptr<FlowMonitor> monitor_;
 };
 
 }  // namespace
 
-std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf) {
-  return std::make_unique<DeferredFlowMonitor>(allow_ebpf);
+std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf, std::chrono::milliseconds after) {
+  return std::make_unique<DeferredFlowMonitor>(allow_ebpf, after);
 }
 
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf) {

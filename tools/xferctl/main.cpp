@@ -217,9 +217,13 @@ struct ProgressDisplay {
 int transfer(const RunArgs& a, RunInputs& in, sd_event* loop) {
   const xfer::OptionValues& v = in.setup.values;
   std::unique_ptr<xfer::FlowMonitor> monitor;
-  // Loaded while the job's discovery runs (signals are blocked by now, so
-  // the loading thread takes none).
-  if (v["flows"] != "off") monitor = xfer::make_flow_monitor_deferred(v["flows"] == "ebpf");
+  // eBPF is loaded on a thread (signals are blocked by now, so it takes
+  // none): at once for --flows ebpf, once the job has run kEbpfAfter for auto.
+  constexpr std::chrono::milliseconds kEbpfAfter{2000};
+  if (v["flows"] == "tcp_info")
+    monitor = xfer::make_flow_monitor(false);
+  else if (v["flows"] != "off")
+    monitor = xfer::make_flow_monitor_deferred(true, v["flows"] == "ebpf" ? std::chrono::milliseconds{0} : kEbpfAfter);
   std::unique_ptr<xfer::Machine> machine;
   try {
     machine = xfer::make_machine(xfer::load_power_model(v["power_model"].get<std::string>()),

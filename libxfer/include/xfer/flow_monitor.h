@@ -3,6 +3,7 @@
 // engine's own sockets; the source in use is logged and reported.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,8 @@ class FlowMonitor {
  public:
   virtual ~FlowMonitor() = default;
   virtual std::string source() const = 0;  // "ebpf" | "tcp_info"
+  // Why the source is what it is, where that is not the plain choice ("").
+  virtual std::string source_note() const { return {}; }
   // A socket the engine created (before connect) and when it goes. own()
   // returns the flow's id (its socket cookie), the FlowCounters::id it gets.
   virtual uint64_t own(int fd, uint32_t job) = 0;
@@ -43,13 +46,14 @@ class FlowMonitor {
 
 // eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
 std::unique_ptr<FlowMonitor> make_flow_monitor(bool allow_ebpf = true);
-// The same, loaded on a thread of its own: for a process that runs one job
-// (xferctl run), the load (the kernel's BTF parsed, the programs verified:
-// about 60 ms) overlaps the job's discovery and first connections: own()
-// does not wait (sockets owned meanwhile are handed over once it is loaded);
-// flows(), overhead(), source() and the disown() of such an early socket
-// wait for the load to end. Call it from one thread only.
-std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf = true);
+// For a process that runs one job (xferctl run): TCP_INFO on the job's
+// sockets from the start, eBPF loaded on a thread of its own once the job has
+// run `after` (0: at once), the open sockets handed over when it is loaded.
+// The load (the kernel's BTF parsed, the programs verified: about 60 ms of
+// CPU) is more than the rest of a one-second job's measuring, so a job
+// shorter than `after` never pays it; source_note() says which it was.
+// Nothing waits for the load but the destructor. Call it from one thread only.
+std::unique_ptr<FlowMonitor> make_flow_monitor_deferred(bool allow_ebpf, std::chrono::milliseconds after);
 
 // What one interval of a set of flows (a job's, a chunk's) adds up to
 // (cross-layer-hla.txt Algorithms 1-2: weighted throughput, delta RTT).
