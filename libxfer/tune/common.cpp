@@ -120,6 +120,35 @@ double floor_need_bps(double target_bps, const Observation& obs, double make_up)
   return std::clamp(pace, target_bps, most);
 }
 
+int files_left(const Observation& obs) {
+  int n = 0;
+  for (const ChunkObservation& c : obs.chunks)
+    if (!c.finished) n += int(c.files_total - std::min(c.files_total, c.files_done));
+  return n;
+}
+
+double open_channel_bps(double file_bytes, double rtt_s, double window_bytes) {
+  if (file_bytes <= 0 || rtt_s <= 0) return 0;
+  return file_bytes * 8 / (rtt_s * (1 + (window_bytes > 0 ? file_bytes / window_bytes : 0)));
+}
+
+double window_seen(double seen_bps, double file_bytes, double rtt_s) {
+  if (seen_bps <= 0 || file_bytes <= 0 || rtt_s <= 0) return 0;
+  const double rounds = file_bytes * 8 / (rtt_s * seen_bps);  // 1 + file / window
+  return rounds > 1 ? file_bytes / (rounds - 1) : 0;
+}
+
+bool CapMargin::note(const Observation& obs, double floor_bps) {
+  const double cap = obs.params.rate_cap_bps, thr = obs.throughput_bps;
+  if (obs.settling || value >= kMost || !cap_binds(cap, thr) || thr >= floor_bps) return false;
+  value = std::min(kMost, value + kStep);
+  return true;
+}
+
+double CapMargin::held(double need_bps, double floor_bps, double band_top) const {
+  return std::max(need_bps * (1 + kLeast), std::min(need_bps * (1 + value), floor_bps * (1 + band_top)));
+}
+
 bool cap_binds(double cap_bps, double thr_bps) { return cap_bps > 0 && thr_bps >= 0.9 * cap_bps; }
 
 bool cap_at(double cap_bps, double held_bps) { return cap_bps > 0 && std::abs(cap_bps - held_bps) <= 0.02 * held_bps; }

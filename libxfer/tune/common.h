@@ -53,6 +53,35 @@ bool cap_binds(double cap_bps, double thr_bps);
 // A cap already at `held_bps` (within 2%): setting it again changes nothing.
 bool cap_at(double cap_bps, double held_bps);
 
+// Files of the running chunks not yet done (those in flight included).
+int files_left(const Observation& obs);
+
+// What one channel carries of files of `file_bytes` on a connection already
+// open: a request's round trip, then the file at `window_bytes` a round trip
+// (window_bytes <= 0: no bound but the round trip).
+double open_channel_bps(double file_bytes, double rtt_s, double window_bytes);
+// The window that explains a channel seen to carry `seen_bps` of files of
+// `file_bytes` (open_channel_bps's inverse); 0 where the round trip alone
+// explains it (no window bound seen).
+double window_seen(double seen_bps, double file_bytes, double rtt_s);
+
+// The margin a floor's receive-rate cap holds over the need: kLeast, and a
+// step more (to kMost) after each look that fell under the floor while the
+// cap bound. On a lossy path each loss halves a stream's window under the
+// cap, and at +3% a long-tailed job's 110-Mbit/s floor came out at 103-109
+// in a fifth of its intervals (floor-hla, 250 Mbit/s, 45 ms, 0.02% loss); a
+// path that holds steady keeps the least. The rate held never goes past the
+// floor's band (kBandTop) for it.
+struct CapMargin {
+  static constexpr double kLeast = 0.03, kStep = 0.02, kMost = 0.09;
+  double value = kLeast;
+  // After a look: true when the margin was raised.
+  bool note(const Observation& obs, double floor_bps);
+  // The rate a cap holds for `need_bps`: need x (1 + value), under
+  // floor x (1 + band_top) unless the least margin is over it already.
+  double held(double need_bps, double floor_bps, double band_top) const;
+};
+
 // Puts per-chunk cc into params (p and pp kept).
 void set_cc(Params& p, const std::vector<int>& cc);
 

@@ -424,7 +424,8 @@ bool HlaTuner::ask_table_again(const std::string& why, const char* event,
 // paper's rules decide nothing. Issue 54: a table's 28x1x15 moved 240 Mbit/s
 // for a floor of 110 over two intervals before the cap came, and a job's
 // long-tailed rest ran at 66 under a cap of 113 with its three channels.
-//   - over the band: the receive rate is capped at the need + kCapMargin,
+//   - over the band: the receive rate is capped at the need + the cap
+//     margin (tune::CapMargin: wider after a dip under a cap that bound),
 //     and the table, not yet told what its predictions are worth here, is
 //     asked for a cheaper setting at once (the cap hides slack afterwards),
 //     with a quarter over what this look measured kept;
@@ -437,7 +438,8 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
   if (goal_ != Goal::Throughput || sla_mbps_ <= 0 || obs.interval_s <= 0 || obs.bytes_interval == 0) return std::nullopt;
   const double floor = sla_mbps_ * 1e6, thr = obs.throughput_bps;
   const double need = tune::floor_need_bps(floor, obs, Floor::kMakeUp);
-  const double held = need * (1 + Floor::kCapMargin);
+  margin_.note(obs, floor);
+  const double held = margin_.held(need, floor, Floor::kBand);
   const double over = std::max(floor * (1 + Floor::kBand), held * (1 + Floor::kCapMargin));
   const double cap = current_.rate_cap_bps;
   const bool at_held = tune::cap_at(cap, held);

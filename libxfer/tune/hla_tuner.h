@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "kernel_plan.h"
 #include "xfer/tuner.h"
 
@@ -120,6 +121,7 @@ class HlaTuner : public Tuner {
   std::vector<ChunkPlace> places_;
   Params current_;
   tune::KernelPlan kernel_;
+  tune::CapMargin margin_;  // a floor's cap over its need (hold_to_need)
   double sla_mbps_ = 0;  // hla-throughput's floor (0: most throughput)
   // Which chunks are still running, and the bytes they had left when one
   // finished (empty: the plan's bytes): the floor's shares (chunk_bound).

@@ -98,7 +98,7 @@ int ThroughputTargetTuner::start_channels(const JobInfo& info, double target_bps
     const double k = (info.multiplexed ? double(tune::pipelining(info.bdp_bytes, size)) : 1.0) * size;
     // (A file many windows long: the window's bound above stands.)
     if (k < 20 * window)
-      at_most(k * 8 / (info.rtt_s * (1 + k / window)),
+      at_most(tune::open_channel_bps(k, info.rtt_s, window),
               info.multiplexed ? "pp files a round trip on an open connection"
                                : "a file a round trip on an open connection");
     // A job too short for its looks to correct the start (it ends within
@@ -260,6 +260,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   }
   // What the rest of the job needs (need_bps), and the band above it.
   need_bps_ = need_bps(obs);
+  if (opts_.target_mbps > 0) margin_.note(obs, target_bps_);  // a dip under a cap that bound: more margin
   // (Under a cap at the need + 3%, a rate within 3% under the need is held
   // there, not short: raising the cap or a channel for it overshoots.)
   // Over: past the band, or past the cap's own reach (a held rate's bursts).
@@ -301,6 +302,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     in_band_run_ = 0;
   }
   tail_ = tail;
+  note_channel_rate(obs, cold);
   if (tail) {
     // The tail: nothing to learn; but a floor holds to the last file, so a
     // cap that holds it under goes, channels are added while files are left
@@ -310,9 +312,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // another the rate dips under a cap at the floor + 3% (119.6 of 120
     // Mbit/s in contention.toml's last second).
     std::string why;
-    int files_left = 0;
-    for (const ChunkObservation& c : obs.chunks)
-      if (!c.finished) files_left += int(c.files_total - std::min(c.files_total, c.files_done));
+    const int files_left = tune::files_left(obs);
     // The engine splits the last files' remainders over idle connections
     // (split_tail), so the files left bound the channels only loosely: as
     // many again as run now, at most.
@@ -443,7 +443,8 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // channel's window, and 3 channels trimmed to 2 at 213 Mbit/s for a
     // floor of 110 (250 Mbit/s, 45 ms, 0.02%) fell to 94 at the next loss
     // and to 54 in the tail, the long files left on one channel.
-    const int fewer = short_left ? total_ : trim(total_, hi * kStartMargin, thr);
+    const int fewer =
+        short_left ? total_ : std::max(trim(total_, hi * kStartMargin, thr), std::min(total_, channels_for_left(obs)));
     if (fewer < total_) {
       current_.rate_cap_bps = held_bps();  // a cap raised earlier comes back down with it
       why = fmt::format("{:.1f} Mbit/s over {:.1f} at {} channels: trimmed to {} (cc * target / actual), receive "
@@ -465,6 +466,22 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   } else {
     kernel_step(true);  // in band: fewer resources if it holds
   }
+  if (thr >= lo && !kernel_.probing()) {
+    // At the need or over it, under a cap: what the channels would carry
+    // is hidden, and as the files left get smaller (largest go first) each
+    // carries less, a round trip a file. Channels for the files left are
+    // added before the rate falls (issue 54: 113 Mbit/s held for 110 at 3
+    // channels, then 86 and 73 as the last 14 files of ~235 kB came, 26
+    // Mbit/s a channel at 45 ms); the cap holds what they bring over.
+    const int want = channels_for_left(obs);
+    if (want > total_) {
+      why += fmt::format("{}the {} files left carry about {:.1f} Mbit/s a channel: {} to {} channels", why.empty() ? "" : "; ",
+                         tune::files_left(obs), left_channel_bps_ / 1e6, total_, want);
+      total_ = want;
+      std::string held = hold_rate(thr);
+      if (!held.empty()) why += "; " + held;
+    }
+  }
   if (why.empty() && chunk_finished) why = "a chunk finished: its channels go to the chunks left";
   if (why.empty() && phase_ == Phase::Control && !obs.settling) {
     // Nothing else to change: the channels still go where the work is
@@ -484,6 +501,38 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   allocate(&obs);
   current_.reason = "throughput-target: " + why;
   return current_;
+}
+
+// A look that measured what the channels carry (not settling, not cold,
+// not under a cap that binds, not the tail): each channel's rate and the
+// size of the files left, from which channels_for_left reads the window
+// (tune::window_seen).
+void ThroughputTargetTuner::note_channel_rate(const Observation& obs, bool cold) {
+  const int channels = obs.params.total_channels();
+  const int files = tune::files_left(obs);
+  if (obs.settling || cold || tail_ || channels <= 0 || files <= 0 || obs.throughput_bps <= 0 ||
+      tune::cap_binds(obs.params.rate_cap_bps, obs.throughput_bps))
+    return;
+  const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
+  const double rtt_s = obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
+  const double per = obs.throughput_bps / std::min(channels, files);  // a channel without a file carries nothing
+  seen_window_bytes_ = tune::window_seen(per, left / files, rtt_s);
+  seen_window_known_ = true;
+}
+
+// The channels the need takes on the files left, a quarter over
+// (kStartMargin, as at the start); 0 when nothing has been measured or the
+// files left are no fewer round trips than those seen (no change).
+int ThroughputTargetTuner::channels_for_left(const Observation& obs) {
+  left_channel_bps_ = 0;
+  const int files = tune::files_left(obs);
+  const double rtt_s = obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
+  if (!seen_window_known_ || files <= 0 || rtt_s <= 0) return 0;
+  const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
+  left_channel_bps_ = tune::open_channel_bps(left / files, rtt_s, seen_window_bytes_);
+  if (left_channel_bps_ <= 0) return 0;
+  const int want = int(std::ceil(held_bps() * kStartMargin / left_channel_bps_));
+  return std::min({want, std::max(1, info_.max_channels), total_ + files});
 }
 
 // A job too short for the looks is looked at when 40% of it is due at its

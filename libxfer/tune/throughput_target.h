@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common.h"
 #include "kernel_plan.h"
 #include "xfer/tuner.h"
 
@@ -16,7 +17,7 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr int kMaxProbeIntervals = 8;  // more while the rate still rises, up to this
   static constexpr double kStartMargin = 1.25;  // channels over start_channels' estimate (init says why)
   static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)
-  static constexpr double kCapMargin = 0.03;  // a held rate sits this far above the target
+  static constexpr double kCapMargin = tune::CapMargin::kLeast;  // a held rate sits at least this far above the need
   static constexpr double kMakeUp = 0.08;     // at most this far over the target to make up for the start
   explicit ThroughputTargetTuner(const TunerOptions& o);
   std::string name() const override { return "throughput-target"; }
@@ -50,9 +51,11 @@ class ThroughputTargetTuner : public Tuner {
  private:
   void allocate(const Observation* obs);
   double first_look_due() const;  // when the first look is due (next_look_s)
-  // The rate a cap holds: the need + kCapMargin; in the tail, the band's middle at least.
+  void note_channel_rate(const Observation& obs, bool cold);
+  int channels_for_left(const Observation& obs);
+  // The rate a cap holds: the need + the cap margin; in the tail, the band's middle at least.
   double held_bps() const {
-    return std::max(need_bps_ * (1 + kCapMargin), tail_ ? target_bps_ * (1 + kBand / 2) : 0.0);
+    return std::max(margin_.held(need_bps_, target_bps_, kBand), tail_ ? target_bps_ * (1 + kBand / 2) : 0.0);
   }
   double need_bps(const Observation& obs) const;  // what the rest of the job needs (its average)
   std::string hold_rate(double thr);              // a cap at held_bps(); why, or "" when it is there
@@ -79,6 +82,10 @@ class ThroughputTargetTuner : public Tuner {
   bool tail_ = false;        // the last look found the job in its tail
   double total_bytes_ = 0;   // the job's bytes at init
   int in_band_run_ = 0;      // looks in the band running
+  tune::CapMargin margin_;
+  double seen_window_bytes_ = 0;  // what a channel moves a round trip, as last measured (note_channel_rate)
+  bool seen_window_known_ = false;
+  double left_channel_bps_ = 0;   // a channel's rate on the files left (channels_for_left)
   tune::KernelPlan kernel_;
   Params current_;
   std::vector<bool> active_;  // the chunks running at the last decision

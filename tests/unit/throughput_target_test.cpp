@@ -409,3 +409,86 @@ TEST(ThroughputTarget, ChannelsGoWhereTheWorkIsOnceMeasured) {
   EXPECT_EQ(next->chunks[0].cc, int(std::lround(total * 0.8))) << next->reason;
   EXPECT_EQ(next->chunks[0].cc + next->chunks[1].cc, total);
 }
+
+namespace {
+// One look of a one-chunk job: `mbps` at the channels and cap in `p`, with
+// `files_done` of `files` and `done` of `total` bytes behind it.
+Observation look(const Params& p, double t_s, double mbps, size_t files, size_t files_done, uint64_t done,
+                 uint64_t total) {
+  Observation o;
+  o.t_s = t_s, o.interval_s = 0.5;
+  o.throughput_bps = mbps * 1e6;
+  o.bytes_interval = uint64_t(mbps * 1e6 / 8 * o.interval_s);
+  o.bytes_done = done, o.bytes_total = total;
+  o.params = p;
+  ChunkObservation c;
+  c.params = p.chunks[0];
+  c.files_total = files, c.files_done = files_done;
+  c.bytes_total = total, c.bytes_done = done;
+  c.throughput_bps = o.throughput_bps;
+  o.chunks.push_back(c);
+  return o;
+}
+}  // namespace
+
+// Under a cap that binds, what the channels would carry is hidden; as the
+// files left get smaller each carries less (a round trip a file). Channels
+// for the files left come before the rate falls: measured uncapped at 200
+// Mbit/s on files of 200 kB, a channel's window is read from it, and with
+// 20 files of 150 kB left the channels go up, the cap holding the rate
+// (issue 54: 113 Mbit/s for 110 at 3 channels, then 86 and 73 as the last
+// 14 files came). Files no smaller leave the channels as they are.
+TEST(ThroughputTarget, ChannelsForTheFilesLeftComeBeforeTheRateFalls) {
+  TunerOptions o;
+  o.target_mbps = 100;
+  JobInfo info = wan_info({plan(ChunkKind::Small, 400, 100'000'000)}, 64);
+  info.rtt_s = 0.045;
+  for (bool smaller : {true, false}) {
+    ThroughputTargetTuner t(o);
+    Params p = t.init(info);
+    p.chunks[0].cc = 4;
+    std::optional<Params> a = t.decide(look(p, 2.0, 200, 400, 100, 40'000'000, 100'000'000));
+    ASSERT_TRUE(a) << "an overshoot is held";
+    ASSERT_GT(a->rate_cap_bps, 0);
+    const int held_at = a->total_channels();
+    // Under the cap, in the band; files of 150 kB left (or as large as before).
+    const size_t left = smaller ? 20 : 15;
+    const uint64_t done = 100'000'000 - left * (smaller ? 150'000 : 200'000);
+    std::optional<Params> b = t.decide(look(*a, 2.5, a->rate_cap_bps / 1e6, 400, 400 - left, done, 100'000'000));
+    if (smaller) {
+      ASSERT_TRUE(b);
+      EXPECT_GT(b->total_channels(), held_at) << b->reason;
+      EXPECT_NE(b->reason.find("files left carry about"), std::string::npos) << b->reason;
+      EXPECT_GT(b->rate_cap_bps, 0) << "the cap holds what they bring";
+    } else {
+      EXPECT_TRUE(!b || b->total_channels() <= held_at) << b->reason;
+    }
+  }
+}
+
+// The cap's margin over the need: 3%, a step more after each look that fell
+// under the floor while the cap bound, never past the band's top for it; a
+// dip where the cap did not bind (channels short) or a settling look is not
+// the cap's.
+TEST(ThroughputTarget, TheCapMarginWidensAfterDipsUnderABindingCap) {
+  tune::CapMargin m;
+  EXPECT_NEAR(m.held(110e6, 110e6, 0.10), 113.3e6, 1e4);
+  Observation o;
+  o.params.rate_cap_bps = 113.3e6;
+  o.throughput_bps = 105e6;
+  EXPECT_TRUE(m.note(o, 110e6));
+  EXPECT_NEAR(m.held(110e6, 110e6, 0.10), 115.5e6, 1e4);
+  o.throughput_bps = 90e6;  // under 0.9 x the cap: not the cap's
+  EXPECT_FALSE(m.note(o, 110e6));
+  o.throughput_bps = 108e6, o.settling = true;
+  EXPECT_FALSE(m.note(o, 110e6));
+  o.settling = false;
+  o.throughput_bps = 112e6;  // at the floor: nothing to widen
+  EXPECT_FALSE(m.note(o, 110e6));
+  o.throughput_bps = 108e6;
+  for (int i = 0; i < 5; ++i) m.note(o, 110e6);
+  EXPECT_NEAR(m.value, tune::CapMargin::kMost, 1e-9);
+  EXPECT_NEAR(m.held(110e6, 110e6, 0.10), 110e6 * 1.09, 1e4);
+  EXPECT_NEAR(m.held(115e6, 110e6, 0.10), 121e6, 1e4) << "the band's top for the floor";
+  EXPECT_NEAR(m.held(120e6, 110e6, 0.10), 120e6 * 1.03, 1e4) << "the least margin over a need past it";
+}
