@@ -286,7 +286,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   // The tail: what is left would take under two looks at this rate (the
   // loop's near_end counts two whole intervals, which at the daemon's 5 s
   // is most of a short job while the quick looks below still run).
-  const double left_bits = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done)) * 8;
+  const double left_bits = double(obs.bytes_left()) * 8;
   bool tail = obs.near_end;
   if (tail && quick_looks_ > 0 && thr > 0) tail = left_bits < 2 * *next_look_s() * thr;
   if (!cold) skip_first_ = false;
@@ -503,6 +503,11 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
   return current_;
 }
 
+// The path's RTT as the job's flows measure it, else as the job began with.
+double ThroughputTargetTuner::rtt_s(const Observation& obs) const {
+  return obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
+}
+
 // A look that measured what the channels carry (not settling, not cold,
 // not under a cap that binds, not the tail): each channel's rate and the
 // size of the files left, from which channels_for_left reads the window
@@ -513,10 +518,8 @@ void ThroughputTargetTuner::note_channel_rate(const Observation& obs, bool cold)
   if (obs.settling || cold || tail_ || channels <= 0 || files <= 0 || obs.throughput_bps <= 0 ||
       tune::cap_binds(obs.params.rate_cap_bps, obs.throughput_bps))
     return;
-  const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
-  const double rtt_s = obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
   const double per = obs.throughput_bps / std::min(channels, files);  // a channel without a file carries nothing
-  seen_window_bytes_ = tune::window_seen(per, left / files, rtt_s);
+  seen_window_bytes_ = tune::window_seen(per, double(obs.bytes_left()) / files, rtt_s(obs));
   seen_window_known_ = true;
 }
 
@@ -526,10 +529,8 @@ void ThroughputTargetTuner::note_channel_rate(const Observation& obs, bool cold)
 int ThroughputTargetTuner::channels_for_left(const Observation& obs) {
   left_channel_bps_ = 0;
   const int files = tune::files_left(obs);
-  const double rtt_s = obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
-  if (!seen_window_known_ || files <= 0 || rtt_s <= 0) return 0;
-  const double left = double(obs.bytes_total - std::min(obs.bytes_total, obs.bytes_done));
-  left_channel_bps_ = tune::open_channel_bps(left / files, rtt_s, seen_window_bytes_);
+  if (!seen_window_known_ || files <= 0) return 0;
+  left_channel_bps_ = tune::open_channel_bps(double(obs.bytes_left()) / files, rtt_s(obs), seen_window_bytes_);
   if (left_channel_bps_ <= 0) return 0;
   const int want = int(std::ceil(held_bps() * kStartMargin / left_channel_bps_));
   return std::min({want, std::max(1, info_.max_channels), total_ + files});

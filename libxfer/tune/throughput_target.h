@@ -51,6 +51,7 @@ class ThroughputTargetTuner : public Tuner {
  private:
   void allocate(const Observation* obs);
   double first_look_due() const;  // when the first look is due (next_look_s)
+  double rtt_s(const Observation& obs) const;
   void note_channel_rate(const Observation& obs, bool cold);
   int channels_for_left(const Observation& obs);
   // The rate a cap holds: the need + the cap margin; in the tail, the band's middle at least.

@@ -61,6 +61,7 @@ struct Observation {
   double throughput_bps = 0;  // application bytes, bits/s, whole job
   uint64_t bytes_done = 0, bytes_total = 0;
   uint64_t bytes_interval = 0;  // fetched in this interval
+  uint64_t bytes_left() const { return bytes_total - std::min(bytes_total, bytes_done); }
   Params params;                // in effect during the interval, with the reason they were chosen
   std::vector<ChunkObservation> chunks;
   std::optional<FlowInterval> flow;  // the job's TCP flows (FlowMonitor)
