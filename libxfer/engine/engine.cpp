@@ -72,6 +72,12 @@ void CurlMulti::add(Request* r) {
 
 void CurlMulti::remove(Request* r) { curl_multi_remove_handle(multi_, r->easy); }
 
+void CurlMulti::end(Request* r, int curl_code) {
+  log::JobScope scope(log_job_);
+  curl_multi_remove_handle(multi_, r->easy);
+  r->owner->on_request_done(r, static_cast<CURLcode>(curl_code));  // may delete r and add new requests
+}
+
 int CurlMulti::socket_cb(void* easy, int s, int what, void* userp, void* socketp) {
   auto* self = static_cast<CurlMulti*>(userp);
   auto* src = static_cast<sd_event_source*>(socketp);

@@ -515,6 +515,7 @@ void Job::Impl::release_rate_held() {
   batch.swap(rate_held);
   if (batch.empty()) return;
   std::rotate(batch.begin(), batch.begin() + long(release_turn++ % batch.size()), batch.end());
+  std::vector<Request*> ended;
   for (Request* r : batch) {
     // A request resumed before it may take the bucket empty and pause again
     // (hold_for_rate): the rest stay held.
@@ -524,8 +525,20 @@ void Job::Impl::release_rate_held() {
       continue;
     }
     r->rate_paused = false;
-    curl_easy_pause(r->easy, CURLPAUSE_CONT);
+    // libcurl hands over the bytes it held from inside curl_easy_pause. When
+    // write_cb ends the request there (its end reached: a split moved it
+    // while it was held), curl_easy_pause returns that error and leaves the
+    // transfer unfinished, its socket no longer watched: nothing would end
+    // it until reissue_stalled gave it up (a job's last file sat 5 s with
+    // every byte it asked for; issue 54). It is ended here, as drain() ends one.
+    if (CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT); rc != CURLE_OK) {
+      r->resume_failed = rc;
+      ended.push_back(r);
+    }
   }
+  // (An earlier one's end may have ended it, and a new request taken its address.)
+  for (Request* r : ended)
+    if (requests.count(r) && r->resume_failed) r->multi->end(r, r->resume_failed);
   arm_rate_release();
 }
 

@@ -63,6 +63,7 @@ struct Request {
   bool end_known = true;   // false: size unknown, take the whole body
   uint64_t started_us = 0; // when it was handed to its connection (its rate, for split_inflight)
   bool rate_paused = false; // paused by the job's rate cap (Job::Impl::hold_for_rate)
+  int resume_failed = 0;    // the CURLcode curl_easy_pause returned on its release (release_rate_held)
 
   // Set by the callbacks; read at completion.
   bool response_checked = false;

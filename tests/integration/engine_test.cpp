@@ -258,6 +258,55 @@ TEST_F(EngineTest, ASlowStreamSplitsSoonerThanTheByteRule) {
   EXPECT_GE(conns.size(), 4u) << "the raised p found no request to split";
 }
 
+// A request the rate cap holds, split while it is held: libcurl hands over
+// the bytes it kept from inside curl_easy_pause, and when those cross the
+// request's new end write_cb ends it there; curl_easy_pause then returns the
+// error and leaves the transfer unfinished with its socket unwatched, so the
+// engine must end it itself. Before, nothing did until reissue_stalled gave
+// the connection up 5 s later (a floor job's last file sat silent with every
+// byte it asked for). Under a cap well below loopback's rate nearly every
+// body write is held once and taken on its release, so each of the front
+// halves meets its end in a release.
+TEST_F(EngineTest, ARequestSplitWhileTheRateCapHoldsItEndsAtItsNewEnd) {
+  set_link_rate(80);  // the first interval comes before the ~10 MB are in
+  Dataset one = subset("image-00");
+  xfer::EngineOptions o = opts(100);
+  o.split_min_bytes = 64 * 1024;
+  o.split_bdp_multiple = 0;
+  o.reissue_after_s = 5;
+  int step = 0;
+  auto r = run_job(one.manifest(nginx->url(false, "/")), dest, "static", {1, 1, 1}, o,
+                   [&](xfer::ControlLoop& control, const xfer::IntervalRecord& e) {
+                     if (step >= 2) return;
+                     xfer::Params p = e.obs.params;
+                     p.rate_cap_bps = 40e6;  // 5 MB/s: the images' ~10 MB in about 2 s
+                     for (auto& c : p.chunks) c.p = step == 0 ? 1 : 4;  // the cap first, then the splits
+                     p.reason = "test: cap, then split under it";
+                     ++step;
+                     control.apply(p);
+                   });
+  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  ASSERT_EQ(step, 2) << "the job ended before p was raised";
+  expect_identical(one, dest);
+  EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
+  std::set<long> conns;
+  for (const auto& l : gets("image-00")) conns.insert(l.conn);
+  EXPECT_GE(conns.size(), 2u) << "nothing was split";
+  EXPECT_EQ(r.summary["requests_reissued"].get<int>(), 0)
+      << "a request that had every byte it asked for waited for reissue_stalled";
+  // Nor did one wait for libcurl's next look of its own (its low-speed
+  // check, once a second): under the cap every 100-ms interval moves bytes
+  // until the last file is whole. (Without the fix, 0.8 s of intervals at
+  // zero in two runs of three, the last front half waiting.)
+  int silent = 0;
+  std::string rates;
+  for (const auto& e : r.summary["timeline"]) {
+    silent += e["throughput_mbps"].get<double>() <= 0;
+    rates += " " + std::to_string(int(e["throughput_mbps"].get<double>()));
+  }
+  EXPECT_LE(silent, 2) << "Mbit/s by interval:" << rates;
+}
+
 // pp = 4 over h2c: four requests outstanding on one connection.
 TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
   set_link_rate(100);
