@@ -527,11 +527,13 @@ void Job::Impl::release_rate_held() {
     r->rate_paused = false;
     // libcurl hands over the bytes it held from inside curl_easy_pause. When
     // write_cb ends the request there (its end reached: a split moved it
-    // while it was held), curl_easy_pause returns that error and leaves the
-    // transfer unfinished, its socket no longer watched: nothing would end
-    // it until reissue_stalled gave it up (a job's last file sat 5 s with
-    // every byte it asked for; issue 54). It is ended here, as drain() ends one.
-    if (CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT); rc != CURLE_OK) {
+    // while it was held), curl_easy_pause returns CURLE_WRITE_ERROR and
+    // leaves the transfer unfinished, its socket no longer watched: nothing
+    // would end it until reissue_stalled gave it up (a job's last file sat
+    // 5 s with every byte it asked for; issue 54). It is ended here, as
+    // drain() ends one. (A handle without a connection, which held nothing,
+    // is refused as a bad argument: there is nothing to end.)
+    if (CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT); rc == CURLE_WRITE_ERROR) {
       r->resume_failed = rc;
       ended.push_back(r);
     }
