@@ -35,7 +35,7 @@ std::string heatmap(const std::string& title, const Surface& s, const std::strin
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       double x = x0 + (x1 - x0) * (i + 0.5) / n, y = y0 + (y1 - y0) * (j + 0.5) / n;
-      v[size_t(j * n + i)] = s(x, y);
+      v[size_t(j * n + i)] = std::exp(s(x, y));  // a StratumModel surface holds the value's log
       vmin = std::min(vmin, v[size_t(j * n + i)]), vmax = std::max(vmax, v[size_t(j * n + i)]);
     }
   double cw = double(PW) / n, ch = double(PH) / n;
@@ -83,7 +83,7 @@ std::string curves(const std::string& title, const StratumModel& m, const std::v
     double lo = 1e300, hi = -1e300;
     std::vector<double> v;
     for (int i = 0; i <= 40; ++i) {
-      v.push_back(s(x0 + (x1 - x0) * i / 40, f));
+      v.push_back(std::exp(s(x0 + (x1 - x0) * i / 40, f)));
       lo = std::min(lo, v.back()), hi = std::max(hi, v.back());
     }
     if (hi <= lo) hi = lo + 1;

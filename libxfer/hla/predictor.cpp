@@ -1,6 +1,7 @@
 // FastHLA step 4 (fasthla-mobile.txt §4): a learned predictor for jobs whose
 // stratum the table lacks. Random decision forests (ALGLIB dfbuilder), one
 // per parameter, on the table's optima; judged leaving one stratum out.
+#include <fmt/format.h>
 #include <libalglib/dataanalysis.h>
 
 #include <algorithm>
@@ -333,6 +334,17 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
     }
     r.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 0;
     r.r2_rows = want.size();
+    std::vector<double> lost;
+    for (size_t i = 0; i < want.size(); ++i) lost.push_back(want[i] > 0 ? std::max(0.0, 1 - got[i] / want[i]) : 0);
+    std::nth_element(lost.begin(), lost.begin() + long(lost.size() / 2), lost.end());
+    r.regret = lost[lost.size() / 2];
+  }
+  // The strata it learns from: each path and dataset input's range (what
+  // predict() serves within).
+  std::vector<double> lo, hi;
+  for (const std::vector<double>& x : all[0].x) {
+    if (lo.empty()) lo = hi = x;
+    for (size_t i = 0; i < x.size(); ++i) lo[i] = std::min(lo[i], x[i]), hi[i] = std::max(hi[i], x[i]);
   }
   // What the table keeps: forests trained on every case, and the load a
   // job is asked at before it has measured one (the strata's median).
@@ -353,7 +365,10 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
                  {"accuracy_bound", r.accuracy_bound},
                  {"test_cases", r.test_cases},
                  {"r2", r.r2},
-                 {"r2_cases", r.r2_rows}};
+                 {"r2_cases", r.r2_rows},
+                 {"regret", r.regret},
+                 {"inputs_lo", lo},
+                 {"inputs_hi", hi}};
   for (size_t a = 0; a < 2; ++a) {
     if (all[a].x.size() < 4) continue;
     t.predictor[kModelKeys[a]] = fit_model(Ask(a), all[a], seed + 10 + a)->save();
@@ -361,10 +376,11 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
   return r;
 }
 
-std::optional<Knobs> predict(const ParamTable& t, const Query& q) {
-  Ask ask = q.bound > 0 ? Ask::Bound : Ask::Level;
-  const char* set = kModelKeys[size_t(ask)];
-  if (!t.predictor.is_object() || !t.predictor.contains(set)) return std::nullopt;
+namespace {
+
+// The inputs predict() reads for q (case_inputs), with the link and load a
+// job has not measured yet taken as the strata's median.
+std::vector<double> query_inputs(const ParamTable& t, const Query& q, Ask ask) {
   TableStratum s;
   // A link rate not known yet: the strata's median; a loss not known: none.
   double link = q.link_mbps;
@@ -380,7 +396,47 @@ std::optional<Knobs> predict(const ParamTable& t, const Query& q) {
     ext = typical.is_number() ? typical.get<double>() : 0;
   }
   double last = ask == Ask::Bound ? bound_feature(q.sla, q.bound, link) : level_feature(q.sla, q.level);
-  std::vector<double> x = case_inputs(s, ext, q.sla, last);
+  return case_inputs(s, ext, q.sla, last);
+}
+
+// The path's and the dataset's inputs (case_inputs: 0-2 and 4-7).
+constexpr size_t kReachInputs[] = {0, 1, 2, 4, 5, 6, 7};
+constexpr const char* kInputNames[] = {"link rate", "RTT", "loss", "load", "bytes", "files", "mean file size", "file size spread"};
+
+}  // namespace
+
+std::optional<Knobs> predict(const ParamTable& t, const Query& q, std::string* why) {
+  auto no = [&](std::string reason) -> std::optional<Knobs> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  const Ask ask = q.bound > 0 ? Ask::Bound : Ask::Level;
+  if (!t.predictor.is_object() || !t.predictor.contains(kModelKeys[size_t(ask)])) return no("the table has no predictor");
+  const nlohmann::json& p = t.predictor;
+  const double r2 = p.contains("r2") && p["r2"].is_number() ? p["r2"].get<double>() : -1e9;
+  const double counted = p.contains("r2_cases") && p["r2_cases"].is_number() ? p["r2_cases"].get<double>() : 0;
+  const size_t cases = counted > 0 ? size_t(counted) : 0;
+  if (cases < kServeCases)
+    return no(fmt::format("its held-out R² rests on {} case{} (it is served from {})", cases, cases == 1 ? "" : "s",
+                          kServeCases));
+  if (r2 < kServeR2) return no(fmt::format("its held-out R² is {:.2f}, under {:.2f}", r2, kServeR2));
+  if (p.contains("inputs_lo") && p.contains("inputs_hi") && p["inputs_lo"].is_array() && p["inputs_hi"].is_array()) {
+    const std::vector<double> x = query_inputs(t, q, ask);
+    const auto lo = p["inputs_lo"], hi = p["inputs_hi"];
+    for (size_t i : kReachInputs) {
+      if (i >= x.size() || i >= lo.size() || i >= hi.size() || !lo[i].is_number() || !hi[i].is_number()) continue;
+      if (x[i] < lo[i].get<double>() - kServeReach || x[i] > hi[i].get<double>() + kServeReach)
+        return no(fmt::format("the job's {} lies outside the strata it was trained on", kInputNames[i]));
+    }
+  }
+  return predictor_answer(t, q);
+}
+
+std::optional<Knobs> predictor_answer(const ParamTable& t, const Query& q) {
+  Ask ask = q.bound > 0 ? Ask::Bound : Ask::Level;
+  const char* set = kModelKeys[size_t(ask)];
+  if (!t.predictor.is_object() || !t.predictor.contains(set)) return std::nullopt;
+  std::vector<double> x = query_inputs(t, q, ask);
   std::array<double, 4> y{};
   try {
     y = load(ask, t.predictor[set])->run(x);

@@ -243,9 +243,13 @@ namespace {
 
 Knobs knobs_of(const Sample& s) { return {s.cc, s.p, s.pp, s.cores, s.freq_khz}; }
 
-// Additive model by backfitting: y = mean + sum_k (S_k(x_k) - off_k).
-// Rows weighted by w (their time: a long visit counts as much as its many
-// short ones would).
+// The model: log y = mean + sum_k (S_k(x_k) - off_k), fitted by
+// backfitting, so y is the product of the three surfaces' factors (issue
+// 55). Rows weighted by w (their time: a long visit counts as much as its
+// many short ones would). A sum in y itself cannot say that throughput
+// grows with the requests in flight (cc x pp): fitted to a sweep, it put
+// cheap corners at the sum of the gains seen alone, and 11 of 63 stratum
+// analyses of the learning bench rejected their surfaces.
 double weighted_mean(const std::vector<double>& y, const std::vector<double>& w) {
   double sw = 0, sy = 0;
   for (size_t i = 0; i < y.size(); ++i) sw += w[i], sy += w[i] * y[i];
@@ -275,7 +279,8 @@ void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, const st
       for (size_t i = 0; i < n; ++i) part[size_t(j)][i] -= m;
       off[size_t(j)] = m;
     }
-  // The surfaces as the paper draws them: the value itself (mean + deviation).
+  // The surfaces as the paper draws them, each with the others at their
+  // mean: log of the value (mean + deviation; Surface::value takes exp).
   for (int j = 0; j < 3; ++j) {
     std::vector<std::array<double, 2>> xs(n);
     std::vector<double> v(n);
@@ -288,7 +293,8 @@ void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, const st
   }
 }
 
-double predict_additive(double mean, const std::array<Surface, 3>& s, const std::array<double, 3>& off, const Knobs& k) {
+// log y at k.
+double predict_log(double mean, const std::array<Surface, 3>& s, const std::array<double, 3>& off, const Knobs& k) {
   double v = mean;
   for (int j = 0; j < 3; ++j) {
     auto c = StratumModel::coords(j, k);
@@ -297,20 +303,29 @@ double predict_additive(double mean, const std::array<Surface, 3>& s, const std:
   return v;
 }
 
+std::vector<double> logs(const std::vector<double>& y) {
+  std::vector<double> out(y.size());
+  for (size_t i = 0; i < y.size(); ++i) out[i] = std::log(std::max(y[i], 1e-9));
+  return out;
+}
+
 // Per surface: how far it is from the held-out rows at its own points (the
-// other surfaces' parts removed), RMSE over the points weighted by rows;
-// and the whole model's RMSE per row. Both relative to the mean.
+// other surfaces' factors divided out), RMSE over the points weighted by
+// rows, in log units (a relative error); and the whole model's RMSE per row,
+// relative to the rows' mean. (y: the values; the model is in their log.)
 void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, const std::vector<double>& wt, double mean,
               const std::array<Surface, 3>& s, const std::array<double, 3>& off, std::array<double, 3>& per_surface,
               double& rows) {
   size_t n = y.size();
   double se = 0, sw = 0;
-  for (size_t i = 0; i < n; ++i) se += wt[i] * std::pow(y[i] - predict_additive(mean, s, off, k[i]), 2), sw += wt[i];
-  rows = sw > 0 ? std::sqrt(se / sw) / std::abs(mean) : 0;
+  for (size_t i = 0; i < n; ++i) se += wt[i] * std::pow(y[i] - std::exp(predict_log(mean, s, off, k[i])), 2), sw += wt[i];
+  const double ym = weighted_mean(y, wt);
+  rows = sw > 0 && ym != 0 ? std::sqrt(se / sw) / std::abs(ym) : 0;
+  const std::vector<double> ly = logs(y);
   for (int j = 0; j < 3; ++j) {
     std::map<std::array<double, 2>, std::pair<double, double>> at;  // point -> (sum of partial residuals, rows)
     for (size_t i = 0; i < n; ++i) {
-      double r = y[i];
+      double r = ly[i];
       for (int o = 0; o < 3; ++o) {
         auto c = StratumModel::coords(o, k[i]);
         if (o != j) r -= s[size_t(o)](c[0], c[1]) - off[size_t(o)];
@@ -324,7 +339,7 @@ void held_out(const std::vector<Knobs>& k, const std::vector<double>& y, const s
       double want = v.first / v.second, got = s[size_t(j)](c[0], c[1]) - off[size_t(j)] + mean;
       sq += v.second * (want - got) * (want - got), w += v.second;
     }
-    per_surface[size_t(j)] = w > 0 ? std::sqrt(sq / w) / std::abs(mean) : 0;
+    per_surface[size_t(j)] = w > 0 ? std::sqrt(sq / w) : 0;
   }
 }
 
@@ -351,11 +366,11 @@ double repeat_scatter(const std::vector<Sample>& s, const std::vector<size_t>& r
 }  // namespace
 
 double StratumModel::throughput(const Knobs& k) const {
-  double v = std::max(0.0, predict_additive(mean_t, t, t_off, k));
+  double v = std::exp(predict_log(mean_t, t, t_off, k));
   return t_cap > 0 ? std::min(v, t_cap) : v;
 }
 double StratumModel::energy(const Knobs& k) const {
-  return has_energy ? std::max(e_floor, predict_additive(mean_e, e, e_off, k)) : 0;
+  return has_energy ? std::max(e_floor, std::exp(predict_log(mean_e, e, e_off, k))) : 0;
 }
 
 StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed) {
@@ -388,10 +403,10 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   m.repeat_t = repeat_scatter(s, rows, [](const Sample& x) { return x.mbps; });
   if (m.has_energy) m.repeat_e = repeat_scatter(s, rows, [](const Sample& x) { return *x.j_per_gb; });
   m.fitted = true;
-  backfit(ktr, ttr, wtr, m.mean_t, m.t, m.t_off);
+  backfit(ktr, logs(ttr), wtr, m.mean_t, m.t, m.t_off);
   held_out(kte, tte, wte, m.mean_t, m.t, m.t_off, m.rmse_t, m.rmse_t_rows);
   if (m.has_energy) {
-    backfit(ktr, etr, wtr, m.mean_e, m.e, m.e_off);
+    backfit(ktr, logs(etr), wtr, m.mean_e, m.e, m.e_off);
     held_out(kte, ete, wte, m.mean_e, m.e, m.e_off, m.rmse_e, m.rmse_e_rows);
   }
   m.one_frequency = m.t[0].levels(1).size() < 2;

@@ -167,7 +167,8 @@ Params HlaTuner::from_table(const std::string& why) {
       }
     }
     unpredicted = true;  // the predictor and the formulas say nothing of the throughput or energy
-    if (auto p = hla::predict(t, query(i, ref_load_))) {
+    std::string unserved;
+    if (auto p = hla::predict(t, query(i, ref_load_), &unserved)) {
       k[i] = *p;
       place.source = "predictor";
       parts.push_back(fmt::format("{} chunk not in the table: the predictor says {}x{}x{}, {} cores", to_string(c.kind),
@@ -177,8 +178,8 @@ Params HlaTuner::from_table(const std::string& why) {
       k[i] = {MinEnergyTuner::concurrency(info_.bdp_bytes, std::max(1.0, c.avg_size()), info_.max_channels), base[i].p,
               base[i].pp, 0, 0};
       place.source = "heuristic";
-      parts.push_back(fmt::format("{} chunk not in the table and no predictor: MinE's {}x{}x{}", to_string(c.kind),
-                                  k[i].cc, k[i].p, k[i].pp));
+      parts.push_back(fmt::format("{} chunk not in the table, and no predictor to serve it ({}): MinE's {}x{}x{}",
+                                  to_string(c.kind), unserved, k[i].cc, k[i].p, k[i].pp));
     }
   }
   std::vector<hla::Knobs> scaled = hla::schedule_mixed(k, std::max(1, info_.max_channels));

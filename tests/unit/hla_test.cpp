@@ -75,6 +75,42 @@ std::vector<Sample> synthetic(double noise, uint64_t seed) {
 
 }  // namespace
 
+// Throughput that grows with the requests in flight (a product of the
+// knobs' factors, as cc x pp is on a long path) and energy per GB that falls
+// with them: the model recovers both across the grid, corners included,
+// from noisy rows (issue 55: fitted as a sum in the value itself, the
+// surfaces put the far corner at the sum of the gains seen alone; the held-
+// out error here was 41% for throughput and 13% for energy, against 1% noise).
+TEST(Hla, SurfacesRecoverAProductOfTheKnobs) {
+  auto t_of = [](const Knobs& k) {
+    return 4.0 * std::pow(k.cc, 0.8) * std::pow(k.p, 0.2) * std::pow(k.pp, 0.5) * (1 - 0.05 * (k.cores - 1));
+  };
+  auto e_of = [](const Knobs& k) {
+    return 900.0 / (std::pow(k.cc, 0.4) * std::pow(k.pp, 0.3)) * (1 + 0.3 * (k.cores - 1));
+  };
+  std::vector<Sample> s = synthetic(0.01, 11);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> n(0, 0.01);
+  for (Sample& x : s) {
+    Knobs k{x.cc, x.p, x.pp, x.cores, 0};
+    x.mbps = t_of(k) * (1 + n(rng));
+    x.j_per_gb = e_of(k) * (1 + n(rng));
+  }
+  std::vector<size_t> rows(s.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  StratumModel m = fit_stratum(s, rows, 3);
+  ASSERT_TRUE(m.fitted);
+  EXPECT_LT(m.rmse_t_rows, 0.03);
+  EXPECT_LT(m.rmse_e_rows, 0.03);
+  m.t_cap = 0;  // (the rows' link, 1000 Mbit/s, is past every value here)
+  for (const Knobs& k : {Knobs{32, 4, 8, 1, 0}, Knobs{1, 1, 1, 2, 0}, Knobs{32, 1, 1, 1, 0}, Knobs{1, 1, 8, 1, 0},
+                         Knobs{12, 3, 3, 2, 0}}) {
+    SCOPED_TRACE(::testing::Message() << k.cc << "x" << k.p << "x" << k.pp << ", " << k.cores << " cores");
+    EXPECT_NEAR(m.throughput(k) / t_of(k), 1.0, 0.05);
+    EXPECT_NEAR(m.energy(k) / e_of(k), 1.0, 0.05);
+  }
+}
+
 TEST(Hla, SurfacesOfAKnownFunctionLeadToItsOptimum) {
   std::vector<Sample> s = synthetic(0.01, 7);
   std::vector<size_t> rows(s.size());
@@ -226,7 +262,10 @@ TEST(Hla, CandidatesStayWhereTheHistoryMeasured) {
                                     [](int, int) { return 50.0; });
   EXPECT_GE(m.t_floor, 60);
   EXPECT_LE(m.t_floor, 90);
-  size_t all = candidates(m).size();
+  StratumModel unbounded = m;
+  unbounded.t_floor = 0;
+  size_t all = candidates(unbounded).size();
+  EXPECT_GE(all, candidates(m).size());
   m.t_floor = 92;
   std::vector<Knobs> c = candidates(m);
   EXPECT_LT(c.size(), all);

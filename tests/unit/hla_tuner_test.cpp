@@ -224,7 +224,7 @@ std::unique_ptr<Tuner> started_off_the_table(std::shared_ptr<const hla::ParamTab
 TEST(HlaTuner, AChunkTheTableLacksAsksThePredictorOrSaysItUsesTheFormulas) {
   Params p;
   auto t = started_off_the_table(table(), p);  // no predictor in it
-  EXPECT_NE(p.reason.find("no predictor: MinE"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("no predictor to serve it (the table has no predictor): MinE"), std::string::npos) << p.reason;
   EXPECT_EQ(t->summary()["chunks"][0]["source"], "heuristic");
 }
 
@@ -547,6 +547,15 @@ TEST(HlaTuner, AChunkTheTableLacksIsStartedByThePredictorWhenTheTableHasOne) {
   hla::train_predictor(*t, {}, levels, 3);
   ASSERT_TRUE(t->predictor.is_object());
   Params p;
+  // Not served without a held-out record (no surfaces judged it here), nor
+  // to a path outside the strata it learned from (one path: 100 Mbit/s, 40 ms).
+  started_off_the_table(t, p);
+  EXPECT_NE(p.reason.find("no predictor to serve it (its held-out R² rests on 0 cases"), std::string::npos) << p.reason;
+  t->predictor["r2"] = 0.9, t->predictor["r2_cases"] = 10;
+  started_off_the_table(t, p);
+  EXPECT_NE(p.reason.find("RTT lies outside the strata it was trained on"), std::string::npos) << p.reason;
+  // As if it had learned from strata that span this path too: served.
+  for (size_t i : {0, 1}) t->predictor["inputs_lo"][i] = -2.0, t->predictor["inputs_hi"][i] = 5.0;
   auto tuner = started_off_the_table(t, p);
   EXPECT_NE(p.reason.find("the predictor says"), std::string::npos) << p.reason;
   EXPECT_EQ(tuner->summary()["chunks"][0]["source"], "predictor");

@@ -82,7 +82,7 @@ TEST(Predictor, AForestOnAKnownFunctionRecoversItsOptimumWithinOneLevel) {
       Query q;
       q.link_mbps = 1000, q.rtt_ms = rtt, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
       q.sla = "throughput", q.level = level;
-      std::optional<Knobs> k = predict(t, q);
+      std::optional<Knobs> k = predictor_answer(t, q);
       ASSERT_TRUE(k.has_value());
       Knobs want = optimum(rtt, "throughput", level);
       SCOPED_TRACE("rtt " + std::to_string(rtt) + " level " + std::to_string(level));
@@ -97,10 +97,10 @@ TEST(Predictor, AForestOnAKnownFunctionRecoversItsOptimumWithinOneLevel) {
   near.link_mbps = far.link_mbps = 1000, near.bytes = far.bytes = 1e9, near.files = far.files = 100;
   near.size_mean = far.size_mean = 1e7, near.size_sd = far.size_sd = 1e6;
   near.rtt_ms = 10, far.rtt_ms = 160;
-  EXPECT_GE(level_of(predict(t, far)->cc) - level_of(predict(t, near)->cc), 4);
+  EXPECT_GE(level_of(predictor_answer(t, far)->cc) - level_of(predictor_answer(t, near)->cc), 4);
   // And the kind of SLA: energy asks for one core.
   near.sla = "energy", near.level = 1.25;
-  EXPECT_EQ(predict(t, near)->cores, 1);
+  EXPECT_EQ(predictor_answer(t, near)->cores, 1);
 }
 
 TEST(Predictor, ATableWithoutOneAnswersNothing) {
@@ -110,6 +110,45 @@ TEST(Predictor, ATableWithoutOneAnswersNothing) {
   EXPECT_FALSE(predict(t, q).has_value());
   t.predictor = {{"forests", {{"cc", "not a forest"}}}};
   EXPECT_FALSE(predict(t, q).has_value()) << "a damaged predictor is a miss, not a crash";
+  EXPECT_FALSE(predictor_answer(t, q).has_value());
+}
+
+// The predictor is served only where it has shown it can be: a held-out R²
+// of kServeR2 over kServeCases cases at least, and a job within the paths
+// and datasets it learned from; otherwise the caller is told why (the
+// formulas start the job). Before, it was served whatever its R² (0.23 on
+// the bench's table, -3.6 on an everyday history).
+TEST(Predictor, ItIsServedOnlyWithAGoodRecordAndWithinWhatItLearned) {
+  ParamTable t = known_table();
+  train_predictor(t, {}, sweep_levels(), 5);
+  ASSERT_TRUE(t.predictor.is_object());
+  Query q;
+  q.link_mbps = 1000, q.rtt_ms = 28, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
+  q.sla = "throughput", q.level = 0.9;
+  ASSERT_TRUE(predictor_answer(t, q).has_value());
+  std::string why;
+  // No surfaces behind this table: nothing judged the throughput its answers reach.
+  EXPECT_FALSE(predict(t, q, &why).has_value());
+  EXPECT_NE(why.find("rests on 0 cases"), std::string::npos) << why;
+  t.predictor["r2_cases"] = 12;
+  t.predictor["r2"] = 0.23;
+  EXPECT_FALSE(predict(t, q, &why).has_value());
+  EXPECT_NE(why.find("R² is 0.23, under 0.50"), std::string::npos) << why;
+  t.predictor["r2"] = 0.8;
+  std::optional<Knobs> served = predict(t, q, &why);
+  ASSERT_TRUE(served.has_value()) << why;
+  EXPECT_EQ(*served, *predictor_answer(t, q));
+  // The table's paths run from kRtts' least to its greatest RTT, at one link
+  // rate: a path ten times longer, or a link a hundred times slower, is not
+  // what it learned.
+  Query far = q;
+  far.rtt_ms = kRtts.back() * 10;
+  EXPECT_FALSE(predict(t, far, &why).has_value());
+  EXPECT_NE(why.find("RTT lies outside"), std::string::npos) << why;
+  Query slow = q;
+  slow.link_mbps = 10;
+  EXPECT_FALSE(predict(t, slow, &why).has_value());
+  EXPECT_NE(why.find("link rate lies outside"), std::string::npos) << why;
 }
 
 namespace {
@@ -150,7 +189,7 @@ TEST(Predictor, AnAbsoluteFloorIsServedBySettingsThatMeetIt) {
       Query q;
       q.link_mbps = 1000, q.rtt_ms = rtt, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
       q.sla = "throughput", q.bound = floor;
-      std::optional<Knobs> k = predict(t, q);
+      std::optional<Knobs> k = predictor_answer(t, q);
       ASSERT_TRUE(k.has_value());
       double got = rate(k->cc, rtt);
       int least = int(std::ceil(floor * rtt / 1000));
@@ -167,7 +206,7 @@ TEST(Predictor, AnAbsoluteFloorIsServedBySettingsThatMeetIt) {
   Query q;
   q.link_mbps = 1000, q.rtt_ms = 56, q.files = 100, q.bytes = 1e9, q.size_mean = 1e7, q.size_sd = 1e6;
   q.sla = "throughput", q.level = 1.0;
-  EXPECT_GE(rate(predict(t, q)->cc, 56), 600);
+  EXPECT_GE(rate(predictor_answer(t, q)->cc, 56), 600);
   // The same history, the same network.
   ParamTable again = path_table();
   train_predictor(again, {}, sweep_levels(), 3);

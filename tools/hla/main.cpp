@@ -103,6 +103,16 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              "parameters reach against the optimum's ({} cases; the standard R2 = 1 - sum (y - f)^2 / sum (y - mean y)^2: "
              "FastHLA's eq. 12 as printed, 1 - sum (y - mean y)^2 / sum (f - mean y)^2, has the terms the wrong way round)\n",
              100 * p.accuracy, p.test_cases, 100 * p.accuracy_level, 100 * p.accuracy_bound, p.r2, p.r2_rows);
+  if (p.r2_rows > 0)
+    fmt::print("  regret: the predicted settings give up a median {:.1f}% of the throughput the table's optimum reaches "
+               "(the same cases)\n", 100 * p.regret);
+  if (a.table.predictor.is_object())
+    fmt::print("  served to jobs: {}\n",
+               p.r2_rows >= kServeCases && p.r2 >= kServeR2
+                   ? fmt::format("yes, within the strata it learned from (R2 >= {:.2f})", kServeR2)
+                   : fmt::format("no: its held-out R2 is {:.2f} over {} cases (served at >= {:.2f} over {} at least); "
+                                 "jobs the table lacks start from the formulas",
+                                 p.r2, p.r2_rows, kServeR2, kServeCases));
   if (a.table.strata.empty()) {  // cannot happen: analyze() throws when no sample is left
     fmt::print(stderr, "xfer-hla analyze: no stratum; no table written\n");
     return 1;

@@ -171,17 +171,22 @@ struct MeasuredSetting {
 std::vector<MeasuredSetting> measured_settings(const std::vector<Sample>& s, const std::vector<size_t>& rows);
 
 // Per stratum, for throughput (Mbit/s) and energy (J/GB): three surfaces
-// each, s1(cores, freq), s2(cc, p), s3(pp) (eq. 3-9), combined additively
-// (value = mean + sum of each surface's deviation from the mean), fitted by
-// backfitting so that a sweep that is not a full grid still separates them.
+// each, s1(cores, freq), s2(cc, p), s3(pp) (eq. 3-9), over the value's
+// logarithm and combined there (value = exp(mean + sum of each surface's
+// deviation from the mean): the product of the three surfaces' factors, so
+// that throughput can grow with cc x pp), fitted by backfitting so that a
+// sweep that is not a full grid still separates them. Each surface holds
+// the log of the value with the other two at their mean (exp of it is the
+// surface as the paper draws it: plots.cpp).
 struct StratumModel {
-  double mean_t = 0, mean_e = 0;
+  double mean_t = 0, mean_e = 0;  // the rows' weighted mean of log Mbit/s and log J/GB
   bool has_energy = false;
   std::array<Surface, 3> t, e;
   std::array<double, 3> t_off{}, e_off{};  // each surface's mean over the training rows (its deviation's zero)
-  // Relative RMSE (of the mean) on the held-out rows: per surface, at its
-  // own points (how far the surface is from what the held-out rows say
-  // there, the other surfaces' parts removed); and of the whole model per row.
+  // RMSE on the held-out rows: per surface, at its own points (how far the
+  // surface is from what the held-out rows say there, the other surfaces'
+  // factors divided out), in log units (a relative error); and of the whole
+  // model per row, relative to the rows' mean.
   std::array<double, 3> rmse_t{}, rmse_e{};
   double rmse_t_rows = 0, rmse_e_rows = 0;
   size_t train_rows = 0, test_rows = 0;
@@ -336,6 +341,9 @@ struct PredictorReport {
   double accuracy_level = 0, accuracy_bound = 0;
   double r2 = 0;         // FastHLA eq. 12: throughput of the predicted params against the optimum's
   size_t r2_rows = 0;    // the cases behind it
+  // Regret: the median over those cases of the throughput the optimum's
+  // setting reaches that the predicted one gives up (1 - got / optimum's, 0 at least).
+  double regret = 0;
 };
 // Trains decision forests (ALGLIB dfbuilder), one per parameter, on the
 // table's answers (inputs: path, the stratum's mean load, dataset, SLA kind
@@ -359,9 +367,20 @@ struct Query {
   double level = 0.9;  // the SLA as a level (bound == 0)
   double bound = 0;    // or as an absolute floor (Mbit/s) or ceiling (J/GB): the bound forests
 };
-// From the table's predictor; nullopt when the table has none (or none for
-// the way the SLA is asked).
-std::optional<Knobs> predict(const ParamTable& t, const Query& q);
+// The predictor is served only where it has shown it can be (issue 55: it
+// was served at a held-out R² of 0.23, and -3.6 on an everyday history):
+// its held-out R² (train_predictor) at least kServeR2 over kServeCases
+// cases at least, and the job's path and dataset within the strata it was
+// trained on (each input within kServeReach, in its log10 scale, of their
+// range). Otherwise the formulas start the job.
+constexpr double kServeR2 = 0.5;
+constexpr size_t kServeCases = 4;
+constexpr double kServeReach = 0.15;
+// The served answer; nullopt when the table has no predictor (or none for
+// the way the SLA is asked), or it is not to be served (why, into *why).
+std::optional<Knobs> predict(const ParamTable& t, const Query& q, std::string* why = nullptr);
+// The predictor's answer whatever its record (to judge it).
+std::optional<Knobs> predictor_answer(const ParamTable& t, const Query& q);
 
 // ---- FastHLA's parameter cache: the table's strata for a job ------------------
 
