@@ -257,7 +257,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
   double mbps = obs.throughput_bps / 1e6;
   last_j_per_gb_ = energy ? *energy / (double(obs.bytes_interval) / 1e9) : 0;
-  if (exploring_.active) return judge_exploration(mbps);
+  if (exploring_.active) return judge_exploration(mbps, obs.interval_s);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   std::optional<double> load;
@@ -556,6 +556,16 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     total += x.visits, best_mbps = std::max(best_mbps, x.mbps);
     if (x.j_per_gb > 0 && (least_j <= 0 || x.j_per_gb < least_j)) least_j = x.j_per_gb;
   }
+  for (const auto& [key, x] : pulled_)
+    if (std::get<0>(key) == pick) total += x.visits;
+  // What the history and this job's own trials measured at a setting.
+  auto so_far = [&](const ChunkParams& n) {
+    Known k = known_at(measured, n);
+    if (auto it = pulled_.find({pick, n.cc, n.p, n.pp}); it != pulled_.end())
+      k.visits += it->second.visits, k.seconds += it->second.seconds, k.gb += it->second.gb,
+          k.joules += it->second.joules;
+    return k;
+  };
   // The neighbours: cc, p or pp doubled (first, for throughput) or halved.
   std::vector<ChunkParams> next;
   for (int dir : energy_objective ? std::vector<int>{-1, 1} : std::vector<int>{1, -1})
@@ -575,7 +585,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   double best_score = -1;
   Known chosen_known;
   for (const ChunkParams& n : next) {
-    Known k = known_at(measured, n);
+    Known k = so_far(n);
     if (k.visits >= kExploreKnown && k.spread < 0.1) continue;
     double value = throughput || !energy_objective ? (best_mbps > 0 ? k.mbps() / best_mbps : 0)
                                                    : (k.j_per_gb() > 0 && least_j > 0 ? least_j / k.j_per_gb() : 0);
@@ -602,7 +612,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   return current_;
 }
 
-std::optional<Params> HlaTuner::judge_exploration(double mbps) {
+std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds) {
   Exploration& x = exploring_;
   x.active = false;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
@@ -617,6 +627,9 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps) {
                               : (x.ref_j_per_gb > 0 && j > 0 ? x.ref_j_per_gb / j - 1 : -1);
   bool keep = within && gain >= kExploreGain;
   const ChunkParams& c = current_.chunks[x.chunk];
+  Pulled& pulled = pulled_[{x.chunk, c.cc, c.p, c.pp}];
+  const double gb = mbps * seconds / 8e3;
+  pulled.visits += 1, pulled.seconds += seconds, pulled.gb += gb, pulled.joules += (j > 0 ? j : 0) * gb;
   events_.push_back({{"interval", intervals_}, {"event", keep ? "explored: kept" : "explored: back"}, {"chunk", x.chunk},
                      {"mbps", mbps}, {"j_per_gb", j}, {"ref_mbps", x.ref_mbps}, {"ref_j_per_gb", x.ref_j_per_gb}});
   std::string what = fmt::format("{}: explored {}x{}x{}: {:.1f} Mbit/s, {:.0f} J/GB against {:.1f} Mbit/s, {:.0f} J/GB",

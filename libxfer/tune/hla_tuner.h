@@ -1,8 +1,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.h"
@@ -107,7 +109,7 @@ class HlaTuner : public Tuner {
   std::optional<Params> explore(const Observation& obs);
   // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the
   // setting or go back.
-  std::optional<Params> judge_exploration(double mbps);
+  std::optional<Params> judge_exploration(double mbps, double seconds);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
@@ -152,6 +154,15 @@ class HlaTuner : public Tuner {
     double back_predicted = 0;
     std::vector<ChunkParams> back_table;
   } exploring_;
+  // This job's own trials (judge_exploration), added to what the stratum's
+  // history measured when UCB1 picks the next one: by (chunk, cc, p, pp).
+  // (With the table's counts alone, frozen, a trial that went back left its
+  // setting as unmeasured as before, and the next pick was the same one.)
+  struct Pulled {
+    size_t visits = 0;
+    double seconds = 0, gb = 0, joules = 0;
+  };
+  std::map<std::tuple<size_t, int, int, int>, Pulled> pulled_;
   int explored_intervals_ = 0, explorations_ = 0, explorations_kept_ = 0;
   double last_j_per_gb_ = 0;  // the last measured interval's J/GB (dynamic; 0: none)
   nlohmann::json events_ = nlohmann::json::array();
