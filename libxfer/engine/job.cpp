@@ -79,6 +79,14 @@ Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp
       },
       this);
   sd_event_source_set_enabled(reap_src.s, SD_EVENT_OFF);
+  sd_event_add_defer(
+      eng.loop(), &resume_ended_src.s,
+      [](sd_event_source*, void* ud) {
+        static_cast<Job::Impl*>(ud)->end_resume_ended();
+        return 0;
+      },
+      this);
+  sd_event_source_set_enabled(resume_ended_src.s, SD_EVENT_OFF);
   files.resize(spec.manifest.entries.size());
   for (size_t i = 0; i < files.size(); ++i) {
     FileTask& f = files[i];

@@ -342,8 +342,14 @@ struct Job::Impl : RequestOwner {
   void hold_for_rate(Request* r);
   void release_rate_held();
   void arm_rate_release();
+  // Released requests that their resume ended (write_cb stopped them at
+  // their end: release_rate_held), finished from the loop's next turn:
+  // a release runs inside apply() too, which must not see requests end
+  // and others start half-way through it.
+  std::vector<Request*> resume_ended;
+  void end_resume_ended();
 
-  EventSource checkpoint_src, retry_src, reap_src, commit_gather_src, rate_src;
+  EventSource checkpoint_src, retry_src, reap_src, commit_gather_src, rate_src, resume_ended_src;
 };
 
 // Human-readable reason for a failed request and whether it is worth a retry.

@@ -515,7 +515,6 @@ void Job::Impl::release_rate_held() {
   batch.swap(rate_held);
   if (batch.empty()) return;
   std::rotate(batch.begin(), batch.begin() + long(release_turn++ % batch.size()), batch.end());
-  std::vector<Request*> ended;
   for (Request* r : batch) {
     // A request resumed before it may take the bucket empty and pause again
     // (hold_for_rate): the rest stay held.
@@ -530,18 +529,25 @@ void Job::Impl::release_rate_held() {
     // while it was held), curl_easy_pause returns CURLE_WRITE_ERROR and
     // leaves the transfer unfinished, its socket no longer watched: nothing
     // would end it until reissue_stalled gave it up (a job's last file sat
-    // 5 s with every byte it asked for; issue 54). It is ended here, as
-    // drain() ends one. (A handle without a connection, which held nothing,
-    // is refused as a bad argument: there is nothing to end.)
+    // 5 s with every byte it asked for; issue 54). It is ended at the loop's
+    // next turn (end_resume_ended), as drain() ends one. (A handle without a
+    // connection, which held nothing, is refused as a bad argument: there
+    // is nothing to end.)
     if (CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT); rc == CURLE_WRITE_ERROR) {
       r->resume_failed = rc;
-      ended.push_back(r);
+      resume_ended.push_back(r);
+      sd_event_source_set_enabled(resume_ended_src.s, SD_EVENT_ONESHOT);
     }
   }
+  arm_rate_release();
+}
+
+void Job::Impl::end_resume_ended() {
+  std::vector<Request*> ended;
+  ended.swap(resume_ended);
   // (An earlier one's end may have ended it, and a new request taken its address.)
   for (Request* r : ended)
     if (requests.count(r) && r->resume_failed) r->multi->end(r, r->resume_failed);
-  arm_rate_release();
 }
 
 std::unique_ptr<Request> Job::Impl::take(Request* r) {

@@ -70,6 +70,19 @@ class EngineTest : public ::testing::Test {
       control.apply(p);
     };
   }
+  // The connections nginx served path_part's GETs on.
+  static size_t connections(const std::string& path_part) {
+    std::set<long> conns;
+    for (const auto& l : gets(path_part)) conns.insert(l.conn);
+    return conns.size();
+  }
+  // A job done, its files whole, each byte fetched once (split ranges that
+  // overlap or leave a gap would not be).
+  static void expect_whole_once(const RunResult& r, const Dataset& d, const std::string& dest) {
+    ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+    expect_identical(d, dest);
+    EXPECT_EQ(r.bytes_fetched, d.bytes) << "split ranges overlap or leave a gap";
+  }
   static std::vector<LogLine> gets(const std::string& path_part = "") {
     std::vector<LogLine> out;
     for (const auto& l : nginx->log())
@@ -249,13 +262,9 @@ TEST_F(EngineTest, ASlowStreamSplitsSoonerThanTheByteRule) {
   double raised_at = -1;
   auto r = run_job(one.manifest(nginx->url(false, "/slow/")), dest, "static", {1, 1, 1}, o,
                    raise_p_once(4, &raised_at));
-  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  ASSERT_NO_FATAL_FAILURE(expect_whole_once(r, one, dest));
   ASSERT_GE(raised_at, 0) << "p was never raised";
-  expect_identical(one, dest);
-  EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
-  std::set<long> conns;
-  for (const auto& l : gets("video")) conns.insert(l.conn);
-  EXPECT_GE(conns.size(), 4u) << "the raised p found no request to split";
+  EXPECT_GE(connections("video"), 4u) << "the raised p found no request to split";
 }
 
 // A request the rate cap holds, split while it is held: libcurl hands over
@@ -285,13 +294,9 @@ TEST_F(EngineTest, ARequestSplitWhileTheRateCapHoldsItEndsAtItsNewEnd) {
                      ++step;
                      control.apply(p);
                    });
-  ASSERT_EQ(r.state, xfer::JobState::Done) << r.summary.dump(2);
+  ASSERT_NO_FATAL_FAILURE(expect_whole_once(r, one, dest));
   ASSERT_EQ(step, 2) << "the job ended before p was raised";
-  expect_identical(one, dest);
-  EXPECT_EQ(r.bytes_fetched, one.bytes) << "split ranges overlap or leave a gap";
-  std::set<long> conns;
-  for (const auto& l : gets("image-00")) conns.insert(l.conn);
-  EXPECT_GE(conns.size(), 2u) << "nothing was split";
+  EXPECT_GE(connections("image-00"), 2u) << "nothing was split";
   EXPECT_EQ(r.summary["requests_reissued"].get<int>(), 0)
       << "a request that had every byte it asked for waited for reissue_stalled";
   // Nor did one wait for libcurl's next look of its own (its low-speed
