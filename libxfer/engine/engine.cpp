@@ -181,8 +181,7 @@ void CurlMulti::drain() {
     Request* r = nullptr;
     curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&r));
     CURLcode code = m->data.result;
-    curl_multi_remove_handle(multi_, m->easy_handle);
-    r->owner->on_request_done(r, code);  // may delete r and add new requests
+    end(r, code);  // may delete r and add new requests
   }
 }
 

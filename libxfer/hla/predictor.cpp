@@ -405,6 +405,8 @@ constexpr const char* kInputNames[] = {"link rate", "RTT", "loss", "load", "byte
 
 }  // namespace
 
+bool predictor_record_serves(double r2, size_t cases) { return cases >= kServeCases && r2 >= kServeR2; }
+
 std::optional<Knobs> predict(const ParamTable& t, const Query& q, std::string* why) {
   auto no = [&](std::string reason) -> std::optional<Knobs> {
     if (why) *why = std::move(reason);
@@ -416,10 +418,10 @@ std::optional<Knobs> predict(const ParamTable& t, const Query& q, std::string* w
   const double r2 = p.contains("r2") && p["r2"].is_number() ? p["r2"].get<double>() : -1e9;
   const double counted = p.contains("r2_cases") && p["r2_cases"].is_number() ? p["r2_cases"].get<double>() : 0;
   const size_t cases = counted > 0 ? size_t(std::min(counted, 1e9)) : 0;  // (a table is a file: any number)
-  if (cases < kServeCases)
-    return no(fmt::format("its held-out R² rests on {} case{} (it is served from {})", cases, cases == 1 ? "" : "s",
-                          kServeCases));
-  if (r2 < kServeR2) return no(fmt::format("its held-out R² is {:.2f}, under {:.2f}", r2, kServeR2));
+  if (!predictor_record_serves(r2, cases))
+    return no(cases < kServeCases ? fmt::format("its held-out R² rests on {} case{} (it is served from {})", cases,
+                                                cases == 1 ? "" : "s", kServeCases)
+                                  : fmt::format("its held-out R² is {:.2f}, under {:.2f}", r2, kServeR2));
   if (p.contains("inputs_lo") && p.contains("inputs_hi") && p["inputs_lo"].is_array() && p["inputs_hi"].is_array()) {
     const std::vector<double> x = query_inputs(t, q, ask);
     const nlohmann::json &lo = p["inputs_lo"], &hi = p["inputs_hi"];

@@ -280,7 +280,7 @@ void backfit(const std::vector<Knobs>& k, const std::vector<double>& y, const st
       off[size_t(j)] = m;
     }
   // The surfaces as the paper draws them, each with the others at their
-  // mean: log of the value (mean + deviation; Surface::value takes exp).
+  // mean: log of the value (mean + deviation; the plots draw exp of it).
   for (int j = 0; j < 3; ++j) {
     std::vector<std::array<double, 2>> xs(n);
     std::vector<double> v(n);

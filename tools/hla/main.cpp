@@ -108,7 +108,7 @@ int analyze(const std::string& where, const std::string& out, const std::string&
                "(the same cases)\n", 100 * p.regret);
   if (a.table.predictor.is_object())
     fmt::print("  served to jobs: {}\n",
-               p.r2_rows >= kServeCases && p.r2 >= kServeR2
+               predictor_record_serves(p.r2, p.r2_rows)
                    ? fmt::format("yes, within the strata it learned from (R2 >= {:.2f})", kServeR2)
                    : fmt::format("no: its held-out R2 is {:.2f} over {} cases (served at >= {:.2f} over {} at least); "
                                  "jobs the table lacks start from the formulas",

@@ -70,9 +70,10 @@ class CurlMulti {
   void add(Request* r);
   // Stop a request that has not completed (never from inside a curl callback).
   void remove(Request* r);
-  // End a request that libcurl will not finish by itself (its transfer
-  // failed inside curl_easy_pause): removed, and its owner told with `code`,
-  // as a finished one is (never from inside a curl callback). curl_code: a CURLcode.
+  // End a request: removed, and its owner told with `curl_code` (a
+  // CURLcode). Finished ones (drain), and those libcurl will not finish by
+  // itself (a transfer that failed inside curl_easy_pause); never from
+  // inside a curl callback.
   void end(Request* r, int curl_code);
 
   // http:// origins this handle holds an h2c connection to (or is opening

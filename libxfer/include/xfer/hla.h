@@ -376,6 +376,8 @@ struct Query {
 constexpr double kServeR2 = 0.5;
 constexpr size_t kServeCases = 4;
 constexpr double kServeReach = 0.15;
+// The record part of that rule (train_predictor's held-out R² and its cases).
+bool predictor_record_serves(double r2, size_t cases);
 // The served answer; nullopt when the table has no predictor (or none for
 // the way the SLA is asked), or it is not to be served (why, into *why).
 std::optional<Knobs> predict(const ParamTable& t, const Query& q, std::string* why = nullptr);
