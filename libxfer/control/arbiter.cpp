@@ -263,14 +263,17 @@ void Arbiter::measure(double sum_bps) {
     }
   }
   ++since_raise_;
-  if (queued) {
+  const std::string took = queued ? "" : arrival_evidence(sum_bps);
+  if (queued || !took.empty()) {
     // The jobs together fill the link: it carries what they move (the most
     // such a round has shown, slowly forgotten so that a slower link is followed).
     const double had = measured_bps_;
     measured_bps_ = std::max(measured_bps_ * 0.995, sum_bps);
-    measured_why_ = fmt::format("{:.0f} Mbit/s moved while the path queued", mbps(measured_bps_));
-    if (had <= 0) log::info("arbiter: the link is full at {:.0f} Mbit/s (the jobs' RTT rose above its least): "
-                            "jobs are divided from now on", mbps(measured_bps_));
+    measured_why_ = queued ? fmt::format("{:.0f} Mbit/s moved while the path queued", mbps(measured_bps_))
+                           : fmt::format("{:.0f} Mbit/s: {}", mbps(measured_bps_), took);
+    if (had <= 0)
+      log::info("arbiter: the link is full at {:.0f} Mbit/s ({}): jobs are divided from now on", mbps(measured_bps_),
+                queued ? "the jobs' RTT rose above its least" : took);
     since_raise_ = 0;
     return;
   }
@@ -285,6 +288,25 @@ void Arbiter::measure(double sum_bps) {
               mbps(measured_bps_));
     since_raise_ = 0;
   }
+}
+
+std::string Arbiter::arrival_evidence(double sum_bps) {
+  if (!arrival_) return "";
+  auto it = members_.find(arrival_->id);
+  if (it == members_.end() || arrival_->left == 0) {
+    arrival_.reset();
+    return "";
+  }
+  --arrival_->left;
+  const double mine = it->second.last_bps, before = arrival_->others_bps, others = sum_bps - mine;
+  if (mine < cfg_.arrival_share * before || others > before - 0.5 * mine ||
+      sum_bps > cfg_.arrival_sum_share * before)
+    return "";
+  const std::string why = fmt::format("job {} arrived and took {:.0f} Mbit/s from the others (they moved {:.0f} "
+                                      "before it, {:.0f} beside it)",
+                                      arrival_->id, mbps(mine), mbps(before), mbps(others));
+  arrival_.reset();
+  return why;
 }
 
 void Arbiter::set_limit(double bps) {
@@ -330,6 +352,10 @@ void Arbiter::join(const ArbiterJob& j, Apply apply) {
   Member& m = members_[j.id];
   m.job = j;
   m.apply = std::move(apply);
+  double others = 0;
+  for (const auto& [id, o] : members_)
+    if (id != j.id) others += o.last_bps;
+  if (others > 0) arrival_ = Arrival{j.id, others, size_t(cfg_.arrival_rounds) * members_.size()};
   log::info("arbiter: job {} joins: {} class, user {}{}", j.id, to_string(j.cls), j.user,
             j.floor_bps > 0 ? fmt::format(", floor {:.0f} Mbit/s", mbps(j.floor_bps)) : "");
   divide();

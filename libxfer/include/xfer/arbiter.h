@@ -103,6 +103,14 @@ struct ArbiterConfig {
   // by this share of it and this many ms: the link is full.
   double queue_share = 0.25;
   double queue_ms = 2;
+  // A job that arrives and moves at least this share of what the others
+  // moved before it, while they fall by at least half of what it moves and
+  // all together move no more than arrival_sum_share of what they moved
+  // before: it took its rate from them, and the link is full at the sum (a
+  // drop-tail queue a job alone already filled shows no rise in RTT).
+  double arrival_share = 0.2;
+  double arrival_sum_share = 1.15;
+  int arrival_rounds = 4;  // rounds of observations after an arrival this is looked for
   // Connections open at once to one origin over all the jobs (servers cap
   // the connections per client: aria2 issues 577, 1039); 0: no limit but
   // each job's own max_channels.
@@ -182,6 +190,16 @@ class Arbiter {
   double measured_bps_ = 0;     // 0: no evidence yet
   std::string measured_why_;    // what it rests on
   size_t since_raise_ = 0;      // observations since the capacity was last doubled
+  // The last job to join while others were moving, watched for what it took
+  // from them (ArbiterConfig::arrival_share).
+  struct Arrival {
+    uint32_t id = 0;
+    double others_bps = 0;  // what the others moved when it joined
+    size_t left = 0;        // observations it is still watched for
+  };
+  std::optional<Arrival> arrival_;
+  // Evidence that a newcomer took its rate from the others: "" when none.
+  std::string arrival_evidence(double sum_bps);
 };
 
 }  // namespace xfer
