@@ -140,6 +140,10 @@ double window_seen(double seen_bps, double file_bytes, double rtt_s) {
 
 bool CapMargin::note(const Observation& obs, double floor_bps) {
   const double cap = obs.params.rate_cap_bps, thr = obs.throughput_bps;
+  if (value < kMost && obs.flow && obs.flow->loss_events > 0) {
+    value = kMost;
+    return true;
+  }
   if (obs.settling || value >= kMost || !cap_binds(cap, thr) || thr >= floor_bps) return false;
   value = std::min(kMost, value + kStep);
   return true;

@@ -491,4 +491,16 @@ TEST(ThroughputTarget, TheCapMarginWidensAfterDipsUnderABindingCap) {
   EXPECT_NEAR(m.held(110e6, 110e6, 0.10), 110e6 * 1.09, 1e4);
   EXPECT_NEAR(m.held(115e6, 110e6, 0.10), 121e6, 1e4) << "the band's top for the floor";
   EXPECT_NEAR(m.held(120e6, 110e6, 0.10), 120e6 * 1.03, 1e4) << "the least margin over a need past it";
+  // A look whose flows lost a segment, settling or not, the cap not yet
+  // set: the most at once (a job of a few looks has no dips to learn from).
+  tune::CapMargin lossy;
+  Observation l;
+  l.settling = true;
+  l.throughput_bps = 200e6;
+  l.flow = FlowInterval{};
+  EXPECT_FALSE(lossy.note(l, 110e6)) << "no loss: nothing";
+  l.flow->loss_events = 1;
+  EXPECT_TRUE(lossy.note(l, 110e6));
+  EXPECT_NEAR(lossy.held(110e6, 110e6, 0.10), 110e6 * 1.09, 1e4);
+  EXPECT_FALSE(lossy.note(l, 110e6));
 }
