@@ -138,6 +138,31 @@ double window_seen(double seen_bps, double file_bytes, double rtt_s) {
   return rounds > 1 ? file_bytes / (rounds - 1) : 0;
 }
 
+double LeftChannels::rtt_s(const Observation& obs, double fallback_s) {
+  return obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : fallback_s;
+}
+
+void LeftChannels::note(const Observation& obs, bool skip, double rtt) {
+  const int channels = obs.params.total_channels();
+  const int files = files_left(obs);
+  if (skip || obs.settling || channels <= 0 || files <= 0 || obs.throughput_bps <= 0 ||
+      cap_binds(obs.params.rate_cap_bps, obs.throughput_bps))
+    return;
+  const double per = obs.throughput_bps / std::min(channels, files);  // a channel without a file carries nothing
+  window_bytes = window_seen(per, double(obs.bytes_left()) / files, rtt);
+  known = true;
+}
+
+int LeftChannels::want(const Observation& obs, double rate_bps, double rtt, int total, int max_channels) {
+  channel_bps = 0;
+  const int files = files_left(obs);
+  if (!known || files <= 0) return 0;
+  channel_bps = open_channel_bps(double(obs.bytes_left()) / files, rtt, window_bytes);
+  if (channel_bps <= 0) return 0;
+  const int n = int(std::ceil(rate_bps * kMargin / channel_bps));
+  return std::min({n, std::max(1, max_channels), total + files});
+}
+
 bool CapMargin::note(const Observation& obs, double floor_bps) {
   const double cap = obs.params.rate_cap_bps, thr = obs.throughput_bps;
   if (value < kMost && obs.flow && obs.flow->loss_events > 0) {

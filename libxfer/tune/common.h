@@ -86,6 +86,26 @@ struct CapMargin {
   double held(double need_bps, double floor_bps, double band_top) const;
 };
 
+// The channels a floor's files left need (every floor policy: issue 54).
+// Under a cap, what the channels would carry is hidden, and as the files
+// left get smaller (largest go first) each carries less, a round trip a
+// file: channels for them are added before the rate falls. note() reads
+// the window a channel showed at a look that measured it (not settling,
+// not cold, not under a cap that binds, not the tail); want() is the
+// channels `rate_bps` takes on the files left at that window, kMargin over.
+struct LeftChannels {
+  static constexpr double kMargin = 1.25;  // as the start's (ThroughputTargetTuner::kStartMargin)
+  double window_bytes = 0;  // what a channel moves a round trip, as last measured
+  bool known = false;
+  double channel_bps = 0;   // a channel's rate on the files left (the last want())
+  // The path's RTT as the job's flows measure it, else `fallback_s`.
+  static double rtt_s(const Observation& obs, double fallback_s);
+  void note(const Observation& obs, bool skip, double rtt_s);
+  // 0 when nothing has been measured; at most `total` + the files left and
+  // max_channels.
+  int want(const Observation& obs, double rate_bps, double rtt_s, int total, int max_channels);
+};
+
 // Puts per-chunk cc into params (p and pp kept).
 void set_cc(Params& p, const std::vector<int>& cc);
 

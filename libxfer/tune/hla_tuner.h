@@ -124,6 +124,7 @@ class HlaTuner : public Tuner {
   Params current_;
   tune::KernelPlan kernel_;
   tune::CapMargin margin_;  // a floor's cap over its need (hold_to_need)
+  tune::LeftChannels files_left_;  // the channels a floor's files left need (hold_to_need)
   double sla_mbps_ = 0;  // hla-throughput's floor (0: most throughput)
   // Which chunks are still running, and the bytes they had left when one
   // finished (empty: the plan's bytes): the floor's shares (chunk_bound).

@@ -302,7 +302,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     in_band_run_ = 0;
   }
   tail_ = tail;
-  note_channel_rate(obs, cold);
+  left_.note(obs, cold || tail_, rtt_s(obs));
   if (tail) {
     // The tail: nothing to learn; but a floor holds to the last file, so a
     // cap that holds it under goes, channels are added while files are left
@@ -476,7 +476,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     const int want = channels_for_left(obs);
     if (want > total_) {
       why += fmt::format("{}the {} files left carry about {:.1f} Mbit/s a channel: {} to {} channels", why.empty() ? "" : "; ",
-                         tune::files_left(obs), left_channel_bps_ / 1e6, total_, want);
+                         tune::files_left(obs), left_.channel_bps / 1e6, total_, want);
       total_ = want;
       std::string held = hold_rate(thr);
       if (!held.empty()) why += "; " + held;
@@ -504,36 +504,12 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
 }
 
 // The path's RTT as the job's flows measure it, else as the job began with.
-double ThroughputTargetTuner::rtt_s(const Observation& obs) const {
-  return obs.flow && obs.flow->rtt_ms > 0 ? obs.flow->rtt_ms / 1e3 : info_.rtt_s;
-}
+double ThroughputTargetTuner::rtt_s(const Observation& obs) const { return tune::LeftChannels::rtt_s(obs, info_.rtt_s); }
 
-// A look that measured what the channels carry (not settling, not cold,
-// not under a cap that binds, not the tail): each channel's rate and the
-// size of the files left, from which channels_for_left reads the window
-// (tune::window_seen).
-void ThroughputTargetTuner::note_channel_rate(const Observation& obs, bool cold) {
-  const int channels = obs.params.total_channels();
-  const int files = tune::files_left(obs);
-  if (obs.settling || cold || tail_ || channels <= 0 || files <= 0 || obs.throughput_bps <= 0 ||
-      tune::cap_binds(obs.params.rate_cap_bps, obs.throughput_bps))
-    return;
-  const double per = obs.throughput_bps / std::min(channels, files);  // a channel without a file carries nothing
-  seen_window_bytes_ = tune::window_seen(per, double(obs.bytes_left()) / files, rtt_s(obs));
-  seen_window_known_ = true;
-}
-
-// The channels the need takes on the files left, a quarter over
-// (kStartMargin, as at the start); 0 when nothing has been measured or the
-// files left are no fewer round trips than those seen (no change).
+// The channels the need takes on the files left (tune::LeftChannels), a
+// quarter over (kStartMargin, as at the start).
 int ThroughputTargetTuner::channels_for_left(const Observation& obs) {
-  left_channel_bps_ = 0;
-  const int files = tune::files_left(obs);
-  if (!seen_window_known_ || files <= 0) return 0;
-  left_channel_bps_ = tune::open_channel_bps(double(obs.bytes_left()) / files, rtt_s(obs), seen_window_bytes_);
-  if (left_channel_bps_ <= 0) return 0;
-  const int want = int(std::ceil(held_bps() * kStartMargin / left_channel_bps_));
-  return std::min({want, std::max(1, info_.max_channels), total_ + files});
+  return left_.want(obs, held_bps(), rtt_s(obs), total_, info_.max_channels);
 }
 
 // A job too short for the looks is looked at when 40% of it is due at its

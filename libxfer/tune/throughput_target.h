@@ -15,7 +15,7 @@ class ThroughputTargetTuner : public Tuner {
   static constexpr double kBand = 0.10;      // above target * (1 + kBand) is overshoot
   static constexpr int kProbeIntervals = 2;     // --target-pct: at least this many intervals measure the maximum,
   static constexpr int kMaxProbeIntervals = 8;  // more while the rate still rises, up to this
-  static constexpr double kStartMargin = 1.25;  // channels over start_channels' estimate (init says why)
+  static constexpr double kStartMargin = tune::LeftChannels::kMargin;  // channels over start_channels' estimate (init says why)
   static constexpr int kQuickLooks = 6;  // looks shorter than an interval at the start (next_look_s)
   static constexpr double kCapMargin = tune::CapMargin::kLeast;  // a held rate sits at least this far above the need
   static constexpr double kMakeUp = 0.08;     // at most this far over the target to make up for the start
@@ -52,7 +52,6 @@ class ThroughputTargetTuner : public Tuner {
   void allocate(const Observation* obs);
   double first_look_due() const;  // when the first look is due (next_look_s)
   double rtt_s(const Observation& obs) const;
-  void note_channel_rate(const Observation& obs, bool cold);
   int channels_for_left(const Observation& obs);
   // The rate a cap holds: the need + the cap margin; in the tail, the band's middle at least.
   double held_bps() const {
@@ -84,9 +83,7 @@ class ThroughputTargetTuner : public Tuner {
   double total_bytes_ = 0;   // the job's bytes at init
   int in_band_run_ = 0;      // looks in the band running
   tune::CapMargin margin_;
-  double seen_window_bytes_ = 0;  // what a channel moves a round trip, as last measured (note_channel_rate)
-  bool seen_window_known_ = false;
-  double left_channel_bps_ = 0;   // a channel's rate on the files left (channels_for_left)
+  tune::LeftChannels left_;  // the channels the files left need (channels_for_left)
   tune::KernelPlan kernel_;
   Params current_;
   std::vector<bool> active_;  // the chunks running at the last decision

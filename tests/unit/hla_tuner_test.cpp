@@ -407,6 +407,42 @@ TEST(HlaTuner, AFloorMissedInTheTailGetsChannelsAtOnce) {
   EXPECT_GE(after.throughput_bps / 1e6, 100);
 }
 
+// At the floor under a cap that binds, the channels the files left need
+// are added before the rate falls (tune::LeftChannels, which
+// throughput-target uses too): a look that was not capped showed the window
+// a channel carries; the files left are ten times smaller, a round trip
+// each, so each channel carries less. Before, hla-throughput kept the
+// table's channels and a long-tailed set's later files ran at 78-98 Mbit/s
+// of 110 under the cap (floor-hla).
+TEST(HlaTuner, AtTheFloorUnderACapTheFilesLeftGetTheirChannels) {
+  SimJob r = on_steps(floor_of(100), 80);
+  auto with_files = [](Observation o, uint64_t files_left, double file_bytes) {
+    o.bytes_total = o.bytes_done + uint64_t(double(files_left) * file_bytes);
+    ChunkObservation& c = o.chunks[0];
+    c.bytes_total = o.bytes_total, c.bytes_done = o.bytes_done;
+    c.files_total = 10 + files_left, c.files_done = 10;
+    return o;
+  };
+  Observation measured = with_files(r.sim.step(r.p, false), 100, 4e6);  // 4-MB files, no cap yet
+  ASSERT_EQ(measured.params.rate_cap_bps, 0);
+  if (std::optional<Params> d = r.tuner->decide(measured)) r.p = *d;
+  ASSERT_GT(r.p.rate_cap_bps, 0) << "the overshoot is capped: " << r.p.reason;
+  const int before = r.p.total_channels();
+  Observation capped = with_files(r.sim.step(r.p, false), 40, 4e5);  // at the cap, the last 400-kB files left
+  ASSERT_GE(capped.throughput_bps, 100e6);
+  std::optional<Params> d = r.tuner->decide(capped);
+  ASSERT_TRUE(d) << "the files left decide";
+  EXPECT_GT(d->total_channels(), before) << d->reason;
+  EXPECT_NE(d->reason.find("files left carry about"), std::string::npos) << d->reason;
+  EXPECT_GE(d->rate_cap_bps, r.p.rate_cap_bps) << "the cap holds what they bring";
+  // With files as large as those measured, nothing to add.
+  SimJob same = on_steps(floor_of(100), 80);
+  Observation m2 = with_files(same.sim.step(same.p, false), 100, 4e6);
+  if (std::optional<Params> d2 = same.tuner->decide(m2)) same.p = *d2;
+  std::optional<Params> none = same.tuner->decide(with_files(same.sim.step(same.p, false), 90, 4e6));
+  EXPECT_TRUE(!none || none->total_channels() <= same.p.total_channels()) << none->reason;
+}
+
 TEST(HlaTuner, AJobStartingUnderHeavyLoadStartsOnTheHeavyBand) {
   // No load is known at the start: the light band (cc 2). The first load
   // measured (0.6) is the heavy band's: the job moves there at once, and it
