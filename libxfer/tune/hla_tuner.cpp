@@ -260,6 +260,14 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (exploring_.active) return judge_exploration(mbps, obs.interval_s);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
+  // A floor's breach and slack are judged on T_avg (Algorithm 2), the
+  // throughput averaged over the looks at these params (the window starts
+  // again when they change), not on one look: on floor-hla's lossy path one
+  // 0.5-s look scatters by 9-23%, and a single dip asked the table again.
+  // (A fall in one look still sends the load to be checked: the band
+  // switch has its own guard, the load's median.)
+  const double t_avg_bps = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size());
+  const double t_avg = t_avg_bps / 1e6;
   std::optional<double> load;
   if (!loads_.empty()) load = median(loads_);
 
@@ -267,10 +275,10 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   // whole job's J/GB (T_avg, P_avg over the last intervals at these params).
   double proj = 0;
   if (goal_ == Goal::Energy && !recent_w_.empty() && obs.bytes_total > 0) {
-    double t_avg = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size()) / 8;
+    const double bytes_per_s = t_avg_bps / 8;
     double p_avg = std::accumulate(recent_w_.begin(), recent_w_.end(), 0.0) / double(recent_w_.size());
     double remaining = double(obs.bytes_total > obs.bytes_done ? obs.bytes_total - obs.bytes_done : 0);
-    proj = (joules_ + (t_avg > 0 ? p_avg * remaining / t_avg : 0)) / (double(obs.bytes_total) / 1e9);
+    proj = (joules_ + (bytes_per_s > 0 ? p_avg * remaining / bytes_per_s : 0)) / (double(obs.bytes_total) / 1e9);
   } else if (goal_ == Goal::Energy && !warned_no_energy_) {
     log::warn("{}: no energy figures; surfaces change on external load alone", name());
     warned_no_energy_ = true;
@@ -303,7 +311,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (ref_mbps_ <= 0) {
     ref_mbps_ = mbps, ref_pred_ = proj;
     if (load) ref_load_ = *load;
-    return adjust(obs, mbps, proj);
+    return adjust(obs, t_avg, proj);
   }
   if (load && ref_load_ < 0) ref_load_ = *load;
   bool worse_now = goal_ == Goal::Throughput
@@ -315,13 +323,13 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   bool worse = worse_now || worse_for_ > 0;
   if (worse_for_ > 0) --worse_for_;
 
-  if (switches_ >= kMaxSwitches || !load || ref_load_ < 0) return steady(obs, mbps, proj);
+  if (switches_ >= kMaxSwitches || !load || ref_load_ < 0) return steady(obs, t_avg, proj);
   // The last reading says the load rose and the median has not caught up:
   // Algorithm 2's band switch is coming; no adjustment on this surface meanwhile.
   bool rising = !loads_.empty() && loads_.back() > (1 + kBeta) * ref_load_ && loads_.back() - ref_load_ > kLoadStep;
   bool up = worse && *load > (1 + kBeta) * ref_load_ && *load - ref_load_ > kLoadStep;
   bool down = !worse && *load < (1 - kAlpha) * ref_load_ && ref_load_ - *load > kLoadStep;
-  if (!up && !down) return rising ? std::nullopt : steady(obs, mbps, proj);
+  if (!up && !down) return rising ? std::nullopt : steady(obs, t_avg, proj);
   // "The surface closest to the current measured external load": the band
   // that holds it, above (or below) the one in use.
   bool moved = false;
@@ -332,7 +340,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
       if (*load >= c.bands[i]->load_lo) want = i;
     if ((up && want > c.band) || (down && want < c.band)) c.band = want, moved = true;
   }
-  if (!moved) return rising ? std::nullopt : steady(obs, mbps, proj);
+  if (!moved) return rising ? std::nullopt : steady(obs, t_avg, proj);
   ++switches_;
   std::string why = fmt::format(
       "{}: switch {} of {}: external load {:.2f} against {:.2f} when the band was taken, {}; the {}-load surfaces", name(),
@@ -379,8 +387,9 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   // formulas', or scaled to the channel limit): channels one at a time.
   if (predicted_ <= 0 || ratios_.empty()) return breach ? fine_tune(obs, floor ? 0 : proj) : std::nullopt;
   // What the predictions are worth on this path: a breach takes this
-  // interval's word; slack the more careful of the last two; and it only
-  // ever gets more careful (a setting that missed once is not tried again).
+  // look's word (T_avg's); slack the more careful of the last two; and it
+  // only ever gets more careful (a setting that missed once is not tried
+  // again).
   double r = breach ? ratios_.back()
                     : (floor ? *std::min_element(ratios_.begin(), ratios_.end())
                              : *std::max_element(ratios_.begin(), ratios_.end()));

@@ -353,6 +353,28 @@ TEST(HlaTuner, AFloorMissedWithFlatLoadIsCorrectedWithinTwoIntervals) {
   EXPECT_EQ(r.tuner->summary()["adjustments"], 1);
 }
 
+// Algorithm 2 judges T_avg, the throughput over the looks at these params,
+// not one look: one dip to 93 Mbit/s between looks at 108 for a floor of
+// 100 is no breach (the old code asked the table again on it); a fall that
+// lasts is one.
+TEST(HlaTuner, AFloorIsJudgedOnTheAverageOfTheLooksAtTheseParams) {
+  SimJob r = on_steps(floor_of(100), 36);  // cc 3: 108 Mbit/s, in the band, no cap
+  ASSERT_EQ(r.p.chunks[0].cc, 3) << r.p.reason;
+  r.at(0.05, 4);
+  ASSERT_EQ(r.p.rate_cap_bps, 0) << r.p.reason;
+  ASSERT_EQ(r.tuner->summary()["adjustments"], 0) << r.p.reason;
+  r.sim.per_channel = 31;  // one look at 93
+  r.at(0.05, 1);
+  EXPECT_EQ(r.tuner->summary()["adjustments"], 0) << r.p.reason;
+  EXPECT_EQ(r.p.chunks[0].cc, 3) << r.p.reason;
+  r.sim.per_channel = 36;
+  r.at(0.05, 2);
+  r.sim.per_channel = 31;  // a fall that lasts: the average goes under the floor
+  r.at(0.05, 3);
+  EXPECT_EQ(r.tuner->summary()["adjustments"], 1) << r.p.reason;
+  EXPECT_GT(r.p.chunks[0].cc, 3) << r.p.reason;
+}
+
 TEST(HlaTuner, ThroughputFarAboveTheFloorIsTrimmed) {
   // This path gives 80 Mbit/s a channel where the surfaces say 40: cc 3 for
   // a floor of 100 moves 240. Least energy at T >= T_sla: the first look
