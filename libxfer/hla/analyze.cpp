@@ -33,6 +33,10 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     ts.rows = st.rows.size();
     for (size_t r : st.rows) ts.load_mean += a.pre.samples[r].ext_load / double(st.rows.size());
     ts.measured = measured_settings(a.pre.samples, st.rows);
+    for (size_t r : st.rows) {
+      ts.seconds += a.pre.samples[r].seconds;
+      if (a.pre.samples[r].explored) ts.explored_s += a.pre.samples[r].seconds;
+    }
     bool energy = std::all_of(st.rows.begin(), st.rows.end(), [&](size_t r) { return a.pre.samples[r].j_per_gb.has_value(); });
     StratumModel m;
     if (st.rows.size() >= min_rows) {

@@ -148,6 +148,7 @@ Preprocessed preprocess(const HistoryData& h) {
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
     s.size_sd = i.chunk_size_sd;
     if (auto l = run_load.find({i.node, i.run}); l != run_load.end()) s.ext_load = l->second;
+    s.explored = i.reason.find(kExploreTag) != std::string::npos;
     s.cc = int(i.cc), s.p = int(i.p), s.pp = int(i.pp);
     s.cores = int(i.cores.value_or(r->cores_present > 0 ? r->cores_present : 1));
     s.freq_khz = long(i.freq_khz.value_or(0));
@@ -213,6 +214,7 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample& m = it->second;
     m.gb += x.gb;
     m.intervals += 1;
+    m.explored = m.explored || x.explored;
     time[key_k] += dt;
     sq[key_k] += dt * x.mbps * x.mbps;
     if (x.j_per_gb) joules[key_k] += *x.j_per_gb * x.gb;

@@ -12,6 +12,7 @@
 //        "rows": N, "one_frequency": true,    (the cores surface is a curve)
 //        "rmse": {"throughput": [s1, s2, s3], "energy": [...], "throughput_rows", "energy_rows"},
 //        "repeat_t": the repeat scatter,  "decided": "surfaces" | "measured",  "why": "...",   (optional)
+//        "seconds", "explored_s": the time its samples held, and of it in exploration trials,   (optional)
 //        "measured": [ {"params", "visits", "seconds", "gb", "mbps", "mbps_sd", "j_per_gb"} ],  (optional)
 //        "entries": [ {"sla": "throughput" | "energy", "level", "bound",   (the steps of eq. 10 / 11)
 //                      "params": {"cc", "p", "pp", "cores", "freq_khz"},
@@ -106,6 +107,8 @@ json to_json(const ParamTable& t) {
                        {{"throughput", s.rmse_t}, {"energy", s.rmse_e}, {"throughput_rows", s.rmse_t_rows},
                         {"energy_rows", s.rmse_e_rows}}},
                       {"repeat_t", s.repeat_t},
+                      {"seconds", s.seconds},
+                      {"explored_s", s.explored_s},
                       {"decided", s.decided},
                       {"why", s.why},
                       {"measured", measured},
@@ -169,6 +172,10 @@ ParamTable table_from_json(const json& j) {
     // Since the table from everyday history (optional: a table written
     // before says nothing of them; its entries came from surfaces).
     if (s.contains("repeat_t")) st.repeat_t = num(s, "repeat_t", at, 0, 1e9);
+    // Since the exploration budget across jobs (optional likewise: none
+    // known, the budget is the job's own).
+    if (s.contains("seconds")) st.seconds = num(s, "seconds", at, 0, 1e12);
+    if (s.contains("explored_s")) st.explored_s = num(s, "explored_s", at, 0, st.seconds);
     if (s.contains("decided")) {
       st.decided = member(s, "decided", at, json::value_t::string).get<std::string>();
       if (st.decided != "surfaces" && st.decided != "measured")

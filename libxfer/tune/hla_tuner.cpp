@@ -555,8 +555,6 @@ Known known_at(const std::vector<hla::MeasuredSetting>& m, const ChunkParams& c)
 
 std::optional<Params> HlaTuner::explore(const Observation& obs) {
   if (exploring_.active || obs.near_end || recent_bps_.size() < 2) return std::nullopt;
-  if (double(explored_intervals_ + kExploreHold) > opts_.explore_share * double(intervals_))
-    return std::nullopt;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   // Never while the floor could be missed: the last intervals all above it by the margin.
   // (Under the cap that holds an overshoot, at the floor: the cap keeps the
@@ -572,6 +570,15 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
     if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
   if (pick >= current_.chunks.size()) return std::nullopt;
+  // The budget: the trials' share of the stratum's time over every job (the
+  // history's, from the table, and this job's), not of this job's alone: at
+  // 10% of one job's intervals nothing was tried before a job's 20th
+  // interval, and no bench job ever explored.
+  const hla::TableStratum* stratum = places_[pick].bands.empty() ? nullptr : places_[pick].bands[places_[pick].band];
+  const double look_s = intervals_ > 0 ? seconds_ / double(intervals_) : 0;
+  const double tried_s = (stratum ? stratum->explored_s : 0) + double(explored_intervals_) * look_s;
+  const double held_s = (stratum ? stratum->seconds : 0) + seconds_;
+  if (tried_s + double(kExploreHold) * look_s > opts_.explore_share * held_s) return std::nullopt;
   const ChunkParams c = current_.chunks[pick];
   static const std::vector<hla::MeasuredSetting> none;
   const std::vector<hla::MeasuredSetting>& measured =
@@ -631,9 +638,9 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   std::string known = chosen_known.visits == 0
                           ? "never measured in this stratum"
                           : fmt::format("{} visits in this stratum, {:.0f} Mbit/s", chosen_known.visits, chosen_known.mbps());
-  current_.reason = fmt::format("{}: explore ({} so far): the {} chunk at {}x{}x{} (from {}x{}x{}; {}), {} intervals, "
+  current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{} (from {}x{}x{}; {}), {} intervals, "
                                 "then kept if {:.0f}% better within the SLA (UCB1 over the neighbours)",
-                                name(), explorations_, to_string(info_.chunks[pick].kind), chosen->cc,
+                                name(), hla::kExploreTag, explorations_, to_string(info_.chunks[pick].kind), chosen->cc,
                                 chosen->p, chosen->pp, c.cc, c.p, c.pp, known, kExploreHold, 100 * kExploreGain);
   events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", chosen->cc},
                      {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits}});

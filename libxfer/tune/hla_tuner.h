@@ -56,8 +56,9 @@ class HlaTuner : public Tuner {
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
   // Exploration within the SLA (issue 41): at most explore_share (the
-  // option; kExploreShare by default) of the
-  // intervals so far are spent on a setting next to the one in use (cc, p
+  // option; kExploreShare by default) of the stratum's time, over every job
+  // (the table's TableStratum::seconds and explored_s, and this job's), is
+  // spent on a setting next to the one in use (cc, p
   // or pp doubled or halved) that the stratum's history lacks or knows
   // poorly, picked by UCB1 over what the table measured (a setting never
   // measured first). It is held kExploreHold intervals (the first
@@ -66,7 +67,8 @@ class HlaTuner : public Tuner {
   // explores only settings with no fewer channels, and only while its
   // last intervals were above the floor by kMargin; one that falls below
   // the floor is left at once. The intervals land in the history with
-  // their reason ("explore"), so the next analysis knows the setting.
+  // their reason (hla::kExploreTag), so the next analysis knows the setting
+  // and counts the trial against the stratum's budget.
   static constexpr double kExploreShare = 0.1;
   static constexpr int kExploreHold = 2;
   static constexpr double kExploreGain = 0.1;

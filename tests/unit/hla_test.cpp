@@ -349,6 +349,42 @@ TEST(Hla, EachVisitToASettingIsOneSample) {
   EXPECT_NEAR(at4[1], 44, 1e-9);
 }
 
+// An online tuner's trials are told from the rest by their rows' reason
+// (kExploreTag), and the table keeps, per stratum, the time its samples
+// held and of it the trials': the budget for trials is the stratum's,
+// across jobs (HlaTuner.TheExplorationBudgetIsTheStratumsAcrossJobs).
+TEST(Hla, TrialsAreCountedPerStratum) {
+  HistoryData h;
+  RunRow r;
+  r.node = "n", r.run = "job", r.outcome = "done", r.link_mbps = 100;
+  h.runs.push_back(r);
+  // cc 4 (seq 0-5), a trial at cc 8 (6-8), cc 4 again (9-11); the first of each settles.
+  for (int seq = 0; seq < 12; ++seq) {
+    IntervalRow i;
+    i.node = "n", i.run = "job", i.seq = seq, i.interval_s = 1, i.settling = seq == 0 || seq == 6 || seq == 9;
+    const bool trial = seq >= 6 && seq < 9;
+    i.cc = trial ? 8 : 4;
+    i.reason = trial ? std::string("hla-throughput") + std::string(kExploreTag) + "1 so far): the large chunk at 8x1x1"
+                     : "hla-throughput: start: large chunk from P1/D1/L1";
+    const double mbps = trial ? 70 : 40 + seq % 2;
+    i.throughput_bps = mbps * 1e6, i.bytes_interval = int64_t(mbps * 1e6 / 8);
+    h.intervals.push_back(i);
+  }
+  Preprocessed p = preprocess(h);
+  ASSERT_EQ(p.samples.size(), 3u);
+  for (const Sample& x : p.samples) EXPECT_EQ(x.explored, x.cc == 8) << x.cc;
+  Analysis a = analyze(h, "trials", 2);
+  ASSERT_EQ(a.table.strata.size(), 1u);
+  EXPECT_NEAR(a.table.strata[0].seconds, 9, 1e-6);
+  EXPECT_NEAR(a.table.strata[0].explored_s, 2, 1e-6);
+  // Through the table's JSON and back.
+  ParamTable back = table_from_json(to_json(a.table));
+  EXPECT_NEAR(back.strata[0].explored_s, 2, 1e-6);
+  nlohmann::json j = to_json(a.table);
+  j["strata"][0]["explored_s"] = 50.0;  // more trials than time: refused
+  EXPECT_THROW(table_from_json(j), TableError);
+}
+
 TEST(Hla, StrataTiersArePathThenDatasetThenLoad) {
   std::vector<Sample> s;
   for (double rate : {100.0, 1000.0})

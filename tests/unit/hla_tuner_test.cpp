@@ -584,6 +584,35 @@ TEST(HlaTuner, ExplorationSpendsAtMostItsShareNeverMissesTheFloorAndSaysSo) {
   EXPECT_EQ(z.tuner->summary()["explorations"], 0);
 }
 
+// The budget for trials is kept per stratum across jobs (issue 55): a
+// stratum whose history held its settings 600 s and tried nothing has
+// budget for a trial at a job's first steady looks (the job's own 10%
+// allowed nothing before its 20th interval, and no bench job explored);
+// one whose trials already took 70 s of its 600 has none for a job of 30
+// intervals. The trial's rows say so (hla::kExploreTag), which is how the
+// next analysis counts them (Hla.TrialsAreCountedPerStratum).
+TEST(HlaTuner, TheExplorationBudgetIsTheStratumsAcrossJobs) {
+  auto with_history = [](double seconds, double explored_s) {
+    auto t = std::make_shared<hla::ParamTable>(*measured_table());
+    for (hla::TableStratum& st : t->strata) st.seconds = seconds, st.explored_s = explored_s;
+    TunerOptions o = floor_of(30);
+    o.hla_table = t;
+    SimJob r{make_tuner("hla-throughput", o)};
+    r.p = r.tuner->init(job());
+    return r;
+  };
+  SimJob fresh = with_history(600, 0);
+  run_intervals(fresh, 0.05, 8);
+  nlohmann::json s = fresh.tuner->summary();
+  EXPECT_GE(s["explorations"].get<int>(), 1) << s.dump();
+  bool tagged = false;
+  for (const auto& e : s["events"]) tagged = tagged || e["event"] == "explore";
+  EXPECT_TRUE(tagged) << s.dump();
+  SimJob spent = with_history(600, 70);
+  run_intervals(spent, 0.05, 30);
+  EXPECT_EQ(spent.tuner->summary()["explorations"], 0) << spent.tuner->summary().dump();
+}
+
 TEST(HlaTuner, AnExploredSettingThatDoesBetterIsKept) {
   // Most throughput: the table says cc 2 (80 Mbit/s), this path gives 40
   // Mbit/s a channel up to 1000. cc 8 was never measured: explored, kept.

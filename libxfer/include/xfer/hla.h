@@ -41,7 +41,13 @@ struct Sample {
   // surfaces and the measured optima weigh them so.
   double seconds = 0;
   double mbps_sd = 0;  // its intervals' throughput sd (time-weighted; 0 with one interval): its own confidence
+  bool explored = false;  // an online tuner's exploration trial (its rows' reason holds kExploreTag)
 };
+
+// What an hla tuner's reason says while it tries a setting (exploration):
+// the history's rows of a trial are told from the others by it, so that
+// the budget for trials is kept per stratum across jobs.
+inline constexpr std::string_view kExploreTag = ": explore (";
 
 struct RuleCount {
   std::string rule;
@@ -296,6 +302,10 @@ struct TableStratum {
   std::array<double, 3> rmse_t{}, rmse_e{};
   double rmse_t_rows = 0, rmse_e_rows = 0;
   double repeat_t = 0;  // the repeat scatter of its throughput (StratumModel::repeat_t; 0: none measured)
+  // The time its samples held their settings, and of it the exploration
+  // trials' (Sample::explored): the tuner's budget for trials is a share of
+  // the stratum's time over every job, not of one job's.
+  double seconds = 0, explored_s = 0;
   // How the entries were decided: "surfaces" (eq. 10 / 11 over the fitted
   // surfaces) or "measured" (over the settings the history tried, with
   // their measured figures), and why, in words.
