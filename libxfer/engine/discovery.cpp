@@ -198,9 +198,11 @@ void Discovery::dispatch() {
   }
   if (heads_.empty() && heads_inflight_ == 0) {
     // The connections opened beside the probe answer with it, give or take
-    // a few ms: a quarter of its handshake (2-100 ms) is waited for them.
+    // a few ms: a quarter of its handshake (20-100 ms) is waited for them.
+    // (At 2 ms at least, a loaded machine's loopback gave one of four up:
+    // curl had not yet seen it connect, and the transfer opened a fifth.)
     if (preconnects_inflight_ > 0) {
-      uint64_t grace = std::clamp<uint64_t>(uint64_t(rtt_s * 0.25e6), 2000, 100000);
+      uint64_t grace = std::clamp<uint64_t>(uint64_t(rtt_s * 0.25e6), 20000, 100000);
       if (!grace_us_) grace_us_ = now + grace;
       if (now < grace_us_) {
         job_.arm_retry(grace_us_);
