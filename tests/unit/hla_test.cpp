@@ -322,15 +322,28 @@ TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {
   EXPECT_NEAR(p.samples[0].mbps, bits / secs / 1e6, 1e-6);
 }
 
-TEST(Hla, EachVisitToASettingIsOneSample) {
+namespace {
+// A done run of node "n" on a 100 Mbit/s link, and its interval rows of one second.
+HistoryData one_run(const std::string& run) {
   HistoryData h;
   RunRow r;
-  r.node = "n", r.run = "sweep", r.outcome = "done", r.link_mbps = 100;
+  r.node = "n", r.run = run, r.outcome = "done", r.link_mbps = 100;
   h.runs.push_back(r);
+  return h;
+}
+IntervalRow second_of(const HistoryData& h, int seq) {
+  IntervalRow i;
+  i.node = h.runs[0].node, i.run = h.runs[0].run, i.seq = seq, i.interval_s = 1;
+  return i;
+}
+}  // namespace
+
+TEST(Hla, EachVisitToASettingIsOneSample) {
+  HistoryData h = one_run("sweep");
   // cc 4 (seq 0-2), cc 8 (3-5), cc 4 again (6-8); the first of each settles.
   for (int seq = 0; seq < 9; ++seq) {
-    IntervalRow i;
-    i.node = "n", i.run = "sweep", i.seq = seq, i.interval_s = 1, i.settling = seq % 3 == 0;
+    IntervalRow i = second_of(h, seq);
+    i.settling = seq % 3 == 0;
     i.cc = seq / 3 == 1 ? 8 : 4;
     double mbps = seq < 3 ? 40 : seq < 6 ? 70 : 44;
     i.throughput_bps = mbps * 1e6, i.bytes_interval = int64_t(mbps * 1e6 / 8);
@@ -354,14 +367,11 @@ TEST(Hla, EachVisitToASettingIsOneSample) {
 // held and of it the trials': the budget for trials is the stratum's,
 // across jobs (HlaTuner.TheExplorationBudgetIsTheStratumsAcrossJobs).
 TEST(Hla, TrialsAreCountedPerStratum) {
-  HistoryData h;
-  RunRow r;
-  r.node = "n", r.run = "job", r.outcome = "done", r.link_mbps = 100;
-  h.runs.push_back(r);
+  HistoryData h = one_run("job");
   // cc 4 (seq 0-5), a trial at cc 8 (6-8), cc 4 again (9-11); the first of each settles.
   for (int seq = 0; seq < 12; ++seq) {
-    IntervalRow i;
-    i.node = "n", i.run = "job", i.seq = seq, i.interval_s = 1, i.settling = seq == 0 || seq == 6 || seq == 9;
+    IntervalRow i = second_of(h, seq);
+    i.settling = seq == 0 || seq == 6 || seq == 9;
     const bool trial = seq >= 6 && seq < 9;
     i.cc = trial ? 8 : 4;
     i.reason = trial ? std::string("hla-throughput") + std::string(kExploreTag) + "1 so far): the large chunk at 8x1x1"
