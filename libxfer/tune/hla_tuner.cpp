@@ -387,15 +387,19 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   // formulas', or scaled to the channel limit): channels one at a time.
   if (predicted_ <= 0 || ratios_.empty()) return breach ? fine_tune(obs, floor ? 0 : proj) : std::nullopt;
   // What the predictions are worth on this path: a breach takes this
-  // look's word (T_avg's); slack the more careful of the last two; and it
-  // only ever gets more careful (a setting that missed once is not tried
-  // again).
+  // look's word (T_avg's, or the projection's); slack the more careful of
+  // the last two. The correction relaxes as it tightens: slack after a
+  // breach says the path gives more than the breach made it worth, and the
+  // table is asked again for it (before, the worth only ever grew more
+  // careful, and a ceiling passed once held the job on the slower setting
+  // to its end); slack that says nothing new (the worth in use, within 2%)
+  // moves nothing. (A floor's slack is mostly hidden under its cap:
+  // hold_to_need trims there.)
   double r = breach ? ratios_.back()
                     : (floor ? *std::min_element(ratios_.begin(), ratios_.end())
                              : *std::max_element(ratios_.begin(), ratios_.end()));
-  double w = worth_ > 0 ? (floor ? std::min(worth_, r) : std::max(worth_, r)) : r;
-  if (!breach && w == worth_) return std::nullopt;
-  worth_ = w;
+  if (!breach && worth_ > 0 && std::abs(r - worth_) <= 0.02 * worth_) return std::nullopt;
+  worth_ = r;
   std::string why = fmt::format(
       "{}: {} {} with flat load: the surfaces' predictions are worth {:.2f} of what this path gives; asked again at {}",
       name(), floor ? fmt::format("{:.1f} Mbit/s against a floor of {:.1f}", measured, bound)

@@ -501,6 +501,31 @@ TEST(HlaTuner, AnEnergyCeilingPassedWithFlatLoadIsCorrected) {
   EXPECT_EQ(r.at(0.05, 8), cc) << "and it stays";
 }
 
+// The correction relaxes as it tightens (issue 55): a ceiling of 2500 J/GB
+// passed on a 100 Mbit/s link is corrected to cc 3 or 4 (above); then the
+// link carries ten times more, the projection falls far under the ceiling,
+// and the table is asked again for more throughput within it. Before, the
+// worth only grew more careful, and the job stayed on cc 3 to its end.
+TEST(HlaTuner, TheCorrectionRelaxesWhenThePathGivesMoreAgain) {
+  TunerOptions o;
+  o.energy_budget_j_per_gb = 2500;
+  o.hla_table = steps_table();
+  SimJob r{make_tuner("hla-energy", o)};
+  r.sim.link = 100, r.sim.per_channel = 40;
+  r.p = r.tuner->init(job());
+  const int tight = r.at(0.05, 6);
+  ASSERT_LE(tight, 4) << r.p.reason;
+  const int adjusted = r.tuner->summary()["adjustments"].get<int>();
+  r.sim.link = 1000;  // 40 Mbit/s a channel, no longer held to 100 in all
+  const int relaxed = r.at(0.05, 6);
+  EXPECT_GT(relaxed, tight) << r.p.reason;
+  EXPECT_GT(r.tuner->summary()["adjustments"].get<int>(), adjusted) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("(slack)"), std::string::npos) << r.p.reason;
+  // Within the ceiling still.
+  Observation last = r.sim.step(r.p, false);
+  EXPECT_LE(*last.dynamic_joules / (double(last.bytes_interval) / 1e9), 2500);
+}
+
 // Issue 41: exploration within the SLA. The table's light band has measured
 // cc 2 and cc 4 well (five visits each, 2% spread) and nothing with p or pp
 // above 1.
