@@ -479,18 +479,27 @@ TEST(HlaTuner, AJobStartingUnderHeavyLoadStartsOnTheHeavyBand) {
   EXPECT_EQ(e.at(0.6, 2), 8) << e.p.reason;
 }
 
+namespace {
+// hla-energy under a ceiling, on the steps table, on a 100 Mbit/s link at
+// 40 Mbit/s a channel.
+SimJob ceiling_on_steps(double j_per_gb) {
+  TunerOptions o;
+  o.energy_budget_j_per_gb = j_per_gb;
+  o.hla_table = steps_table();
+  SimJob r{make_tuner("hla-energy", o)};
+  r.sim.link = 100, r.sim.per_channel = 40;
+  r.p = r.tuner->init(job());
+  return r;
+}
+}  // namespace
+
 TEST(HlaTuner, AnEnergyCeilingPassedWithFlatLoadIsCorrected) {
   // A 100 Mbit/s link: past 3 channels more only cost power (20 W + 2 W a
   // channel), where the surfaces say J/GB grows by 10 a channel from 110.
   // A ceiling of 2500 J/GB: the table's most throughput within it is cc 16
   // (4400 J/GB here, as Algorithm 1 projects it); asked again at the
   // ceiling over what its predictions proved worth, cc 3 (2200) meets it.
-  TunerOptions o;
-  o.energy_budget_j_per_gb = 2500;
-  o.hla_table = steps_table();
-  SimJob r{make_tuner("hla-energy", o)};
-  r.sim.link = 100, r.sim.per_channel = 40;
-  r.p = r.tuner->init(job());
+  SimJob r = ceiling_on_steps(2500);
   EXPECT_EQ(r.p.chunks[0].cc, 16) << r.p.reason;
   int cc = r.at(0.05, 6);
   EXPECT_LE(cc, 4) << r.p.reason;
@@ -507,12 +516,7 @@ TEST(HlaTuner, AnEnergyCeilingPassedWithFlatLoadIsCorrected) {
 // and the table is asked again for more throughput within it. Before, the
 // worth only grew more careful, and the job stayed on cc 3 to its end.
 TEST(HlaTuner, TheCorrectionRelaxesWhenThePathGivesMoreAgain) {
-  TunerOptions o;
-  o.energy_budget_j_per_gb = 2500;
-  o.hla_table = steps_table();
-  SimJob r{make_tuner("hla-energy", o)};
-  r.sim.link = 100, r.sim.per_channel = 40;
-  r.p = r.tuner->init(job());
+  SimJob r = ceiling_on_steps(2500);
   const int tight = r.at(0.05, 6);
   ASSERT_LE(tight, 4) << r.p.reason;
   const int adjusted = r.tuner->summary()["adjustments"].get<int>();
