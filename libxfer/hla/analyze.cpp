@@ -31,12 +31,13 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     ts.files = st.files, ts.bytes = st.bytes, ts.size_mean = st.size_mean, ts.size_sd = st.size_sd;
     ts.load_lo = st.load_lo, ts.load_hi = st.load_hi;
     ts.rows = st.rows.size();
-    for (size_t r : st.rows) ts.load_mean += a.pre.samples[r].ext_load / double(st.rows.size());
-    ts.measured = measured_settings(a.pre.samples, st.rows);
     for (size_t r : st.rows) {
-      ts.seconds += a.pre.samples[r].seconds;
-      if (a.pre.samples[r].explored) ts.explored_s += a.pre.samples[r].seconds;
+      const Sample& x = a.pre.samples[r];
+      ts.load_mean += x.ext_load / double(st.rows.size());
+      ts.seconds += x.seconds;
+      if (x.explored) ts.explored_s += x.seconds;
     }
+    ts.measured = measured_settings(a.pre.samples, st.rows);
     bool energy = std::all_of(st.rows.begin(), st.rows.end(), [&](size_t r) { return a.pre.samples[r].j_per_gb.has_value(); });
     StratumModel m;
     if (st.rows.size() >= min_rows) {
