@@ -298,18 +298,17 @@ TEST(ArbiterLink, TwoXferdBehindOneBottleneckSplitItWithoutEscalating) {
   ASSERT_TRUE(hosts.ok);
   const std::string base = "http://" + link.server_ip + ":8080/";
   nlohmann::json r[2];
-  std::vector<std::thread> runs;
-  for (int h = 0; h < 2; ++h)
-    runs.emplace_back([&, h] {
-      Planned p{d.manifest(base), "max-throughput", {}, {0, 1000, xfer::JobClass::Normal}, h == 0 ? 0.0 : 5.0};
-      p.tuner.stream_cost = 1.02;
-      Together how{300};
-      how.arbiter = false;  // two machines: nothing in common but the link
-      how.ns = hosts.host_ns(h + 1);
-      how.tag = "h" + std::to_string(h + 1);
-      r[h] = run_together(link, {p}, how);
-    });
-  for (auto& t : runs) t.join();
+  xtest::Started started[2];
+  for (int h = 0; h < 2; ++h) {
+    Planned p{d.manifest(base), "max-throughput", {}, {0, 1000, xfer::JobClass::Normal}, h == 0 ? 0.0 : 5.0};
+    p.tuner.stream_cost = 1.02;
+    Together how{300};
+    how.arbiter = false;  // two machines: nothing in common but the link
+    how.ns = hosts.host_ns(h + 1);
+    how.tag = "h" + std::to_string(h + 1);
+    started[h] = xtest::start_together(link, {p}, how);
+  }
+  for (int h = 0; h < 2; ++h) r[h] = xtest::finish_together(started[h]);
   for (int h = 0; h < 2; ++h) {
     ASSERT_TRUE(r[h].is_object()) << h;
     ASSERT_EQ(r[h]["jobs"][0]["state"], "done") << r[h]["jobs"][0].dump(1).substr(0, 2000);

@@ -64,13 +64,30 @@ inline int established_to_port(int port) {
   return n;
 }
 
-// xfer::run_job_set's result (xfer/job_set.h), and "most_connections": the
-// most TCP connections to the server's port 8080 seen at once, sampled
-// every 50 ms.
-inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
+// A set of jobs running in its child process (start_together), and where
+// its result will be.
+struct Started {
+  pid_t pid = -1;
+  std::string out;
+};
+
+// The most a set may run: a child that outlives it is hung (issue 54: one of
+// two sets forked at once by two test threads stopped after two intervals,
+// and ctest's timeout killed the test with its link and nginx left behind).
+// SIGALRM ends the child, the test fails on its status, and the test's
+// destructors tear the link down, well within ctest's 300 s.
+constexpr unsigned kSetDeadlineS = 200;
+
+// Forks the child that runs the set (from the caller's thread: start every
+// set of a test from one thread, before waiting on any, never fork from
+// several threads at once, since a child inherits whatever lock another
+// thread held).
+inline Started start_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
   std::string out = link.work + "/together" + how.tag + ".json";
+  std::filesystem::remove(out);
   pid_t pid = fork();
   if (pid == 0) {
+    alarm(kSetDeadlineS);
     int ns = open(("/run/netns/" + (how.ns.empty() ? "xfer-" + link.name + "-c" : how.ns)).c_str(), O_RDONLY | O_CLOEXEC);
     if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(3);
     if (const char* l = getenv("XFER_TEST_LOG_LEVEL")) xfer::log::set_level(l);
@@ -103,11 +120,30 @@ inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan,
     std::ofstream(out) << result.dump();
     _exit(0);
   }
+  return {pid, out};
+}
+
+// Waits for a set started by start_together: xfer::run_job_set's result
+// (xfer/job_set.h), and "most_connections": the most TCP connections to the
+// server's port 8080 seen at once, sampled every 50 ms. A child that failed
+// or was ended by its deadline gives a non-object.
+inline nlohmann::json finish_together(const Started& s) {
   int st = 0;
-  waitpid(pid, &st, 0);
+  if (s.pid <= 0 || waitpid(s.pid, &st, 0) != s.pid) {
+    ADD_FAILURE() << "the set's child could not be started or waited for";
+    return nlohmann::json();
+  }
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+    ADD_FAILURE() << "the set ran past its " << kSetDeadlineS << "-s deadline (hung) and was ended";
+    return nlohmann::json();
+  }
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
-  std::ifstream in(out);
+  std::ifstream in(s.out);
   return nlohmann::json::parse(in, nullptr, false);
+}
+
+inline nlohmann::json run_together(Link& link, const std::vector<Planned>& plan, const Together& how) {
+  return finish_together(start_together(link, plan, how));
 }
 
 }  // namespace xtest
