@@ -31,6 +31,7 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
     ts.files = st.files, ts.bytes = st.bytes, ts.size_mean = st.size_mean, ts.size_sd = st.size_sd;
     ts.load_lo = st.load_lo, ts.load_hi = st.load_hi;
     ts.rows = st.rows.size();
+    if (!st.rows.empty()) ts.load_mean = 0;  // (-1, "not known", for a stratum of no rows)
     for (size_t r : st.rows) {
       const Sample& x = a.pre.samples[r];
       ts.load_mean += x.ext_load / double(st.rows.size());

@@ -395,6 +395,26 @@ TEST(Hla, TrialsAreCountedPerStratum) {
   EXPECT_THROW(table_from_json(j), TableError);
 }
 
+// A stratum's load is the mean of its rows' loads (the predictor's input for
+// it). It was summed from the "not known" -1, so every stratum said a load
+// under 0 and the predictor took its band's middle instead.
+TEST(Hla, AStratumsLoadIsTheMeanOfItsRows) {
+  HistoryData h = one_run("job");
+  for (int seq = 0; seq < 8; ++seq) {
+    IntervalRow i = second_of(h, seq);
+    i.settling = seq == 0;
+    i.cc = 4;
+    i.reason = "hla-throughput: start: large chunk from P1/D1/L1";
+    i.ext_load = 0.25;
+    i.throughput_bps = (40 + seq % 2) * 1e6, i.bytes_interval = int64_t(i.throughput_bps / 8);
+    h.intervals.push_back(i);
+  }
+  Analysis a = analyze(h, "load", 1);
+  ASSERT_EQ(a.table.strata.size(), 1u);
+  EXPECT_NEAR(a.table.strata[0].load_mean, 0.25, 1e-9);
+  EXPECT_NEAR(table_from_json(to_json(a.table)).strata[0].load_mean, 0.25, 1e-9);
+}
+
 TEST(Hla, StrataTiersArePathThenDatasetThenLoad) {
   std::vector<Sample> s;
   for (double rate : {100.0, 1000.0})
