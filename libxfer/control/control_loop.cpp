@@ -15,7 +15,15 @@ ControlLoop::ControlLoop(Engine& engine, Job& job, std::unique_ptr<Tuner> tuner,
     // The share basis: what the job fetched. (Its flows' counters are read
     // once per interval by the accountant below; the machine samples at
     // every job's interval.)
-    m->join(parts_.id, [&j = job_] { return j.progress().bytes_fetched; });
+    // The cost basis beside the bytes: the connections its channels hold
+    // (cc x p of each chunk still running).
+    m->join(parts_.id, [&j = job_] { return j.progress().bytes_fetched; },
+            [&j = job_] {
+              double n = 0;
+              for (const ChunkStatus& c : j.chunks())
+                if (!c.finished) n += double(std::max(1, c.params.cc) * std::max(1, c.params.p));
+              return n;
+            });
     if (m->meter()) energy_source_ = m->meter()->source();
   }
 }

@@ -1,6 +1,7 @@
 #include "xfer/machine.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "xfer/clock.h"
 #include "xfer/flow_monitor.h"
@@ -14,8 +15,10 @@ constexpr double kHeaderAllowance = 1.05;
 
 }  // namespace
 
+uint64_t Machine::now_ns() const { return src_.now_ns ? src_.now_ns() : monotonic_ns(); }
+
 Machine::Machine(Sources s) : src_(std::move(s)) {
-  last_ns_ = monotonic_ns();
+  last_ns_ = now_ns();
   if (src_.meter) src_.meter->sample();  // the first sample starts the meter's clock
   if (src_.interface_rx_bytes) last_iface_ = window_iface_ = src_.interface_rx_bytes();
   window_ns_ = last_ns_;
@@ -23,7 +26,7 @@ Machine::Machine(Sources s) : src_(std::move(s)) {
 }
 
 void Machine::sample() {
-  uint64_t now = monotonic_ns();
+  uint64_t now = now_ns();
   double dt = double(now - last_ns_) / 1e9;
   last_ns_ = now;
   std::optional<double> joules, dynamic;
@@ -34,11 +37,14 @@ void Machine::sample() {
   }
   std::optional<double> cpu = src_.cpu_pct ? src_.cpu_pct() : std::nullopt;
   uint64_t sum = 0;
+  std::vector<double> bytes, conn_s;
   for (auto& [id, m] : members_) {
     uint64_t b = m.received();
     m.moved = b >= m.last_bytes ? b - m.last_bytes : 0;
     m.last_bytes = b;
+    m.conn_s = m.connections ? std::max(0.0, m.connections()) * dt : 0;
     sum += m.moved;
+    bytes.push_back(double(m.moved)), conn_s.push_back(m.conn_s);
   }
   uint64_t external = 0;
   if (src_.interface_rx_bytes) {
@@ -53,19 +59,25 @@ void Machine::sample() {
       window_ns_ = now, window_iface_ = iface;
     }
   }
-  if (joules && !members_.empty()) joules_shared_ += *joules;
+  if (joules && !members_.empty()) {
+    joules_shared_ += *joules;
+    split_.add(dynamic ? *dynamic : *joules, bytes, conn_s);  // what this sample's bytes and connections cost
+  }
+  const std::vector<double> shares = split_.shares(bytes, conn_s);
+  size_t k = 0;
   for (auto& [id, m] : members_) {
-    double share = sum > 0 ? double(m.moved) / double(sum) : 1.0 / double(members_.size());
+    const double share = shares[k++];
     if (joules) m.joules += *joules * share, m.dynamic_joules += *dynamic * share;
     m.external += external;
     if (cpu) m.cpu_weighted += *cpu * dt, m.cpu_s += dt;
   }
 }
 
-void Machine::join(uint32_t job, ReceivedBytes received) {
+void Machine::join(uint32_t job, ReceivedBytes received, Connections connections) {
   sample();  // what came before goes to the jobs already here
   Member m;
   m.received = std::move(received);
+  m.connections = std::move(connections);
   m.last_bytes = m.received();
   members_[job] = std::move(m);
 }
@@ -75,6 +87,10 @@ void Machine::replace_meter(std::unique_ptr<EnergyMeter> m) {
   sample();
   src_.meter = std::move(m);
   if (src_.meter) src_.meter->sample();
+}
+
+std::string Machine::share_basis() const {
+  return "machine energy divided among the jobs running at the time, " + split_.basis();
 }
 
 Machine::Share Machine::take(uint32_t job) {

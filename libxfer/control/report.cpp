@@ -116,7 +116,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
                    {"kinds", "joules: end-system (the draw of the machine over the time of the job: the idle "
                              "power of the online cores plus the dynamic part); dynamic_joules: above the idle draw"},
                    {"policy_minimises", min ? energy_kind_name(*min) : "none"},
-                   {"share", Machine::kShareBasis}};
+                   {"share", parts.machine->share_basis()}};
   }
   if (KernelLayer* k = parts.kernel) {
     j["kernel"] = {{"mode", k->mode_name()}, {"changes", loop->kernel_changes()}};

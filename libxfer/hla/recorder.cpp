@@ -18,31 +18,6 @@ double unix_now() {
 
 }  // namespace
 
-void ChunkEnergySplit::add(double joules, const std::vector<double>& bytes, const std::vector<double>& conn_s) {
-  double x1 = 0, x2 = 0;
-  for (double b : bytes) x1 += b;
-  for (double c : conn_s) x2 += c;
-  if (x1 <= 0 && x2 <= 0) return;
-  s11_ += x1 * x1, s12_ += x1 * x2, s22_ += x2 * x2, s1y_ += x1 * joules, s2y_ += x2 * joules;
-  ++n_;
-  double det = s11_ * s22_ - s12_ * s12_;
-  a_ = b_ = 0;
-  if (n_ < kMinIntervals || det <= 1e-6 * s11_ * s22_) return;  // too few, or bytes and connections moved together
-  a_ = (s1y_ * s22_ - s2y_ * s12_) / det;
-  b_ = (s2y_ * s11_ - s1y_ * s12_) / det;
-}
-
-bool ChunkEnergySplit::fitted() const { return a_ >= 0 && b_ >= 0 && (a_ > 0 || b_ > 0); }
-
-std::vector<double> ChunkEnergySplit::shares(const std::vector<double>& bytes, const std::vector<double>& conn_s) const {
-  std::vector<double> w(bytes.size(), 0);
-  double sum = 0;
-  for (size_t i = 0; i < bytes.size(); ++i)
-    sum += w[i] = fitted() ? a_ * bytes[i] + b_ * (i < conn_s.size() ? conn_s[i] : 0) : bytes[i];
-  for (double& x : w) x = sum > 0 ? x / sum : 1.0 / double(w.size());
-  return w;
-}
-
 HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h), job_(job), run_(std::move(run)) {
   if (run_.node.empty()) run_.node = node_name();
   if (run_.dest_host.empty()) run_.dest_host = run_.node;
@@ -99,7 +74,7 @@ void HistoryRecorder::interval(const IntervalRecord& rec) {
   const Observation& o = rec.obs;
   const std::vector<ChunkStatus>& status = rec.chunks;
   // The job's energy is split among its chunks by what each one's bytes
-  // and connections cost (ChunkEnergySplit, fitted over the run so far).
+  // and connections cost (EnergySplit, fitted over the run so far).
   std::vector<double> bytes(o.chunks.size()), conn_s(o.chunks.size());
   for (size_t i = 0; i < o.chunks.size(); ++i) {
     const ChunkObservation& c = o.chunks[i];

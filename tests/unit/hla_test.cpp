@@ -500,7 +500,7 @@ TEST(Hla, AJobsEnergyIsSplitAmongItsChunksByWhatTheirSettingsCost) {
   auto joules = [](const std::vector<double>& b, const std::vector<double>& c) {
     return 2e-8 * (b[0] + b[1]) + 0.5 * (c[0] + c[1]);
   };
-  ChunkEnergySplit split;
+  xfer::EnergySplit split;
   std::vector<double> b = {5e7, 5e7}, c = {8, 1};
   EXPECT_FALSE(split.fitted());
   EXPECT_DOUBLE_EQ(split.shares(b, c)[0], 0.5) << "by bytes until the model is fitted";
@@ -517,7 +517,7 @@ TEST(Hla, AJobsEnergyIsSplitAmongItsChunksByWhatTheirSettingsCost) {
   EXPECT_NEAR(s[0] + s[1], 1, 1e-12);
   // Bytes and connections that always moved together say nothing apart:
   // by bytes.
-  ChunkEnergySplit together;
+  xfer::EnergySplit together;
   for (double k : {1.0, 2.0, 3.0, 4.0, 5.0}) together.add(k, {k * 1e7}, {k});
   EXPECT_FALSE(together.fitted());
 }

@@ -111,3 +111,68 @@ TEST(Machine, TheLinkRateIsTheMostTheInterfacesReceivedInAQuarterSecond) {
   usleep(300000);
   EXPECT_GT(*m->take(1).link_bps, 8 * 50e6 / 0.4);  // the window it closes holds them
 }
+
+// Issue 55: two jobs at once, one holding 16 connections for few bytes, the
+// other one connection for many. The machine's dynamic energy follows
+// 2e-8 J a byte and 0.5 J a connection-second. By bytes alone the second job
+// would be charged for most of what the first one's connections cost; split
+// by what each one's bytes and connections cost, each is charged its own.
+namespace {
+
+class CostMeter : public xfer::EnergyMeter {
+ public:
+  std::string source() const override { return "fake"; }
+  bool measured() const override { return true; }
+  std::string basis() const override { return "the joules the test says"; }
+  xfer::EnergySample sample() override {
+    xfer::EnergySample s;
+    s.joules = s.dynamic_joules = next;
+    next = 0;
+    return s;
+  }
+  double next = 0;
+};
+
+}  // namespace
+
+TEST(Machine, EnergyIsDividedByWhatEachJobsBytesAndConnectionsCost) {
+  uint64_t now = 0, a = 0, b = 0;
+  double conns_a = 16, conns_b = 1;
+  xfer::Machine::Sources s;
+  auto meter = std::make_unique<CostMeter>();
+  CostMeter* m = meter.get();
+  s.meter = std::move(meter);
+  s.now_ns = [&] { return now; };
+  xfer::Machine machine(std::move(s));
+  machine.join(1, [&] { return a; }, [&] { return conns_a; });
+  machine.join(2, [&] { return b; }, [&] { return conns_b; });
+  EXPECT_NE(machine.share_basis().find("by bytes"), std::string::npos) << machine.share_basis();
+  double owed[2] = {0, 0}, cost[2] = {0, 0};
+  // One second a step; the jobs' rates and connections vary, as jobs do.
+  const double steps[][4] = {{2e6, 60e6, 16, 1}, {1e6, 80e6, 12, 1}, {3e6, 50e6, 16, 2},
+                             {2e6, 70e6, 8, 1},  {1e6, 90e6, 16, 1}, {2e6, 60e6, 16, 1}};
+  for (const auto& st : steps) {
+    conns_a = st[2], conns_b = st[3];
+    a += uint64_t(st[0]), b += uint64_t(st[1]);
+    now += 1'000'000'000;
+    const double ja = 2e-8 * st[0] + 0.5 * st[2], jb = 2e-8 * st[1] + 0.5 * st[3];
+    m->next = ja + jb;
+    cost[0] += ja, cost[1] += jb;
+    owed[0] += *machine.take(1).joules;
+    owed[1] += *machine.take(2).joules;  // (the same instant: nothing more to divide)
+  }
+  // The first samples (before the fit is determined) went by bytes; from the
+  // fourth on, each job's share is its cost.
+  EXPECT_NEAR(owed[0] + owed[1], cost[0] + cost[1], 1e-9);
+  const double late_a = 2e-8 * 1e6 + 0.5 * 16 + 2e-8 * 2e6 + 0.5 * 16;  // the last two steps' cost of job 1
+  EXPECT_GT(owed[0], late_a) << "job 1's connections are charged to it";
+  EXPECT_NE(machine.share_basis().find("connections cost"), std::string::npos) << machine.share_basis();
+  // Job 1 holds 16 connections for 2 MB a second: by bytes it would get 3%
+  // of a step's energy; by cost, its 8 J of connections.
+  conns_a = 16, conns_b = 1;
+  a += 2'000'000, b += 60'000'000;
+  now += 1'000'000'000;
+  m->next = (2e-8 * 2e6 + 8) + (2e-8 * 60e6 + 0.5);
+  const double got = *machine.take(1).joules;
+  EXPECT_NEAR(got, 2e-8 * 2e6 + 8, 0.05);
+}

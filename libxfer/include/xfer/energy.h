@@ -177,6 +177,33 @@ class RaplMeter : public EnergyMeter {
 std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c, EnergyScope scope = EnergyScope::Machine);
 
 // Calibration: least squares (Eigen) of measured power against
+// How energy measured over a stretch of time is divided among what ran in it
+// (a job's chunks; the jobs on a machine): by what each one's bytes and
+// connections cost, from a model fitted over the stretches seen so far,
+// energy = a x bytes + b x connection-seconds (least squares through the
+// origin; the caller gives the dynamic energy where there is one). Until the
+// fit is determined (kMinSamples samples, the two not collinear, a and b >=
+// 0) the split is by bytes alone: many connections then cost nothing, which
+// is what a split by bytes says; and with no bytes at all, equal shares.
+class EnergySplit {
+ public:
+  static constexpr int kMinSamples = 4;
+  // One stretch: its joules, and each part's bytes and connection-seconds.
+  void add(double joules, const std::vector<double>& bytes, const std::vector<double>& conn_s);
+  // Each part's share (summing to 1) of a stretch of these.
+  std::vector<double> shares(const std::vector<double>& bytes, const std::vector<double>& conn_s) const;
+  bool fitted() const;
+  double per_byte() const { return a_; }
+  double per_connection_s() const { return b_; }
+  // How the last shares were made, for reports: the fitted costs, or bytes
+  // and why (a split by bytes is the fallback, and says so).
+  std::string basis() const;
+
+ private:
+  double s11_ = 0, s12_ = 0, s22_ = 0, s1y_ = 0, s2y_ = 0, a_ = 0, b_ = 0;
+  int n_ = 0;
+};
+
 //   P = (a n^2 + b n + c) u_cpu + m u_mem + d u_disk + k u_nic + idle
 struct CalibrationSample {
   int cores = 1;

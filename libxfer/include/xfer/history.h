@@ -48,7 +48,7 @@
 //     job_throughput_bps DOUBLE            the whole job's
 //     bytes_interval BIGINT                the chunk's bytes in the interval
 //     joules, dynamic_joules DOUBLE        the chunk's share of the job's share of the
-//                                          machine's energy (ChunkEnergySplit: by what
+//                                          machine's energy (EnergySplit: by what
 //                                          its bytes and connections cost); NULL without a meter
 //     job_joules DOUBLE                    the job's share
 //     energy_source TEXT                   rapl | model:... | none
@@ -74,6 +74,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/energy.h"
 #include "xfer/flow_monitor.h"
 
 namespace xfer {
@@ -189,29 +190,6 @@ struct LegacyInterval {
 };
 void migrate_legacy(History& h, const std::vector<LegacyInterval>& rows);
 
-// How a job's energy over an interval is divided among its chunks: by what
-// each chunk's settings cost, from a per-chunk model fitted over the run's
-// own intervals, energy = a x bytes + b x connection-seconds (least squares
-// through the origin on the job's dynamic energy, else its end-system
-// energy). Until the fit is determined (kMinIntervals intervals, the two
-// not collinear, a and b >= 0) the split is by bytes alone: a chunk's many
-// connections then cost it nothing, which is what a split by bytes says.
-class ChunkEnergySplit {
- public:
-  static constexpr int kMinIntervals = 4;
-  // One interval: the job's joules, each chunk's bytes and connection-seconds.
-  void add(double joules, const std::vector<double>& bytes, const std::vector<double>& conn_s);
-  // Each chunk's share (summing to 1) of an interval of these.
-  std::vector<double> shares(const std::vector<double>& bytes, const std::vector<double>& conn_s) const;
-  bool fitted() const;
-  double per_byte() const { return a_; }
-  double per_connection_s() const { return b_; }
-
- private:
-  double s11_ = 0, s12_ = 0, s22_ = 0, s1y_ = 0, s2y_ = 0, a_ = 0, b_ = 0;
-  int n_ = 0;
-};
-
 // Writes one run's rows as its ControlLoop closes intervals. The caller
 // fills what only it knows (tool, policy, label, loss) in `run`; the rest
 // comes from the job when the transfer begins. A history that fails is
@@ -245,7 +223,7 @@ class HistoryRecorder {
   double link_seen_bps_ = 0;
   LossCount loss_;
   void measured_path();
-  ChunkEnergySplit split_;
+  EnergySplit split_;  // the job's energy among its chunks
 };
 
 // A run key: "TOOL/ID/START_MS" (ID: the daemon's job id, or the pid).

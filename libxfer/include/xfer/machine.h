@@ -3,9 +3,13 @@
 // whole to each:
 //
 //   energy         one EnergyMeter for the machine. Each sample's joules are
-//                  divided among the jobs present by the bytes each received
-//                  since the previous sample (equal shares when none received
-//                  any), so the jobs' joules add up to the machine's.
+//                  divided among the jobs present by what each one's bytes
+//                  and connections cost since the previous sample
+//                  (EnergySplit, fitted over the machine's samples: a job
+//                  holding many connections for few bytes is charged for
+//                  them); by bytes until the fit is determined, equal shares
+//                  when no job received or held anything. The jobs' joules
+//                  add up to the machine's.
 //   external load  the interfaces' received bytes minus what every job
 //                  received (5% allowed for IP/TCP headers): traffic that is
 //                  no xferd job's. Every job sees all of it.
@@ -38,20 +42,23 @@ class Machine {
     std::unique_ptr<EnergyMeter> meter;            // null: no energy figures
     std::function<uint64_t()> interface_rx_bytes;  // null: no external load
     std::function<std::optional<double>()> cpu_pct;  // utilisation since the previous call; null: none
+    std::function<uint64_t()> now_ns;  // null: the monotonic clock (tests give their own)
   };
   explicit Machine(Sources s);
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
 
-  // How energy is divided, as the job report says it.
-  static constexpr const char* kShareBasis =
-      "machine energy divided among the jobs running at the time, by the bytes each received";
+  // How energy is divided, as the job report says it (the fit so far).
+  std::string share_basis() const;
 
   // A job's cumulative received bytes (its flows' TCP payload, or its
   // fetched bytes without a flow monitor): the share basis and what is
   // subtracted from the interfaces.
   using ReceivedBytes = std::function<uint64_t()>;
-  void join(uint32_t job, ReceivedBytes received);
+  // The connections a job holds now (its channels in effect); null: none
+  // counted, the job's share then follows its bytes alone.
+  using Connections = std::function<double()>;
+  void join(uint32_t job, ReceivedBytes received, Connections connections = {});
 
   // What a job is owed since its previous take (or its join).
   struct Share {
@@ -77,18 +84,22 @@ class Machine {
  private:
   struct Member {
     ReceivedBytes received;
+    Connections connections;
     uint64_t last_bytes = 0;
     uint64_t moved = 0;  // received in the sample being divided
+    double conn_s = 0;   // connection-seconds held in it
     double joules = 0, dynamic_joules = 0;
     uint64_t external = 0;
     double cpu_weighted = 0, cpu_s = 0;
   };
   void sample();
+  uint64_t now_ns() const;
   Sources src_;
   std::map<uint32_t, Member> members_;
   uint64_t last_ns_ = 0;
   uint64_t last_iface_ = 0;
   double joules_shared_ = 0;
+  EnergySplit split_;  // the machine's energy among the jobs
   // The link-rate window: its start and the interface bytes then.
   uint64_t window_ns_ = 0, window_iface_ = 0;
   double link_peak_bps_ = 0;
