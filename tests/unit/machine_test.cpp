@@ -15,7 +15,7 @@ class FixedJoules : public xfer::EnergyMeter {
   std::string basis() const override { return "a fixed number of joules per sample"; }
   xfer::EnergySample sample() override {
     xfer::EnergySample s;
-    s.joules = ++calls > 1 ? per_sample : 0;  // the first call starts the clock
+    s.joules = s.dynamic_joules = ++calls > 1 ? per_sample : 0;  // the first call starts the clock
     return s;
   }
   int calls = 0;
@@ -117,30 +117,13 @@ TEST(Machine, TheLinkRateIsTheMostTheInterfacesReceivedInAQuarterSecond) {
 // 2e-8 J a byte and 0.5 J a connection-second. By bytes alone the second job
 // would be charged for most of what the first one's connections cost; split
 // by what each one's bytes and connections cost, each is charged its own.
-namespace {
-
-class CostMeter : public xfer::EnergyMeter {
- public:
-  std::string source() const override { return "fake"; }
-  bool measured() const override { return true; }
-  std::string basis() const override { return "the joules the test says"; }
-  xfer::EnergySample sample() override {
-    xfer::EnergySample s;
-    s.joules = s.dynamic_joules = next;
-    next = 0;
-    return s;
-  }
-  double next = 0;
-};
-
-}  // namespace
-
 TEST(Machine, EnergyIsDividedByWhatEachJobsBytesAndConnectionsCost) {
   uint64_t now = 0, a = 0, b = 0;
   double conns_a = 16, conns_b = 1;
   xfer::Machine::Sources s;
-  auto meter = std::make_unique<CostMeter>();
-  CostMeter* m = meter.get();
+  auto meter = std::make_unique<FixedJoules>();
+  FixedJoules* m = meter.get();
+  m->per_sample = 0;  // each step says its own
   s.meter = std::move(meter);
   s.now_ns = [&] { return now; };
   xfer::Machine machine(std::move(s));
@@ -156,9 +139,10 @@ TEST(Machine, EnergyIsDividedByWhatEachJobsBytesAndConnectionsCost) {
     a += uint64_t(st[0]), b += uint64_t(st[1]);
     now += 1'000'000'000;
     const double ja = 2e-8 * st[0] + 0.5 * st[2], jb = 2e-8 * st[1] + 0.5 * st[3];
-    m->next = ja + jb;
+    m->per_sample = ja + jb;
     cost[0] += ja, cost[1] += jb;
     owed[0] += *machine.take(1).joules;
+    m->per_sample = 0;
     owed[1] += *machine.take(2).joules;  // (the same instant: nothing more to divide)
   }
   // The first samples (before the fit is determined) went by bytes; from the
@@ -172,7 +156,7 @@ TEST(Machine, EnergyIsDividedByWhatEachJobsBytesAndConnectionsCost) {
   conns_a = 16, conns_b = 1;
   a += 2'000'000, b += 60'000'000;
   now += 1'000'000'000;
-  m->next = (2e-8 * 2e6 + 8) + (2e-8 * 60e6 + 0.5);
+  m->per_sample = (2e-8 * 2e6 + 8) + (2e-8 * 60e6 + 0.5);
   const double got = *machine.take(1).joules;
   EXPECT_NEAR(got, 2e-8 * 2e6 + 8, 0.05);
 }
