@@ -24,8 +24,10 @@ struct Link {
     // A run of this test that was killed (ctest's timeout) left its
     // namespaces: they go first, or `up` refuses and this run fails too.
     sh(bin("xfer-linkemu") + " cleanup --name " + name + " > /dev/null 2>&1");
+    const pid_t self = getpid();
     pid = fork();
     if (pid == 0) {
+      term_with_parent(self);
       freopen((work + "/link.out").c_str(), "w", stdout);
       execl("/bin/sh", "sh", "-c",
             ("exec " + bin("xfer-linkemu") + " up --name " + name + " --index " + std::to_string(index) + " " + args).c_str(),
