@@ -10,6 +10,7 @@ void EnergySplit::add(double joules, const std::vector<double>& bytes, const std
   for (double b : bytes) x1 += b;
   for (double c : conn_s) x2 += c;
   if (x1 <= 0 && x2 <= 0) return;
+  s11_ *= forget_, s12_ *= forget_, s22_ *= forget_, s1y_ *= forget_, s2y_ *= forget_;
   s11_ += x1 * x1, s12_ += x1 * x2, s22_ += x2 * x2, s1y_ += x1 * joules, s2y_ += x2 * joules;
   ++n_;
   double det = s11_ * s22_ - s12_ * s12_;

@@ -160,3 +160,19 @@ TEST(Machine, EnergyIsDividedByWhatEachJobsBytesAndConnectionsCost) {
   const double got = *machine.take(1).joules;
   EXPECT_NEAR(got, 2e-8 * 2e6 + 8, 0.05);
 }
+
+// The machine's split forgets: a connection-second that costs four times
+// more from the middle of the samples on (another policy's cores, say) is
+// charged at its new cost, where a fit over every sample alike stays between.
+TEST(Machine, TheEnergySplitLearnsWhatCostsNow) {
+  xfer::EnergySplit forgets(0.99), keeps;
+  for (int k = 0; k < 600; ++k) {  // 200 samples at the old cost, 400 at the new
+    const double bytes = 1e7 * (1 + k % 5), conns = 2 + k % 7, per_conn = k < 200 ? 0.5 : 2.0;
+    const double joules = 2e-8 * bytes + per_conn * conns;
+    forgets.add(joules, {bytes}, {conns});
+    keeps.add(joules, {bytes}, {conns});
+  }
+  ASSERT_TRUE(forgets.fitted());
+  EXPECT_NEAR(forgets.per_connection_s(), 2.0, 0.05);
+  EXPECT_LT(keeps.per_connection_s(), 1.8);
+}

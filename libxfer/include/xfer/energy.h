@@ -176,7 +176,6 @@ class RaplMeter : public EnergyMeter {
 // to the model (RAPL measures the package whatever the scope).
 std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c, EnergyScope scope = EnergyScope::Machine);
 
-// Calibration: least squares (Eigen) of measured power against
 // How energy measured over a stretch of time is divided among what ran in it
 // (a job's chunks; the jobs on a machine): by what each one's bytes and
 // connections cost, from a model fitted over the stretches seen so far,
@@ -188,6 +187,9 @@ std::unique_ptr<EnergyMeter> make_energy_meter(const PowerCoefficients& c, Energ
 class EnergySplit {
  public:
   static constexpr int kMinSamples = 4;
+  // forget: the weight an earlier sample keeps at each new one (1: all
+  // alike; a daemon's machine forgets, as what its jobs cost changes).
+  explicit EnergySplit(double forget = 1.0) : forget_(forget) {}
   // One stretch: its joules, and each part's bytes and connection-seconds.
   void add(double joules, const std::vector<double>& bytes, const std::vector<double>& conn_s);
   // Each part's share (summing to 1) of a stretch of these.
@@ -200,10 +202,12 @@ class EnergySplit {
   std::string basis() const;
 
  private:
+  double forget_ = 1.0;
   double s11_ = 0, s12_ = 0, s22_ = 0, s1y_ = 0, s2y_ = 0, a_ = 0, b_ = 0;
   int n_ = 0;
 };
 
+// Calibration: least squares (Eigen) of measured power against
 //   P = (a n^2 + b n + c) u_cpu + m u_mem + d u_disk + k u_nic + idle
 struct CalibrationSample {
   int cores = 1;

@@ -99,7 +99,10 @@ class Machine {
   uint64_t last_ns_ = 0;
   uint64_t last_iface_ = 0;
   double joules_shared_ = 0;
-  EnergySplit split_;  // the machine's energy among the jobs
+  // The machine's energy among the jobs; a sample's weight halves over
+  // about 70 samples (each job's interval samples the machine).
+  static constexpr double kSplitForget = 0.99;
+  EnergySplit split_{kSplitForget};
   // The link-rate window: its start and the interface bytes then.
   uint64_t window_ns_ = 0, window_iface_ = 0;
   double link_peak_bps_ = 0;
