@@ -42,9 +42,9 @@ void Machine::sample() {
     uint64_t b = m.received();
     m.moved = b >= m.last_bytes ? b - m.last_bytes : 0;
     m.last_bytes = b;
-    m.conn_s = m.connections ? std::max(0.0, m.connections()) * dt : 0;
     sum += m.moved;
-    bytes.push_back(double(m.moved)), conn_s.push_back(m.conn_s);
+    bytes.push_back(double(m.moved));
+    conn_s.push_back(m.connections ? std::max(0.0, m.connections()) * dt : 0);
   }
   uint64_t external = 0;
   if (src_.interface_rx_bytes) {

@@ -278,16 +278,12 @@ std::string file_bytes(const std::string& path) {
 
 std::string capture(const std::string& cmd) { return bench::capture(cmd); }
 
-void term_with_parent(pid_t parent) {
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != parent) _exit(1);  // it died before the signal was asked for
-}
-
 pid_t start_link(const std::string& args, const std::string& out) {
   const pid_t self = getpid();
   pid_t pid = fork();
   if (pid == 0) {
-    term_with_parent(self);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != self) _exit(1);  // the test died before the signal was asked for
     if (!freopen(out.c_str(), "w", stdout)) _exit(126);
     execl("/bin/sh", "sh", "-c", ("exec " + bin("xfer-linkemu") + " up " + args).c_str(), nullptr);
     _exit(127);

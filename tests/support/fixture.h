@@ -31,13 +31,12 @@ int free_port();
 int sh(const std::string& cmd);
 std::string capture(const std::string& cmd);  // its stdout
 std::string file_bytes(const std::string& path);  // the whole file, byte for byte ("" when unreadable)
-// Starts `xfer-linkemu up ARGS` (stdout to `out`) and waits for its ready line.
+// Starts `xfer-linkemu up ARGS` (stdout to `out`) and waits for its ready
+// line. The link gets SIGTERM when the calling thread exits, so a test that
+// ctest kills (its timeout) takes its link down with it (xfer-linkemu tears
+// its namespaces down on SIGTERM, ending what runs in them, nginx included):
+// call it from the test's own thread.
 pid_t start_link(const std::string& args, const std::string& out);
-// In a child just forked by `parent`'s thread: SIGTERM when that thread
-// exits, so a test that ctest kills (its timeout) takes its link down with it
-// (xfer-linkemu tears its namespaces down on SIGTERM, ending what runs in
-// them, nginx included). Only for children forked from a test's own thread.
-void term_with_parent(pid_t parent);
 std::string bin(const std::string& name);  // build/bin/NAME
 
 struct LogLine {

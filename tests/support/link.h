@@ -24,22 +24,7 @@ struct Link {
     // A run of this test that was killed (ctest's timeout) left its
     // namespaces: they go first, or `up` refuses and this run fails too.
     sh(bin("xfer-linkemu") + " cleanup --name " + name + " > /dev/null 2>&1");
-    const pid_t self = getpid();
-    pid = fork();
-    if (pid == 0) {
-      term_with_parent(self);
-      freopen((work + "/link.out").c_str(), "w", stdout);
-      execl("/bin/sh", "sh", "-c",
-            ("exec " + bin("xfer-linkemu") + " up --name " + name + " --index " + std::to_string(index) + " " + args).c_str(),
-            nullptr);
-      _exit(127);
-    }
-    for (int i = 0; i < 100; ++i) {
-      std::ifstream f(work + "/link.out");
-      std::string line;
-      if (std::getline(f, line) && line.find("\"ready\":true") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    pid = start_link("--name " + name + " --index " + std::to_string(index) + " " + args, work + "/link.out");
     server_ip = "10.201." + std::to_string(index) + ".2";
     nginx_ok = sh("ip netns exec xfer-" + name + "-s bash " + std::string(XFER_SOURCE_DIR) + "/scripts/nginx-serve.sh start " +
                   work + "/nginx " + d.dir + " 8080 8081 2m " + server_ip + " > /dev/null") == 0;

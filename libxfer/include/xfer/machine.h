@@ -87,7 +87,6 @@ class Machine {
     Connections connections;
     uint64_t last_bytes = 0;
     uint64_t moved = 0;  // received in the sample being divided
-    double conn_s = 0;   // connection-seconds held in it
     double joules = 0, dynamic_joules = 0;
     uint64_t external = 0;
     double cpu_weighted = 0, cpu_s = 0;
