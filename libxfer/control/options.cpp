@@ -141,6 +141,11 @@ std::vector<OptionSpec> make_table() {
                 "hotplug: the cores other processes keep busy stay online on top of what the jobs ask for (kept), "
                 "or the jobs' ask alone decides (taken)"),
          "kernel.busy_cores", "--busy-cores"),
+      in(number("offline_after_s", 0, 3600, 2, kGlobal | kRun,
+                "hotplug: a core goes offline only once the jobs' ask for fewer cores has stood this long (s); "
+                "meanwhile xferd's threads are confined to the cores that stay (affinity), so a shorter job never "
+                "pays for the hotplug. 0: at once"),
+         "kernel.offline_after_s", "--offline-after"),
       integer("max_cores", 1, 4096, nullptr, kPolicy, "never more online cores than this"),
       in(integer("min_freq_khz", 0, 1e8, 0, kGlobal | kPolicy, "the lowest CPU frequency (kHz) a job may set; 0: the driver's"),
          "kernel.min_freq_khz"),
@@ -450,6 +455,7 @@ JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
   if (s.kernel) k.mode = core_mode(m["kernel_mode"].get<std::string>());
   k.min_cores = int(i("min_cores", 1));
   k.spare_busy = !m.contains("busy_cores") || m["busy_cores"] != "taken";
+  k.offline_after_s = d("offline_after_s", 2);
   k.max_cores = int(i("max_cores"));
   k.min_freq_khz = long(i("min_freq_khz"));
   k.max_freq_khz = long(i("max_freq_khz"));

@@ -18,6 +18,8 @@ CoreControl::CoreControl(Config cfg, KernelJournal& journal)
     for (int c : parse_cpu_list(sys_.read("present").value_or("0")))
       if (c != 0) cfg_.allowed.push_back(c);
   std::erase(cfg_.allowed, 0);  // cpu0 is never taken offline
+  CPU_ZERO(&started_with_);
+  if (sched_getaffinity(0, sizeof started_with_, &started_with_) != 0) CPU_ZERO(&started_with_);
 }
 
 int CoreControl::present() const { return int(parse_cpu_list(sys_.read("present").value_or("0")).size()); }
@@ -50,19 +52,7 @@ void CoreControl::set_online(int n) {
                                 " may be taken offline (the rest, cpu0 included, stay online)");
 
   if (cfg_.mode == Mode::Affinity) {
-    // Only this process's threads: the first n CPUs, cpu0 first.
-    std::vector<int> cpus = parse_cpu_list(sys_.read("online").value_or("0"));
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int i = 0; i < n && i < int(cpus.size()); ++i) CPU_SET(cpus[size_t(i)], &set);
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-      pid_t tid = pid_t(std::stoi(e.path().filename().string()));
-      // A thread that ended after the listing (curl's resolver threads come
-      // and go) has nothing left to confine: ESRCH is not an error.
-      if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH)
-        throw std::runtime_error("sched_setaffinity(" + std::to_string(tid) + "): " + strerror(errno));
-    }
-    affinity_n_ = n;
+    confine(n);
     log::info("cores: this process confined to {} CPUs (affinity)", n);
     return;
   }
@@ -88,6 +78,27 @@ void CoreControl::set_online(int n) {
     ++count;
   }
   log::info("cores: {} online (hotplug)", count);
+}
+
+void CoreControl::confine(int n) {
+  const bool known = CPU_COUNT(&started_with_) > 0;
+  cpu_set_t set = started_with_;
+  if (n > 0 || !known) {
+    CPU_ZERO(&set);
+    int k = 0;
+    for (int c : parse_cpu_list(sys_.read("online").value_or("0"))) {
+      if (n > 0 && k >= n) break;
+      if (c < CPU_SETSIZE && (!known || CPU_ISSET(c, &started_with_))) CPU_SET(c, &set), ++k;
+    }
+    if (k == 0) CPU_SET(0, &set);
+  }
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    pid_t tid = pid_t(std::stoi(e.path().filename().string()));
+    // A thread that ended after the listing (curl's resolver threads come
+    // and go) has nothing left to confine: ESRCH is not an error.
+    if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH)
+      throw std::runtime_error("sched_setaffinity(" + std::to_string(tid) + "): " + strerror(errno));
+  }
 }
 
 }  // namespace xfer

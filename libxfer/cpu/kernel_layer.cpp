@@ -1,5 +1,6 @@
 // KernelLayer: the journal, CoreControl and FreqControl a job turns together.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "xfer/kernel.h"
@@ -50,10 +51,8 @@ int KernelLayer::with_others(int cores) {
 
 std::string KernelLayer::keep_up() {
   if (cfg_.mode != CoreControl::Mode::Hotplug || asked_cores_ <= 0) return "";
-  const int want = with_others(asked_cores_);
-  if (want == cores_.online()) return "";
   try {
-    cores_.set_online(want);
+    settle(with_others(asked_cores_));
   } catch (const std::exception& e) {
     log::warn("kernel layer: cores: {}", e.what());
     return std::string("cores: ") + e.what();
@@ -61,9 +60,57 @@ std::string KernelLayer::keep_up() {
   return "";
 }
 
-KernelLayer::~KernelLayer() = default;  // ~KernelJournal restores
+double KernelLayer::now() const {
+  if (cfg_.clock) return cfg_.clock();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
-int KernelLayer::cores() const { return cores_.online(); }
+// Hotplug pays when the job outlasts its cost: a core brought online is
+// wanted at once, one taken offline only once the ask for fewer has stood
+// offline_after_s. Meanwhile xferd's threads run where they will run after
+// (affinity: one syscall a thread, nothing taken from other processes), so
+// the job's CPU per byte is that of the fewer cores from its first interval.
+void KernelLayer::settle(int want) {
+  const int online = cores_.online();
+  if (want >= online || cfg_.offline_after_s <= 0) {
+    fewer_since_ = -1;
+    if (confined_) {
+      cores_.confine(0);
+      confined_ = 0;
+    }
+    if (want != online) cores_.set_online(want);
+    return;
+  }
+  const double t = now();
+  if (fewer_since_ < 0) fewer_since_ = t;
+  if (t - fewer_since_ >= cfg_.offline_after_s) {
+    cores_.set_online(want);
+    fewer_since_ = -1;
+    if (confined_) cores_.confine(0);
+    confined_ = 0;
+    return;
+  }
+  if (confined_ != want) {
+    cores_.confine(want);
+    if (!confined_)
+      log::info("kernel layer: xferd's threads on {} of the {} online cores (affinity) for now; the rest go offline "
+                "once the ask has stood {:.1f} s (a core taken offline for a shorter job costs more than it saves)",
+                want, online, cfg_.offline_after_s);
+    confined_ = want;
+  }
+}
+
+KernelLayer::~KernelLayer() {  // ~KernelJournal restores the kernel's state
+  if (!confined_) return;
+  try {
+    cores_.confine(0);
+  } catch (const std::exception& e) {
+    log::warn("kernel layer: could not give xferd's threads their cores back: {}", e.what());
+  }
+}
+
+// The cores the jobs run on: those online, or fewer while a step down waits.
+int KernelLayer::cores() const { return confined_ ? std::min(confined_, cores_.online()) : cores_.online(); }
 
 Params KernelLayer::in_effect() const {
   Params p;
@@ -77,7 +124,7 @@ KernelCaps KernelLayer::caps() const {
   k.cores = true;
   k.cores_mode = mode_;
   k.cores_present = cores_.present();
-  k.cores_online = cores_.online();
+  k.cores_online = cores();
   k.min_cores = std::max(1, cfg_.min_cores);
   if (cfg_.mode == CoreControl::Mode::Hotplug && !cfg_.allowed.empty())
     k.cores_present = std::min(k.cores_present, int(cfg_.allowed.size()) + 1);
@@ -105,9 +152,11 @@ std::string KernelLayer::apply(int cores, long freq_khz) {
   if (freq_khz > 0 && cfg_.max_freq_khz > 0) freq_khz = std::min(freq_khz, cfg_.max_freq_khz);
   if (freq_khz > 0 && cfg_.min_freq_khz > 0) freq_khz = std::max(freq_khz, cfg_.min_freq_khz);
   if (cores > 0) asked_cores_ = cores;
-  cores = with_others(cores);
   try {
-    if (cores > 0 && cores != cores_.online()) cores_.set_online(cores);
+    if (cores > 0 && cfg_.mode == CoreControl::Mode::Hotplug)
+      settle(with_others(cores));
+    else if (cores > 0 && cores != cores_.online())
+      cores_.set_online(cores);
   } catch (const std::exception& e) {
     err = std::string("cores: ") + e.what();
   }

@@ -1,5 +1,6 @@
 // CoreControl and the kernel journal against a fake cpu tree.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +123,66 @@ TEST_F(CoreFakeTree, ACoreOtherWorkUsesIsNeverTakenOffline) {
   xfer::KernelLayer aff(k);
   EXPECT_EQ(aff.keep_up(), "");
   EXPECT_EQ(online(), 4);
+}
+
+// Issue 54: a core goes offline only once the ask for fewer has stood
+// kernel.offline_after_s; meanwhile this process's threads run on the cores
+// that will stay (affinity), and the layer reports those. A step up is at
+// once, and one that comes before the wait is over takes nothing offline.
+// In a child: the confinement is this process's own.
+TEST_F(CoreFakeTree, AStepDownWaitsOnAffinityUntilTheAskHasStood) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    int failed = 0;
+    auto check = [&](bool ok, const char* what) {
+      if (!ok) fprintf(stderr, "failed: %s\n", what), ++failed;
+    };
+    auto mask = [] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      sched_getaffinity(0, sizeof set, &set);
+      return set;
+    };
+    const cpu_set_t started = mask();
+    double t = 100;
+    xfer::KernelLayer::Config k = layer_config();
+    k.offline_after_s = 2;
+    k.clock = [&] { return t; };
+    {
+      xfer::KernelLayer layer(k);
+      check(layer.apply(1, 0).empty(), "apply 1");
+      check(online() == 4, "nothing offline at the ask");
+      check(layer.cores() == 1 && layer.in_effect().cores == 1, "the job runs on 1 core");
+      cpu_set_t m = mask();
+      check(CPU_COUNT(&m) == 1 && CPU_ISSET(0, &m), "confined to cpu0");
+      t += 1.0;
+      check(layer.keep_up().empty() && online() == 4, "nothing offline after 1 s");
+      t += 1.5;
+      check(layer.keep_up().empty() && online() == 1, "offline after 2.5 s");
+      m = mask();
+      check(CPU_EQUAL(&m, &started), "the mask it started with, once the cores are offline");
+      check(layer.apply(3, 0).empty() && online() == 3, "a step up at once");
+      check(layer.apply(1, 0).empty() && online() == 3 && layer.cores() == 1, "a new step down waits again");
+      t += 0.5;
+      check(layer.apply(2, 0).empty() && online() == 3 && layer.cores() == 2, "a smaller step down waits too");
+      t += 0.5;
+      check(layer.apply(3, 0).empty() && online() == 3 && layer.cores() == 3, "asked back before the wait is over");
+      m = mask();
+      check(CPU_EQUAL(&m, &started), "confinement undone");
+      t += 5;
+      check(layer.keep_up().empty() && online() == 3, "nothing went offline");
+      check(layer.apply(1, 0).empty(), "apply 1 again");
+    }
+    cpu_set_t m = mask();
+    check(CPU_EQUAL(&m, &started), "the layer gone, the mask it started with");
+    check(online() == 4, "restored");
+    _exit(failed == 0 ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "see the child's lines above";
 }
 
 // Affinity mode confines every thread it lists; one that ends between the

@@ -56,6 +56,7 @@ struct FakeCpuTree {
     k.sysfs_root = root.string();
     k.state_file = state;
     k.others_cores = [] { return 0.0; };  // the machine's own load is not the fake tree's
+    k.offline_after_s = 0;                 // the hotplug at once (the wait has its own test)
     return k;
   }
   std::filesystem::path root;

@@ -4,6 +4,8 @@
 // at the next start after a crash (kill -9): see KernelJournal.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -95,13 +97,17 @@ class CoreControl {
   // it cannot (below min_cores, more than exist, not allowed), IoError when
   // the kernel refuses a write.
   void set_online(int n);
+  // Every thread of this process on the first n online CPUs of the mask it
+  // started with (n <= 0: that mask again). Takes nothing from other
+  // processes; throws std::runtime_error when the kernel refuses.
+  void confine(int n);
   Mode mode() const { return cfg_.mode; }
 
  private:
   Config cfg_;
   KernelJournal& journal_;
   SysFs sys_;
-  int affinity_n_ = 0;
+  cpu_set_t started_with_;
 };
 
 // CPU frequency through libcpupower: the userspace governor and a fixed
@@ -174,6 +180,15 @@ class KernelLayer {
     // false: kernel.busy_cores = "taken").
     bool spare_busy = true;
     std::function<double()> others_cores;
+    // Hotplug: a core goes offline only once the jobs' ask for fewer cores
+    // has stood this long; until then xferd's own threads are confined to
+    // the cores that will stay (affinity). Writing cpuN/online costs about
+    // 8 ms of CPU and 45 ms of wall time here, and the jobs left on the one
+    // core then share it with everything else, so a job of a second pays
+    // more than it saves; 0: at once. The clock is steady time in seconds
+    // (tests give their own).
+    double offline_after_s = 2.0;
+    std::function<double()> clock;
   };
   explicit KernelLayer(Config cfg);
   ~KernelLayer();
@@ -202,7 +217,15 @@ class KernelLayer {
   int asked_cores_ = 0;
   int others_on_top_ = 0;
   std::unique_ptr<OthersLoad> load_;
+  // Hotplug: since when fewer cores than are online have been wanted (<0: not
+  // so), and the cores xferd's threads are confined to meanwhile (0: none).
+  double fewer_since_ = -1;
+  int confined_ = 0;
   int with_others(int cores);
+  double now() const;
+  // Brings the online cores toward `want` (at once up, after offline_after_s
+  // down) and confines xferd's threads while a step down waits.
+  void settle(int want);
 };
 
 }  // namespace xfer
