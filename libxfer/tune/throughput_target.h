@@ -53,6 +53,7 @@ class ThroughputTargetTuner : public Tuner {
   double first_look_due() const;  // when the first look is due (next_look_s)
   double rtt_s(const Observation& obs) const;
   int channels_for_left(const Observation& obs);
+  int channels_to_end_together(const Observation& obs) const;
   // The rate a cap holds: the need + the cap margin; in the tail, the band's middle at least.
   double held_bps() const {
     return std::max(margin_.held(need_bps_, target_bps_, kBand), tail_ ? target_bps_ * (1 + kBand / 2) : 0.0);

@@ -466,6 +466,65 @@ TEST(ThroughputTarget, ChannelsForTheFilesLeftComeBeforeTheRateFalls) {
   }
 }
 
+// Two chunks under a cap that binds end together: the channels are each
+// chunk's bytes left over what one of its channels moves, over the time the
+// job's bytes left take at the need. Issue 54's long-tailed set: 85 files of
+// 220 kB on two channels at 15 Mbit/s each (a round trip a file) while 15
+// files of 2.9 MB took 90 of the cap on one; the large files ended a second
+// first and the job's last interval moved 62 of 110. Here the small files
+// get a third channel (work 8.5 + 3.3 channel-seconds over 3.7 s: 4). Where
+// the rates already end the chunks together, nothing moves.
+TEST(ThroughputTarget, ChunksUnderACapEndTogether) {
+  TunerOptions o;
+  o.target_mbps = 110;
+  JobInfo info = wan_info({plan(ChunkKind::Small, 85, 18'600'000), plan(ChunkKind::Medium, 15, 43'400'000)}, 64);
+  info.rtt_s = 0.045;
+  auto two = [](const Params& q, double t_s, double small_mbps, double medium_mbps, uint64_t small_done,
+                uint64_t medium_done) {
+    Observation ob;
+    ob.t_s = t_s, ob.interval_s = 0.5, ob.params = q;
+    const uint64_t totals[2] = {18'600'000, 43'400'000}, done[2] = {small_done, medium_done};
+    const size_t files[2] = {85, 15};
+    const double mbps[2] = {small_mbps, medium_mbps};
+    for (size_t i = 0; i < 2; ++i) {
+      ChunkObservation c;
+      c.params = q.chunks[i];
+      c.bytes_total = totals[i], c.bytes_done = done[i];
+      c.files_total = files[i], c.files_done = size_t(double(files[i]) * double(done[i]) / double(totals[i]));
+      c.throughput_bps = mbps[i] * 1e6;
+      ob.chunks.push_back(c);
+      ob.bytes_total += totals[i], ob.bytes_done += done[i];
+    }
+    ob.throughput_bps = (small_mbps + medium_mbps) * 1e6;
+    ob.bytes_interval = uint64_t(ob.throughput_bps / 8 * ob.interval_s);
+    return ob;
+  };
+  for (bool lopsided : {true, false}) {
+    ThroughputTargetTuner t(o);
+    Params p = t.init(info);
+    p.chunks[0].cc = 2, p.chunks[1].cc = 1;
+    // An overshoot at 1.2 s: held by a cap.
+    std::optional<Params> a = t.decide(two(p, 1.2, 40, 160, 2'600'000, 6'400'000));
+    ASSERT_TRUE(a) << "an overshoot is held";
+    ASSERT_GT(a->rate_cap_bps, 0);
+    a->chunks[0].cc = 2, a->chunks[1].cc = 1;  // whatever the trim left: two and one
+    const double cap = a->rate_cap_bps / 1e6;
+    // In the band under the cap, 16 and 37 MB left.
+    const double small = lopsided ? 30 : cap * 16.0 / 53.0;
+    std::optional<Params> b = t.decide(two(*a, 1.7, small, cap - small, 2'600'000, 6'400'000));
+    if (lopsided) {
+      ASSERT_TRUE(b);
+      EXPECT_NE(b->reason.find("the chunks end together"), std::string::npos) << b->reason;
+      EXPECT_GE(b->total_channels(), 4) << b->reason;
+      EXPECT_GE(b->chunks[0].cc, 3) << "the small files' chunk, which would end last, gets them";
+      EXPECT_EQ(b->chunks[1].cc, 1);
+      EXPECT_GT(b->rate_cap_bps, 0) << "the cap holds the total";
+    } else {
+      EXPECT_TRUE(!b || b->total_channels() <= 3) << b->reason;
+    }
+  }
+}
+
 // The cap's margin over the need: 3%, a step more after each look that fell
 // under the floor while the cap bound, never past the band's top for it; a
 // dip where the cap did not bind (channels short) or a settling look is not
