@@ -224,6 +224,7 @@ struct Job::Impl : RequestOwner {
   // a slow stream's threshold goes down to min_piece_bytes.
   uint64_t split_min_bytes(const Request& r, uint64_t now, bool tail = false) const;
   std::optional<Piece> split_inflight(Channel& ch);
+  std::optional<Piece> borrow_piece(Channel& ch, uint64_t now);
   bool nothing_queued() const;  // no chunk has a fresh file, a requeued or a queued piece
   static bool channel_busy(const Channel& ch);  // a request in flight on one of its connections
   void keep_warm(Channel& ch);   // its used, idle connections go to `warm`
