@@ -183,6 +183,42 @@ TEST(Scheduler, InTheTailAnIdleChannelTakesHalfOfAnotherChannelsRequest) {
   EXPECT_FALSE(b[1]->ranged);
 }
 
+// A floor's job (split_tail): a channel whose chunk has nothing left takes
+// the next file of another chunk rather than idle until the tuner's next
+// look (issue 54: the small files ended half a second before the large
+// ones, two of which waited on one channel; the last interval moved 37
+// Mbit/s of 110). The file stays its own chunk's. Without split_tail
+// (static settings, the papers' own) the channel idles.
+TEST(Scheduler, AnIdleChannelOfAFloorsJobTakesAnotherChunksNextFile) {
+  const std::vector<uint64_t> sizes = {100'000, 100'000, 100'000, 2 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB};
+  for (bool floor : {true, false}) {
+    ScheduledJob s(sizes);
+    ASSERT_EQ(s.job->chunks.size(), 2u);
+    s.job->current.split_tail = floor;
+    s.set(ChunkKind::Medium, {1, 1, 1});
+    s.set(ChunkKind::Small, {4, 1, 1});  // three files, four channels: one has nothing of its own
+    auto g = s.gets();
+    size_t small = 0, medium = 0, borrowed = 0;
+    for (Request* r : g) {
+      const bool is_medium = r->file->chunk->plan.kind == ChunkKind::Medium;
+      (is_medium ? medium : small) += 1;
+      if (is_medium && r->conn->channel->chunk->plan.kind == ChunkKind::Small) ++borrowed;
+    }
+    EXPECT_EQ(small, 3u);
+    EXPECT_EQ(borrowed, floor ? 1u : 0u) << (floor ? "the idle channel takes a medium file" : "nothing borrowed");
+    EXPECT_EQ(medium, floor ? 2u : 1u);
+    if (!floor) continue;
+    // The borrowed file counts as its own chunk's in flight (what keeps that
+    // chunk unfinished while it runs elsewhere), and two medium files are
+    // left for whoever is idle next.
+    xfer::Chunk& m = s.chunk(ChunkKind::Medium);
+    size_t in_flight = 0;
+    for (size_t i : m.plan.files) in_flight += s.job->files[i].inflight;
+    EXPECT_EQ(in_flight, 2u);
+    EXPECT_EQ(m.fresh.size(), 2u);
+  }
+}
+
 // A fresh file taken by a channel of p connections is cut into p pieces,
 // dealt one per connection.
 TEST(Scheduler, AFreshFileIsCutIntoOnePiecePerConnection) {
