@@ -38,6 +38,29 @@ std::string slurp(const fs::path& p) {
   return s;
 }
 
+// What cpu1/online read, every 20 ms, from its start until stop().
+class Cpu1Watch {
+ public:
+  Cpu1Watch()
+      : thread_([this] {
+          while (!done_) {
+            seen_.insert(slurp(kCpu1));
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        }) {}
+  ~Cpu1Watch() { stop(); }
+  const std::set<std::string>& stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    return seen_;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::set<std::string> seen_;
+  std::thread thread_;
+};
+
 void put(const fs::path& p, const std::string& v) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << v << "\n";  // truncates in place: open fds see the new value
@@ -159,19 +182,11 @@ TEST_F(HotplugTest, AJobShorterThanTheWaitTakesNoCoreOffline) {
   xtest::Nginx nginx(d.dir);
   std::string work = make_temp_dir("kshort");
   std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
-  std::set<std::string> cpu1_seen;
-  std::atomic<bool> done{false};
-  std::thread watch([&] {
-    while (!done) {
-      cpu1_seen.insert(slurp(kCpu1));
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  Cpu1Watch watch;
   std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
                             " --sla static --cc 2 --cores 1 --kernel hotplug --busy-cores taken --offline-after 60 --log-level info"
                             " --kernel-state " + state + " --interval-ms 200 --json --no-progress 2> " + work + "/err");
-  done = true;
-  watch.join();
+  const std::set<std::string> cpu1_seen = watch.stop();
   const std::string err = capture("cat " + work + "/err");
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out << err;
@@ -206,19 +221,11 @@ TEST_F(HotplugTest, ACoreOtherWorkUsesStaysOnline) {
   xtest::Nginx nginx(d.dir);
   std::string work = make_temp_dir("kbusy");
   std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
-  std::set<std::string> cpu1_seen;
-  std::atomic<bool> done{false};
-  std::thread watch([&] {
-    while (!done) {
-      cpu1_seen.insert(slurp(kCpu1));
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  Cpu1Watch watch;
   std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
                             " --sla static --cc 2 --cores 1 --kernel hotplug --kernel-state " + state +
                             " --interval-ms 200 --json --no-progress 2> " + work + "/err");
-  done = true;
-  watch.join();
+  const std::set<std::string> cpu1_seen = watch.stop();
   for (pid_t p : spinners) kill(p, SIGKILL);
   for (pid_t p : spinners) waitpid(p, nullptr, 0);
   auto j = nlohmann::json::parse(out, nullptr, false);
