@@ -101,6 +101,36 @@ class HotplugTest : public ::testing::Test {
     EXPECT_EQ(slurp(kCpu1), "0");
     return pid;
   }
+  // `xferctl run --sla static --cc 2 --cores 1 --kernel hotplug` and `extra`
+  // on 30 small and 2 medium files from nginx, cpu1 watched throughout; the
+  // files checked, cpu1 and the journal checked after.
+  struct OneCoreJob {
+    nlohmann::json result;
+    std::string out, err;
+    std::set<std::string> cpu1_seen;
+  };
+  OneCoreJob run_one_core_job(const std::string& extra) {
+    xtest::Dataset d = xtest::dataset(30, 2, 0);
+    xtest::Nginx nginx(d.dir);
+    std::string work = make_temp_dir("kjob");
+    std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
+    OneCoreJob r;
+    Cpu1Watch watch;
+    r.out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
+                    " --sla static --cc 2 --cores 1 --kernel hotplug --kernel-state " + state + " " + extra +
+                    " --interval-ms 200 --json --no-progress 2> " + work + "/err");
+    r.cpu1_seen = watch.stop();
+    r.err = capture("cat " + work + "/err");
+    r.result = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(r.result.is_discarded()) << r.out << r.err;
+    if (r.result.is_discarded()) r.result = nlohmann::json::object();
+    EXPECT_EQ(r.result.value("state", ""), "done") << r.err;
+    EXPECT_EQ(slurp(kCpu1), "1");  // restored at exit
+    EXPECT_FALSE(fs::exists(state));
+    xtest::expect_identical(d, work);
+    fs::remove_all(work);
+    return r;
+  }
   std::string state;
 };
 
@@ -154,51 +184,26 @@ TEST_F(HotplugTest, ALiveOwnerIsNotALeftover) {
 // hotplug takes cpu1 offline for the transfer, reports it in the timeline,
 // and brings it back when the job ends.
 TEST_F(HotplugTest, JobTurnsCoresThroughTheKernelLayerAndRestores) {
-  xtest::Dataset d = xtest::dataset(30, 2, 0);
-  xtest::Nginx nginx(d.dir);
-  std::string work = make_temp_dir("kjob");
-  std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
-  std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
-                            " --sla static --cc 2 --cores 1 --kernel hotplug --busy-cores taken --offline-after 0"
-                            " --kernel-state " + state + " --interval-ms 200 --json --no-progress 2> " + work + "/err");
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << out << capture("cat " + work + "/err");
-  EXPECT_EQ(j["state"], "done");
+  OneCoreJob r = run_one_core_job("--busy-cores taken --offline-after 0");
+  const nlohmann::json& j = r.result;
+  EXPECT_EQ(r.cpu1_seen.count("0"), 1u) << "cpu1 went offline for the job";
   EXPECT_EQ(j["kernel"]["mode"], "hotplug");
-  EXPECT_EQ(j["kernel"]["cores"].get<int>(), 1);
+  EXPECT_EQ(j["kernel"]["cores"], 1);
   ASSERT_FALSE(j["timeline"].empty());
-  EXPECT_EQ(j["timeline"].back()["cores"].get<int>(), 1);
-  EXPECT_EQ(slurp(kCpu1), "1");  // restored at exit
-  EXPECT_FALSE(fs::exists(state));
-  xtest::expect_identical(d, work);
-  fs::remove_all(work);
+  EXPECT_EQ(j["timeline"].back()["cores"], 1);
 }
 
 // Issue 54: a job shorter than kernel.offline_after_s takes no core offline
 // (the hotplug would cost it more than it saves); it runs on the one core
 // it asked for by affinity, its timeline says 1 core, and the log says why.
 TEST_F(HotplugTest, AJobShorterThanTheWaitTakesNoCoreOffline) {
-  xtest::Dataset d = xtest::dataset(30, 2, 0);
-  xtest::Nginx nginx(d.dir);
-  std::string work = make_temp_dir("kshort");
-  std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
-  Cpu1Watch watch;
-  std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
-                            " --sla static --cc 2 --cores 1 --kernel hotplug --busy-cores taken --offline-after 60 --log-level info"
-                            " --kernel-state " + state + " --interval-ms 200 --json --no-progress 2> " + work + "/err");
-  const std::set<std::string> cpu1_seen = watch.stop();
-  const std::string err = capture("cat " + work + "/err");
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << out << err;
-  EXPECT_EQ(j["state"], "done");
-  EXPECT_EQ(cpu1_seen, std::set<std::string>{"1"}) << "cpu1 went offline for a job shorter than the wait";
-  EXPECT_EQ(j["kernel"]["cores"].get<int>(), 1);
+  OneCoreJob r = run_one_core_job("--busy-cores taken --offline-after 60 --log-level info");
+  const nlohmann::json& j = r.result;
+  EXPECT_EQ(r.cpu1_seen, std::set<std::string>{"1"}) << "cpu1 went offline for a job shorter than the wait";
+  EXPECT_EQ(j["kernel"]["cores"], 1);
   ASSERT_FALSE(j["timeline"].empty());
-  EXPECT_EQ(j["timeline"].back()["cores"].get<int>(), 1);
-  EXPECT_NE(err.find("for now; the rest go offline once the ask has stood 60.0 s"), std::string::npos) << err;
-  EXPECT_EQ(slurp(kCpu1), "1");
-  xtest::expect_identical(d, work);
-  fs::remove_all(work);
+  EXPECT_EQ(j["timeline"].back()["cores"], 1);
+  EXPECT_NE(r.err.find("for now; the rest go offline once the ask has stood 60.0 s"), std::string::npos) << r.err;
 }
 
 // Issue 54: a core other work keeps busy is never taken offline. Two
@@ -217,26 +222,12 @@ TEST_F(HotplugTest, ACoreOtherWorkUsesStaysOnline) {
     }
     spinners.push_back(p);
   }
-  xtest::Dataset d = xtest::dataset(30, 2, 0);
-  xtest::Nginx nginx(d.dir);
-  std::string work = make_temp_dir("kbusy");
-  std::ofstream(work + "/m") << d.manifest(nginx.url(false, "/"));
-  Cpu1Watch watch;
-  std::string out = capture(bin("xferctl") + " run --manifest " + work + "/m --dest " + work +
-                            " --sla static --cc 2 --cores 1 --kernel hotplug --kernel-state " + state +
-                            " --interval-ms 200 --json --no-progress 2> " + work + "/err");
-  const std::set<std::string> cpu1_seen = watch.stop();
+  OneCoreJob r = run_one_core_job("");
   for (pid_t p : spinners) kill(p, SIGKILL);
   for (pid_t p : spinners) waitpid(p, nullptr, 0);
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << out << capture("cat " + work + "/err");
-  EXPECT_EQ(j["state"], "done");
-  EXPECT_EQ(cpu1_seen, std::set<std::string>{"1"}) << "cpu1 went offline under other work";
-  ASSERT_FALSE(j["timeline"].empty());
-  for (const auto& e : j["timeline"]) EXPECT_EQ(e.value("cores", 0), 2) << e.dump();
-  EXPECT_EQ(slurp(kCpu1), "1");
-  xtest::expect_identical(d, work);
-  fs::remove_all(work);
+  EXPECT_EQ(r.cpu1_seen, std::set<std::string>{"1"}) << "cpu1 went offline under other work";
+  ASSERT_FALSE(r.result["timeline"].empty());
+  for (const auto& e : r.result["timeline"]) EXPECT_EQ(e.value("cores", 0), 2) << e.dump();
 }
 
 TEST_F(HotplugTest, SigtermRestores) {
