@@ -31,6 +31,7 @@ PrivateBus::PrivateBus() {
     throw std::runtime_error("dbus-daemon did not start with " + dir_ + "/bus.conf");
   address = "unix:path=" + dir_ + "/socket";
   setenv("DBUS_SYSTEM_BUS_ADDRESS", address.c_str(), 1);
+  reaper_ = std::make_unique<StopIfTestDies>(std::string("bash ") + XFER_SOURCE_DIR + "/scripts/private-bus.sh stop " + dir_);
 }
 
 PrivateBus::~PrivateBus() {

@@ -7,12 +7,15 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace xtest {
+
+class StopIfTestDies;  // fixture.h
 
 class PrivateBus {
  public:
@@ -22,6 +25,7 @@ class PrivateBus {
 
  private:
   std::string dir_;
+  std::unique_ptr<StopIfTestDies> reaper_;
 };
 
 class Xferd {

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,9 +130,49 @@ Nginx::Nginx(const std::string& data_dir, const std::string& rate, std::vector<T
     if (prepare) prepare(*this);
     std::string cmd = std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh start " + run + " " +
                       data_dir + " " + std::to_string(h1) + " " + std::to_string(h2) + " " + rate;
-    if (sh(cmd) == 0) return;
+    if (sh(cmd) == 0) {
+      reaper_ = std::make_unique<StopIfTestDies>(std::string("bash ") + XFER_SOURCE_DIR + "/scripts/nginx-serve.sh stop " +
+                                                 run);
+      return;
+    }
   }
   throw std::runtime_error("nginx did not start; see " + run + "/error.log");
+}
+
+StopIfTestDies::StopIfTestDies(const std::string& stop_cmd) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + strerror(errno));
+  const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid();  // out of the test's process group: a group kill does not take it
+    if (devnull >= 0) dup2(devnull, 0), dup2(devnull, 1), dup2(devnull, 2);  // ctest's pipes closed
+    // Nothing else of the test's held open here (its sockets, the write end
+    // of this pipe and of other such pipes): the read sees EOF when the test goes.
+    if (p[0] > 3) close_range(3, unsigned(p[0]) - 1, 0);
+    close_range(unsigned(p[0]) + 1, ~0U, 0);
+    char c = 0;
+    ssize_t n;
+    do n = read(p[0], &c, 1);
+    while (n < 0 && errno == EINTR);
+    if (n == 1) _exit(0);  // the fixture stopped it
+    execl("/bin/sh", "sh", "-c", stop_cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[0]);
+  if (devnull >= 0) close(devnull);
+  if (pid < 0) {
+    close(p[1]);
+    throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  }
+  fd_ = p[1], pid_ = pid;
+}
+
+StopIfTestDies::~StopIfTestDies() {
+  const char c = 'x';
+  if (write(fd_, &c, 1) != 1) perror("StopIfTestDies: write");
+  close(fd_);
+  waitpid(pid_, nullptr, 0);
 }
 
 Nginx::~Nginx() {

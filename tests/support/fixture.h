@@ -60,6 +60,23 @@ struct TlsSite {
   std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
 };
 
+// A server a fixture started that outlives its starter (it daemonizes) is
+// stopped by `stop_cmd` if the test dies first (killed by ctest's timeout,
+// a crash): a child of its own session waits for the test to go, and runs
+// the command unless the fixture said it stopped the server itself. Its
+// child does nothing but read, exec and exit (fork from a test's threads).
+class StopIfTestDies {
+ public:
+  explicit StopIfTestDies(const std::string& stop_cmd);
+  ~StopIfTestDies();  // the fixture stopped it: nothing to do
+  StopIfTestDies(const StopIfTestDies&) = delete;
+  StopIfTestDies& operator=(const StopIfTestDies&) = delete;
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+};
+
 class Nginx {
  public:
   // rate: nginx limit_rate for /slow/ (per connection, or per stream on h2).
@@ -75,6 +92,9 @@ class Nginx {
   void clear_log() const;
   int h1 = 0, h2 = 0;
   std::string run;
+
+ private:
+  std::unique_ptr<StopIfTestDies> reaper_;
 };
 
 struct Dataset {
