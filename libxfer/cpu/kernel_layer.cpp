@@ -72,22 +72,22 @@ double KernelLayer::now() const {
 // the job's CPU per byte is that of the fewer cores from its first interval.
 void KernelLayer::settle(int want) {
   const int online = cores_.online();
-  if (want >= online || cfg_.offline_after_s <= 0) {
+  bool at_once = want >= online || cfg_.offline_after_s <= 0;
+  if (!at_once) {
+    const double t = now();
+    if (fewer_since_ < 0) fewer_since_ = t;
+    at_once = t - fewer_since_ >= cfg_.offline_after_s;
+  }
+  if (at_once) {
+    // Down: the cores go first, then the threads spread over those left; up:
+    // the threads get their cores back whether or not the kernel lets one on.
+    if (want < online) cores_.set_online(want);
     fewer_since_ = -1;
     if (confined_) {
       cores_.confine(0);
       confined_ = 0;
     }
-    if (want != online) cores_.set_online(want);
-    return;
-  }
-  const double t = now();
-  if (fewer_since_ < 0) fewer_since_ = t;
-  if (t - fewer_since_ >= cfg_.offline_after_s) {
-    cores_.set_online(want);
-    fewer_since_ = -1;
-    if (confined_) cores_.confine(0);
-    confined_ = 0;
+    if (want > online) cores_.set_online(want);
     return;
   }
   if (confined_ != want) {

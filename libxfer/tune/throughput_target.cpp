@@ -144,36 +144,44 @@ void ThroughputTargetTuner::allocate(const Observation* obs) {
 // left to carry the floor on its share (issue 54: a long-tailed set's last
 // second at 83 Mbit/s of 120 on 3 of its 5 channels). Before that: HTEE's.
 std::vector<double> ThroughputTargetTuner::work_weights(const Observation* obs) const {
-  if (!obs || obs->settling || obs->chunks.size() != info_.chunks.size()) return weights_;
+  std::optional<std::vector<double>> w = obs ? work_left(*obs) : std::nullopt;
+  if (!w) return weights_;
+  for (size_t i = 0; i < w->size(); ++i)
+    if (!obs->chunks[i].finished && (*w)[i] <= 0) return weights_;  // a chunk with its bytes in but not done
+  return *w;
+}
+
+// Each chunk's channel-seconds of work left: bytes left x cc / its
+// throughput (0 for a chunk finished or with nothing left to fetch); none
+// while a running chunk's rate is not measured (settling, no throughput).
+std::optional<std::vector<double>> ThroughputTargetTuner::work_left(const Observation& obs) const {
+  if (obs.settling || obs.chunks.size() != info_.chunks.size()) return std::nullopt;
   std::vector<double> w(info_.chunks.size(), 0);
   for (size_t i = 0; i < w.size(); ++i) {
-    const ChunkObservation& c = obs->chunks[i];
-    if (c.finished) continue;
-    if (c.params.cc <= 0 || c.throughput_bps <= 0 || c.bytes_left() == 0) return weights_;
+    const ChunkObservation& c = obs.chunks[i];
+    if (c.finished || c.bytes_left() == 0) continue;
+    if (c.params.cc <= 0 || c.throughput_bps <= 0) return std::nullopt;
     w[i] = double(c.bytes_left()) * 8 * double(c.params.cc) / c.throughput_bps;
   }
   return w;
 }
 
 // The channels at which every chunk ends when the job would at its need:
-// work_weights are each chunk's channel-seconds of work left at what one of
-// its channels moves, the job's bytes left take T at the held rate, so the
-// chunks together need their sum over T (split by those weights, each chunk
+// work_left is each chunk's channel-seconds of work at what one of its
+// channels moves, the job's bytes left take T at the held rate, so the
+// chunks together need their sum over T (split by work_weights, each chunk
 // its own share). Under a cap the total is held whatever the channels; what
 // they change is which chunk carries it. Issue 54: 15 files of 2.9 MB on one
 // channel took 90 of a 120 Mbit/s cap while 85 files of 220 kB moved 15
 // Mbit/s on each of two (a round trip a file, 45 ms): the large files ended a
 // second before the small ones, whose last interval moved 62. 0: not known.
 int ThroughputTargetTuner::channels_to_end_together(const Observation& obs) const {
-  if (obs.chunks.size() != info_.chunks.size() || held_bps() <= 0) return 0;
+  std::optional<std::vector<double>> w = work_left(obs);
+  if (!w || held_bps() <= 0) return 0;
   double work = 0;
   int active = 0;
-  for (const ChunkObservation& c : obs.chunks) {
-    if (c.finished || c.bytes_left() == 0) continue;
-    if (c.params.cc <= 0 || c.throughput_bps <= 0) return 0;
-    work += double(c.bytes_left()) * 8 * double(c.params.cc) / c.throughput_bps;
-    ++active;
-  }
+  for (double x : *w)
+    if (x > 0) work += x, ++active;
   const double t = double(obs.bytes_left()) * 8 / held_bps();
   if (active < 2 || t <= 0) return 0;  // one chunk: its channels are the job's
   // A step at most doubles the channels (their rates are measured again
@@ -501,7 +509,7 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
     // channels, then 86 and 73 as the last 14 files of ~235 kB came, 26
     // Mbit/s a channel at 45 ms); the cap holds what they bring over.
     const int want = channels_for_left(obs);
-    const int together = obs.settling ? 0 : channels_to_end_together(obs);
+    const int together = channels_to_end_together(obs);
     if (want > total_ && want >= together) {
       why += fmt::format("{}the {} files left carry about {:.1f} Mbit/s a channel: {} to {} channels", why.empty() ? "" : "; ",
                          tune::files_left(obs), left_.channel_bps / 1e6, total_, want);

@@ -61,6 +61,7 @@ class ThroughputTargetTuner : public Tuner {
   double need_bps(const Observation& obs) const;  // what the rest of the job needs (its average)
   std::string hold_rate(double thr);              // a cap at held_bps(); why, or "" when it is there
   std::vector<double> work_weights(const Observation* obs) const;
+  std::optional<std::vector<double>> work_left(const Observation& obs) const;
   bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
   JobInfo info_;
