@@ -263,7 +263,7 @@ void Arbiter::measure(double sum_bps) {
     }
   }
   ++since_raise_;
-  const std::string took = queued ? "" : arrival_evidence(sum_bps);
+  const std::string took = queued ? "" : arrival_evidence(&sum_bps);
   if (queued || !took.empty()) {
     // The jobs together fill the link: it carries what they move (the most
     // such a round has shown, slowly forgotten so that a slower link is followed).
@@ -290,7 +290,7 @@ void Arbiter::measure(double sum_bps) {
   }
 }
 
-std::string Arbiter::arrival_evidence(double sum_bps) {
+std::string Arbiter::arrival_evidence(double* sum_bps) {
   if (!arrival_) return "";
   auto it = members_.find(arrival_->id);
   if (it == members_.end() || arrival_->left == 0) {
@@ -298,10 +298,14 @@ std::string Arbiter::arrival_evidence(double sum_bps) {
     return "";
   }
   --arrival_->left;
-  const double mine = it->second.last_bps, before = arrival_->others_bps, others = sum_bps - mine;
-  if (mine < cfg_.arrival_share * before || others > before - 0.5 * mine ||
-      sum_bps > cfg_.arrival_sum_share * before)
-    return "";
+  double all = 0;
+  for (const auto& [id, m] : members_) all += m.recent_bps();
+  const double mine = it->second.recent_bps(), before = arrival_->others_bps, others = all - mine;
+  const bool took = it->second.seen >= 2 && mine >= cfg_.arrival_share * before && others <= before - 0.5 * mine &&
+                    all <= cfg_.arrival_sum_share * before;
+  arrival_->held = took ? arrival_->held + 1 : 0;
+  if (arrival_->held < cfg_.arrival_confirm) return "";
+  *sum_bps = all;
   const std::string why = fmt::format("job {} arrived and took {:.0f} Mbit/s from the others (they moved {:.0f} "
                                       "before it, {:.0f} beside it)",
                                       arrival_->id, mbps(mine), mbps(before), mbps(others));
@@ -354,7 +358,7 @@ void Arbiter::join(const ArbiterJob& j, Apply apply) {
   m.apply = std::move(apply);
   double others = 0;
   for (const auto& [id, o] : members_)
-    if (id != j.id) others += o.last_bps;
+    if (id != j.id) others += o.recent_bps();
   if (others > 0) arrival_ = Arrival{j.id, others, size_t(cfg_.arrival_rounds) * members_.size()};
   log::info("arbiter: job {} joins: {} class, user {}{}", j.id, to_string(j.cls), j.user,
             j.floor_bps > 0 ? fmt::format(", floor {:.0f} Mbit/s", mbps(j.floor_bps)) : "");
@@ -371,16 +375,19 @@ void Arbiter::observe(uint32_t id, double bps, int connections, double joules_pe
   if (it == members_.end()) return;
   Member& m = it->second;
   const double had = m.allot.cap_bps > 0 ? m.allot.cap_bps : capacity_bps();
+  m.prev_bps = m.last_bps;
   m.last_bps = bps;
+  ++m.seen;
   m.connections = connections;
   m.capped = m.allot.cap_bps > 0;
   m.at_cap = m.capped && bps >= cfg_.busy * m.allot.cap_bps;
-  m.queued = false;
+  bool above = false;
   if (rtt_ms > 0 && bps > 0) {
-    if (m.least_rtt_ms > 0)
-      m.queued = rtt_ms > m.least_rtt_ms * (1 + cfg_.queue_share) + cfg_.queue_ms;
+    above = m.least_rtt_ms > 0 && rtt_ms > m.least_rtt_ms * (1 + cfg_.queue_share) + cfg_.queue_ms;
     m.least_rtt_ms = m.least_rtt_ms > 0 ? std::min(m.least_rtt_ms, rtt_ms) : rtt_ms;
   }
+  m.queued_in_row = above ? m.queued_in_row + 1 : 0;
+  m.queued = m.queued_in_row >= cfg_.queue_intervals;
   if (m.job.ceiling_j_per_gb > 0 && joules_per_gb > 0 && bps > 0) {
     // The rate at which its energy per GB would be its ceiling, with the
     // floors' margin; smoothed over intervals (one interval's joules are noisy).

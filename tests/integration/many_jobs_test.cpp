@@ -236,7 +236,7 @@ TEST(ManyJobs, AGuessedCapacityNeverHoldsConcurrentJobsBack) {
   for (const std::string& p : slow) wait_state(p, {"cancelled", "done"}, 30);
   Shell cap = run("busctl get-property org.xferd.Xferd1 /org/xferd/Xferd1 org.xferd.Manager1 LinkCapacityBps");
   std::printf("after the server-limited jobs: LinkCapacityBps %s", cap.out.c_str());
-  EXPECT_EQ(cap.out, "d 0\n") << "a capacity from jobs a server held back";
+  EXPECT_EQ(cap.out, "d 0\n") << "a capacity from jobs a server held back\n" << env.xferd.log();
   const std::string manifest = bulk.manifest(fast.url(false, "/"));
   // n jobs submitted at once (each from its own caller): they join the
   // arbiter together, before either has shown what it can move.

@@ -100,9 +100,13 @@ struct ArbiterConfig {
   double floor_starved_share = 0.5;
   int floor_release_intervals = 6;
   // A job's path queues when its flows' RTT is above the least it has seen
-  // by this share of it and this many ms: the link is full.
+  // by this share of it and this many ms, in this many of its intervals in a
+  // row: the link is full. One interval is no evidence: on loopback, with
+  // both cores busy, one stalled reader raised the RTT from 7 to 30 ms and
+  // two jobs a server held to 16 Mbit/s a connection were capped at 37.
   double queue_share = 0.25;
   double queue_ms = 2;
+  int queue_intervals = 2;
   // A job that arrives and moves at least this share of what the others
   // moved before it, while they fall by at least half of what it moves and
   // all together move no more than arrival_sum_share of what they moved
@@ -111,6 +115,11 @@ struct ArbiterConfig {
   double arrival_share = 0.2;
   double arrival_sum_share = 1.15;
   int arrival_rounds = 4;  // rounds of observations after an arrival this is looked for
+  // ...and it must hold in this many looks in a row, on each job's rate over
+  // its last two intervals: a server that sends in bursts (nginx's
+  // limit_rate) moves 0 and 33 Mbit/s in turn, and one job's pause beside the
+  // other's burst is no taking.
+  int arrival_confirm = 2;
   // Connections open at once to one origin over all the jobs (servers cap
   // the connections per client: aria2 issues 577, 1039); 0: no limit but
   // each job's own max_channels.
@@ -172,13 +181,18 @@ class Arbiter {
     Apply apply;
     Allotment allot;
     double last_bps = 0;
+    double prev_bps = 0;  // the interval before
+    int seen = 0;         // intervals observed
+    // Its rate over its last two intervals (what a burst averages to).
+    double recent_bps() const { return seen >= 2 ? 0.5 * (last_bps + prev_bps) : last_bps; }
     int connections = 0;  // what its tuner asked for at its last interval
     double need_bps = 0;  // an energy ceiling's need (Claim::ceiling_need_bps), smoothed
     int low = 0;  // intervals in a row it moved under cfg.busy of what it was allotted
     int starved = 0;              // intervals in a row it moved under floor_starved_share of its floor
     bool floor_released = false;  // ...enough of them: it is divided as a job of its class
     double least_rtt_ms = 0;      // the least RTT its flows have shown (0: none yet)
-    bool queued = false;          // its last interval's RTT says the path queues
+    int queued_in_row = 0;        // its intervals in a row whose RTT says the path queues
+    bool queued = false;          // ...cfg.queue_intervals of them
     bool capped = false;          // it was capped in its last interval...
     bool at_cap = false;          // ...and moved at least cfg.busy of the cap
   };
@@ -194,12 +208,14 @@ class Arbiter {
   // from them (ArbiterConfig::arrival_share).
   struct Arrival {
     uint32_t id = 0;
-    double others_bps = 0;  // what the others moved when it joined
+    double others_bps = 0;  // what the others moved when it joined (their recent_bps)
     size_t left = 0;        // observations it is still watched for
+    int held = 0;           // looks in a row that showed it taking
   };
   std::optional<Arrival> arrival_;
-  // Evidence that a newcomer took its rate from the others: "" when none.
-  std::string arrival_evidence(double sum_bps);
+  // Evidence that a newcomer took its rate from the others: "" when none;
+  // *sum_bps is then what all moved (recent_bps).
+  std::string arrival_evidence(double* sum_bps);
 };
 
 }  // namespace xfer
