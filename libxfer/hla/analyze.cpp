@@ -9,7 +9,7 @@ namespace xfer::hla {
 
 Analysis analyze(const HistoryData& h, const std::string& history_name, size_t min_rows, uint64_t seed) {
   Analysis a;
-  if (h.intervals.empty())
+  if (h.intervals.empty() && h.folded.empty())
     throw HistoryError("history " + history_name + " holds no interval rows: nothing to learn from (run transfers with "
                        "a history, or xfer-hla collect)");
   a.pre = preprocess(h);

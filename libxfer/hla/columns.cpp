@@ -128,9 +128,41 @@ const std::vector<Column<IntervalRow>>& interval_columns() {
   return c;
 }
 
+const std::vector<Column<FoldedRow>>& folded_columns() {
+  using R = FoldedRow;
+  static const std::vector<Column<R>> c = {
+      col("key", &R::key, true), col("path", &R::path), col("size_class", &R::size_class),
+      col("files_class", &R::files_class), col("cc", &R::cc), col("p", &R::p), col("pp", &R::pp),
+      col("cores", &R::cores), col("freq_khz", &R::freq_khz), col("explored", &R::explored),
+      col("seconds", &R::seconds), col("gb", &R::gb), col("mbps_sq", &R::mbps_sq), col("joules", &R::joules),
+      col("gb_no_energy", &R::gb_no_energy), col("intervals", &R::intervals), col("visits", &R::visits),
+      col("w_link_mbps", &R::w_link_mbps), col("w_rtt_ms", &R::w_rtt_ms), col("w_loss_pct", &R::w_loss_pct),
+      col("w_files", &R::w_files), col("w_bytes", &R::w_bytes), col("w_size_mean", &R::w_size_mean),
+      col("w_size_sd", &R::w_size_sd), col("w_ext_load", &R::w_ext_load), col("first_unix", &R::first_unix),
+      col("last_unix", &R::last_unix), col("decayed_to", &R::decayed_to), col("half_life_days", &R::half_life_days),
+  };
+  return c;
+}
+
+std::string folded_schema_sql() { return create("hla_folded", folded_columns(), false); }
+
+std::string upsert_folded_sql(const std::function<std::string(int)>& ph) {
+  std::string s = insert("hla_folded", folded_columns(), ph) + " ON CONFLICT(key) DO UPDATE SET ";
+  bool first = true;
+  for (const auto& c : folded_columns()) {
+    if (c.key) continue;
+    s += fmt::format("{}{}=excluded.{}", first ? "" : ",", c.name, c.name);
+    first = false;
+  }
+  return s;
+}
+
+std::string select_folded_sql() { return "SELECT " + names(folded_columns()) + " FROM hla_folded ORDER BY key"; }
+
 std::string schema_sql(bool journal) {
   return "CREATE TABLE IF NOT EXISTS hla_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" +
-         create("hla_runs", run_columns(), journal) + create("hla_intervals", interval_columns(), journal);
+         create("hla_runs", run_columns(), journal) + create("hla_intervals", interval_columns(), journal) +
+         folded_schema_sql();
 }
 
 std::string insert_runs_sql(const std::function<std::string(int)>& ph, bool journal) {
@@ -149,9 +181,10 @@ std::string insert_intervals_sql(const std::function<std::string(int)>& ph) {
   return insert("hla_intervals", interval_columns(), ph) + " ON CONFLICT DO NOTHING";
 }
 
-std::string select_sql(bool runs) {
-  return runs ? "SELECT " + names(run_columns()) + " FROM hla_runs ORDER BY node,run"
-              : "SELECT " + names(interval_columns()) + " FROM hla_intervals ORDER BY node,run,seq,chunk";
+std::string select_sql(bool runs, const std::string& where) {
+  const std::string w = where.empty() ? "" : " WHERE " + where;
+  return runs ? "SELECT " + names(run_columns()) + " FROM hla_runs" + w + " ORDER BY node,run"
+              : "SELECT " + names(interval_columns()) + " FROM hla_intervals" + w + " ORDER BY node,run,seq,chunk";
 }
 
 Value parse_value(SqlType t, const std::string& text) {

@@ -31,6 +31,7 @@ struct Column {
 
 const std::vector<Column<RunRow>>& run_columns();
 const std::vector<Column<IntervalRow>>& interval_columns();
+const std::vector<Column<FoldedRow>>& folded_columns();
 
 // CREATE TABLE statements (IF NOT EXISTS) for both tables and hla_meta.
 // journal: the SQLite journal's extra columns (rev, shipped_rev).
@@ -41,8 +42,13 @@ std::string schema_sql(bool journal);
 // the row to ship again). ph(i) spells placeholder i (1-based).
 std::string insert_runs_sql(const std::function<std::string(int)>& ph, bool journal);
 std::string insert_intervals_sql(const std::function<std::string(int)>& ph);
-// "SELECT cols FROM t" (ORDER BY its key).
-std::string select_sql(bool runs);
+// "SELECT cols FROM t [WHERE where]" (ORDER BY its key).
+std::string select_sql(bool runs, const std::string& where = "");
+// hla_folded: CREATE TABLE (in schema_sql too), an upsert that replaces
+// every column, and its SELECT.
+std::string folded_schema_sql();
+std::string upsert_folded_sql(const std::function<std::string(int)>& ph);
+std::string select_folded_sql();
 
 // Parses text (PostgreSQL's text format) as the column's type.
 Value parse_value(SqlType t, const std::string& text);

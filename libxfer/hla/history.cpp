@@ -30,6 +30,14 @@ namespace {
 
 using Stmt = SqliteStmt<HistoryError>;
 
+// Every run's key, outcome, end (its start when it has none) and rows.
+constexpr const char* kRunAgesSql =
+    "SELECT r.node,r.run,r.outcome,CASE WHEN r.finished_unix>0 THEN r.finished_unix ELSE r.started_unix END,"
+    "(SELECT COUNT(*) FROM hla_intervals i WHERE i.node=r.node AND i.run=r.run) FROM hla_runs r";
+// One run's rows: select_sql's WHERE in each backend's placeholders.
+constexpr const char* kOneRunSqlite = "node=?1 AND run=?2";
+constexpr const char* kOneRunPg = "node=$1 AND run=$2";
+
 // ---- SQLite -----------------------------------------------------------------
 
 class SqliteHistory : public History {
@@ -65,16 +73,26 @@ class SqliteHistory : public History {
       }
       if (!has_meta && (read_only || has_other))
         throw HistoryError("history " + path + ": not a transfer history (it has no hla_meta table)");
+      int version = kHistorySchemaVersion;
       if (has_meta) {
         Stmt v(db_, "SELECT value FROM hla_meta WHERE key='schema_version'", prefix());
-        int version = v.step() ? std::atoi(v.str(0).c_str()) : 0;
-        if (version != kHistorySchemaVersion)
-          throw HistoryError(fmt::format("history {}: schema version {}, this program reads version {}", path,
+        version = v.step() ? std::atoi(v.str(0).c_str()) : 0;
+        if (version < 1 || version > kHistorySchemaVersion)
+          throw HistoryError(fmt::format("history {}: schema version {}, this program reads versions 1 to {}", path,
                                          version, kHistorySchemaVersion));
       }
       if (!read_only) {
         exec(schema_sql(true));  // every SQLite history can serve as a journal
         exec(fmt::format("INSERT OR IGNORE INTO hla_meta VALUES('schema_version','{}')", kHistorySchemaVersion));
+        if (version < kHistorySchemaVersion) {  // version 1 gains hla_folded (schema_sql made it)
+          exec(fmt::format("UPDATE hla_meta SET value='{}' WHERE key='schema_version'", kHistorySchemaVersion));
+          log::info("history {}: schema version {} brought to {} (hla_folded added)", path, version,
+                    kHistorySchemaVersion);
+        }
+        has_folded_ = true;
+      } else {
+        Stmt f(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='hla_folded'", prefix());
+        has_folded_ = f.step();
       }
     } catch (...) {
       sqlite3_close(db_);
@@ -111,7 +129,94 @@ class SqliteHistory : public History {
     HistoryData d;
     read_table(select_sql(true), run_columns(), d.runs);
     read_table(select_sql(false), interval_columns(), d.intervals);
+    d.folded = read_folded();
     return d;
+  }
+
+  std::vector<RunAge> run_ages() const override {
+    std::vector<RunAge> out;
+    Stmt s(db_, kRunAgesSql, prefix());
+    while (s.step()) out.push_back({s.str(0), s.str(1), s.str(2), s.dbl(3), size_t(s.i64(4))});
+    return out;
+  }
+
+  HistoryData read_runs(const std::vector<RunAge>& which) const override {
+    HistoryData d;
+    Stmt r(db_, select_sql(true, kOneRunSqlite), prefix()), i(db_, select_sql(false, kOneRunSqlite), prefix());
+    for (const RunAge& a : which) {
+      r.bind(1, a.node).bind(2, a.run);
+      while (r.step()) fill_one(r, run_columns(), d.runs);
+      r.reset();
+      i.bind(1, a.node).bind(2, a.run);
+      while (i.step()) fill_one(i, interval_columns(), d.intervals);
+      i.reset();
+    }
+    return d;
+  }
+
+  std::vector<FoldedRow> read_folded() const override {
+    std::vector<FoldedRow> out;
+    if (has_folded_) read_table(select_folded_sql(), folded_columns(), out);
+    return out;
+  }
+
+  void fold(const std::vector<FoldedRow>& rows, const std::vector<RunAge>& remove) override {
+    {
+      Stmt j(db_, "SELECT value FROM hla_meta WHERE key='journal_for'", prefix());
+      if (j.step())
+        throw HistoryError(prefix() + "this file is the journal of " + j.str(0) +
+                           ": compact that history (the shipper prunes what the server has)");
+    }
+    exec("BEGIN IMMEDIATE");
+    try {
+      Stmt up(db_, upsert_folded_sql([](int k) { return "?" + std::to_string(k); }), prefix());
+      for (const FoldedRow& f : rows) {
+        bind_row(up, folded_columns(), f);
+        up.step();
+        up.reset();
+      }
+      Stmt di(db_, "DELETE FROM hla_intervals WHERE node=?1 AND run=?2", prefix());
+      Stmt dr(db_, "DELETE FROM hla_runs WHERE node=?1 AND run=?2", prefix());
+      for (const RunAge& a : remove) {
+        di.bind(1, a.node).bind(2, a.run).step();
+        di.reset();
+        dr.bind(1, a.node).bind(2, a.run).step();
+        dr.reset();
+      }
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  // The journal's side: this file journals for a server (compact() refuses it).
+  void mark_journal_for(const std::string& shown_url) {
+    Stmt s(db_, "INSERT OR REPLACE INTO hla_meta VALUES('journal_for',?1)", prefix());
+    s.bind(1, shown_url).step();
+  }
+  // Rows the server has, of runs that ended before `before_unix`: the
+  // journal keeps only what is still to ship and the last day's.
+  size_t prune_shipped(double before_unix) {
+    exec("BEGIN IMMEDIATE");
+    try {
+      const char* runs = "SELECT node,run FROM hla_runs WHERE shipped_rev>=rev AND outcome!='running' AND "
+                         "finished_unix>0 AND finished_unix<?1";
+      Stmt di(db_, fmt::format("DELETE FROM hla_intervals WHERE shipped_rev>=rev AND (node,run) IN ({})", runs),
+              prefix());
+      di.bind(1, before_unix).step();
+      size_t n = size_t(sqlite3_changes(db_));
+      Stmt dr(db_, fmt::format("DELETE FROM hla_runs WHERE (node,run) IN ({}) AND NOT EXISTS (SELECT 1 FROM "
+                               "hla_intervals i WHERE i.node=hla_runs.node AND i.run=hla_runs.run)",
+                               runs),
+              prefix());
+      dr.bind(1, before_unix).step();
+      exec("COMMIT");
+      return n;
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
   }
 
   std::string where() const override { return path_; }
@@ -188,17 +293,20 @@ class SqliteHistory : public History {
     }
   }
   template <class Row>
+  static void fill_one(const Stmt& s, const std::vector<Column<Row>>& cols, std::vector<Row>& out) {
+    Row r;
+    fill(s, cols, r);
+    out.push_back(std::move(r));
+  }
+  template <class Row>
   void read_table(const std::string& sql, const std::vector<Column<Row>>& cols, std::vector<Row>& out) const {
     Stmt s(db_, sql, prefix());
-    while (s.step()) {
-      Row r;
-      fill(s, cols, r);
-      out.push_back(std::move(r));
-    }
+    while (s.step()) fill_one(s, cols, out);
   }
 
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool has_folded_ = false;  // a version 1 history opened to read has none
 };
 
 // ---- PostgreSQL -------------------------------------------------------------
@@ -223,11 +331,16 @@ class PgHistory : public History {
     PGresult* r = PQexec(conn_, "SELECT value FROM hla_meta WHERE key='schema_version'");
     int version = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? std::atoi(PQgetvalue(r, 0, 0)) : 0;
     PQclear(r);
-    if (version != kHistorySchemaVersion) {
+    if (version < 1 || version > kHistorySchemaVersion) {
       PQfinish(conn_);
       conn_ = nullptr;
-      throw HistoryError(fmt::format("history {}: schema version {}, this program reads version {}", redact_url(url),
-                                     version, kHistorySchemaVersion));
+      throw HistoryError(fmt::format("history {}: schema version {}, this program reads versions 1 to {}",
+                                     redact_url(url), version, kHistorySchemaVersion));
+    }
+    if (version < kHistorySchemaVersion) {  // version 1 gained hla_folded above (schema_sql)
+      exec(fmt::format("UPDATE hla_meta SET value='{}' WHERE key='schema_version'", kHistorySchemaVersion));
+      log::info("history {}: schema version {} brought to {} (hla_folded added)", redact_url(url), version,
+                kHistorySchemaVersion);
     }
   }
   ~PgHistory() override { PQfinish(conn_); }
@@ -246,7 +359,44 @@ class PgHistory : public History {
     HistoryData d;
     read_table(select_sql(true), run_columns(), d.runs);
     read_table(select_sql(false), interval_columns(), d.intervals);
+    d.folded = read_folded();
     return d;
+  }
+  std::vector<RunAge> run_ages() const override {
+    std::vector<RunAge> out;
+    PGresult* r = query(kRunAgesSql, {});
+    for (int i = 0; i < PQntuples(r); ++i)
+      out.push_back({PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), std::strtod(PQgetvalue(r, i, 3), nullptr),
+                     size_t(std::strtoull(PQgetvalue(r, i, 4), nullptr, 10))});
+    PQclear(r);
+    return out;
+  }
+  HistoryData read_runs(const std::vector<RunAge>& which) const override {
+    HistoryData d;
+    for (const RunAge& a : which) {
+      read_table(select_sql(true, kOneRunPg), run_columns(), d.runs, {a.node, a.run});
+      read_table(select_sql(false, kOneRunPg), interval_columns(), d.intervals, {a.node, a.run});
+    }
+    return d;
+  }
+  std::vector<FoldedRow> read_folded() const override {
+    std::vector<FoldedRow> out;
+    read_table(select_folded_sql(), folded_columns(), out);
+    return out;
+  }
+  void fold(const std::vector<FoldedRow>& rows, const std::vector<RunAge>& remove) override {
+    exec("BEGIN");
+    try {
+      put_rows(upsert_folded_sql([](int i) { return "$" + std::to_string(i); }), folded_columns(), rows);
+      for (const RunAge& a : remove) {
+        PQclear(query("DELETE FROM hla_intervals WHERE node=$1 AND run=$2", {a.node, a.run}));
+        PQclear(query("DELETE FROM hla_runs WHERE node=$1 AND run=$2", {a.node, a.run}));
+      }
+      exec("COMMIT");
+    } catch (...) {
+      if (ok()) PQclear(PQexec(conn_, "ROLLBACK"));
+      throw;
+    }
   }
   std::string where() const override { return redact_url(url_); }
 
@@ -265,26 +415,45 @@ class PgHistory : public History {
     PQclear(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw HistoryError("history " + where() + ": " + why);
   }
+  // A statement with text parameters; its result (the caller clears it),
+  // or HistoryError.
+  PGresult* query(const std::string& sql, const std::vector<std::string>& args) const {
+    std::vector<const char*> params;
+    for (const std::string& a : args) params.push_back(a.c_str());
+    PGresult* r = PQexecParams(conn_, sql.c_str(), int(params.size()), nullptr, params.data(), nullptr, nullptr, 0);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      std::string why = one_line(PQresultErrorMessage(r));
+      PQclear(r);
+      throw HistoryError("history " + where() + ": " + why);
+    }
+    return r;
+  }
+  // Each row through sql (in the caller's transaction).
+  template <class Row>
+  void put_rows(const std::string& sql, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+    for (const Row& row : rows) {
+      std::vector<std::string> text(cols.size());
+      std::vector<const char*> params(cols.size());
+      for (size_t i = 0; i < cols.size(); ++i) {
+        Value v = cols[i].get(row);
+        text[i] = value_text(v);
+        params[i] = std::holds_alternative<std::monostate>(v) ? nullptr : text[i].c_str();
+      }
+      PGresult* r = PQexecParams(conn_, sql.c_str(), int(cols.size()), nullptr, params.data(), nullptr, nullptr, 0);
+      bool good = PQresultStatus(r) == PGRES_COMMAND_OK;
+      std::string why = one_line(PQresultErrorMessage(r));
+      PQclear(r);
+      if (!good) throw HistoryError("history " + where() + ": " + why);
+    }
+  }
   // All rows in one transaction: on the server, all or none.
   template <class Row>
   void send(const std::string& sql, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
     if (rows.empty()) return;
     exec("BEGIN");
     try {
-      for (const Row& row : rows) {
-        std::vector<std::string> text(cols.size());
-        std::vector<const char*> params(cols.size());
-        for (size_t i = 0; i < cols.size(); ++i) {
-          Value v = cols[i].get(row);
-          text[i] = value_text(v);
-          params[i] = std::holds_alternative<std::monostate>(v) ? nullptr : text[i].c_str();
-        }
-        PGresult* r = PQexecParams(conn_, sql.c_str(), int(cols.size()), nullptr, params.data(), nullptr, nullptr, 0);
-        bool good = PQresultStatus(r) == PGRES_COMMAND_OK;
-        std::string why = one_line(PQresultErrorMessage(r));
-        PQclear(r);
-        if (!good) throw HistoryError("history " + where() + ": " + why);
-      }
+      put_rows(sql, cols, rows);
       exec("COMMIT");
     } catch (...) {
       if (ok()) PQclear(PQexec(conn_, "ROLLBACK"));
@@ -292,13 +461,9 @@ class PgHistory : public History {
     }
   }
   template <class Row>
-  void read_table(const std::string& sql, const std::vector<Column<Row>>& cols, std::vector<Row>& out) const {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-      std::string why = one_line(PQresultErrorMessage(r));
-      PQclear(r);
-      throw HistoryError("history " + where() + ": " + why);
-    }
+  void read_table(const std::string& sql, const std::vector<Column<Row>>& cols, std::vector<Row>& out,
+                  const std::vector<std::string>& args = {}) const {
+    PGresult* r = query(sql, args);
     for (int i = 0; i < PQntuples(r); ++i) {
       Row row;
       for (size_t c = 0; c < cols.size(); ++c)
@@ -322,6 +487,7 @@ class JournaledHistory : public History {
  public:
   JournaledHistory(const std::string& url, const HistoryOptions& o)
       : url_(url), opts_(o), journal_(o.journal, false), shipper_journal_(o.journal, false) {
+    journal_.mark_journal_for(redact_url(url));
     thread_ = std::thread([this] { run(); });
   }
   ~JournaledHistory() override {
@@ -336,6 +502,14 @@ class JournaledHistory : public History {
   void put_run(const RunRow& r) override { journal_.put_run(r); }
   void append(const std::vector<IntervalRow>& rows) override { journal_.append(rows); }
   HistoryData read() const override { return journal_.read(); }
+  // The journal's own rows (compact() is the server's: the journal refuses
+  // to fold, and the shipper prunes what the server has).
+  std::vector<RunAge> run_ages() const override { return journal_.run_ages(); }
+  HistoryData read_runs(const std::vector<RunAge>& which) const override { return journal_.read_runs(which); }
+  std::vector<FoldedRow> read_folded() const override { return journal_.read_folded(); }
+  void fold(const std::vector<FoldedRow>& rows, const std::vector<RunAge>& remove) override {
+    journal_.fold(rows, remove);
+  }
   std::string where() const override { return redact_url(url_) + " (journal " + opts_.journal + ")"; }
   size_t unshipped() const override { return journal_.count_unshipped(); }
   std::string ship_error() const override {
@@ -406,6 +580,15 @@ class JournaledHistory : public History {
   }
   void ship(PgHistory& pg) {
     constexpr size_t kBatch = 2000;
+    // Once an hour, the rows the server has of runs that ended over a day
+    // ago leave the journal: it holds what is still to ship, not the past.
+    const auto now = std::chrono::system_clock::now();
+    if (now - last_prune_ >= std::chrono::hours(1)) {
+      const double day_ago = std::chrono::duration<double>(now.time_since_epoch()).count() - 86400;
+      if (size_t n = shipper_journal_.prune_shipped(day_ago))
+        log::info("history: {} rows the server has left the journal {}", n, opts_.journal);
+      last_prune_ = now;
+    }
     while (true) {
       std::vector<std::pair<RunRow, std::pair<int64_t, int64_t>>> runs;
       std::vector<std::pair<IntervalRow, std::pair<int64_t, int64_t>>> ivs;
@@ -433,6 +616,7 @@ class JournaledHistory : public History {
   bool stop_ = false, urgent_ = false;
   uint64_t rounds_ = 0;
   std::string error_;
+  std::chrono::system_clock::time_point last_prune_{};  // the shipper's
   std::thread thread_;
 };
 
@@ -502,7 +686,7 @@ static void trusted_history_file(const std::string& path, const char* noun) {
 std::unique_ptr<History> open_history(const std::string& where, const HistoryOptions& o) {
   if (where.empty()) throw HistoryError("history: no path or URL given");
   if (is_postgres_url(where)) {
-    if (o.read_only) return std::make_unique<PgHistory>(where, o.connect_timeout_s);
+    if (o.read_only || o.direct) return std::make_unique<PgHistory>(where, o.connect_timeout_s);
     if (o.journal.empty())
       throw HistoryError("history " + redact_url(where) + ": a PostgreSQL history needs a local journal file");
     trusted_history_file(o.journal, "history journal");

@@ -144,6 +144,8 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample s;
     s.run = i.node + "/" + i.run;
     s.chunk = i.chunk;
+    s.path = path_key(*r);
+    s.t_unix = i.t_unix;
     s.link_mbps = link_of(*r), s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = loss_of(*r);
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;
     s.size_sd = i.chunk_size_sd;
@@ -214,6 +216,7 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample& m = it->second;
     m.gb += x.gb;
     m.intervals += 1;
+    m.t_unix = std::max(m.t_unix, x.t_unix);
     m.explored = m.explored || x.explored;
     time[key_k] += dt;
     sq[key_k] += dt * x.mbps * x.mbps;
@@ -228,6 +231,18 @@ Preprocessed preprocess(const HistoryData& h) {
     p.samples.push_back(std::move(m));
   }
   for (int r = 0; r < kRules; ++r) p.rules.push_back({names[r], removed[size_t(r)]});
+  // What older runs taught (compact()), each folded row one sample, its
+  // weight fallen to the newest figure in the history: recent behaviour
+  // weighs more, and a history nobody writes to any more keeps its weights.
+  double newest = 0;
+  for (const IntervalRow& i : h.intervals) newest = std::max(newest, i.t_unix);
+  for (const FoldedRow& f : h.folded) newest = std::max(newest, f.decayed_to);
+  for (const FoldedRow& f : h.folded) {
+    Sample s = folded_sample(decayed(f, newest));
+    if (s.seconds <= 0 || s.gb <= 0 || !std::isfinite(s.mbps)) continue;
+    p.samples.push_back(std::move(s));
+    ++p.folded;
+  }
   return p;
 }
 
@@ -319,15 +334,21 @@ namespace {
 std::vector<double> path_of(const Sample& s) { return path_features(s.link_mbps, s.rtt_ms, s.loss_pct); }
 std::vector<double> dataset_of(const Sample& s) { return dataset_features(s.bytes, s.files, s.size_mean, s.size_sd); }
 
-// Clusters rows by their distinct feature vectors: returns per row its cluster.
+// Clusters rows by their distinct feature vectors: returns per row its
+// cluster. The features are first put on a grid of an eighth of the cut:
+// every run measures its own RTT, so a history of N runs on a few paths
+// had N distinct points, and UPGMA keeps N^2 distances; on the grid they
+// are a few per path, and a point moves by at most a sixteenth of the cut
+// per feature.
 std::vector<int> cluster_rows(const std::vector<Sample>& s, const std::vector<size_t>& rows,
                               std::vector<double> (*features)(const Sample&), double cut, int* k) {
   std::map<std::vector<double>, int> distinct;
   std::vector<std::vector<double>> points;
   std::vector<int> point_of;
+  const double step = cut / 8;
   for (size_t r : rows) {
     std::vector<double> f = features(s[r]);
-    for (double& v : f) v = std::round(v * 1e6) / 1e6;
+    for (double& v : f) v = std::round(v / step) * step;
     auto [it, fresh] = distinct.emplace(f, int(points.size()));
     if (fresh) points.push_back(f);
     point_of.push_back(it->second);

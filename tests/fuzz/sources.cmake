@@ -21,7 +21,7 @@ set(fuzz_sources
   libxfer/tune/min_energy.cpp libxfer/tune/max_throughput.cpp libxfer/tune/energy_efficient.cpp
   libxfer/tune/throughput_target.cpp libxfer/tune/hla_tuner.cpp
   libxfer/hla/cache.cpp libxfer/hla/predictor.cpp libxfer/hla/strata.cpp libxfer/hla/surface.cpp
-  libxfer/hla/table.cpp
+  libxfer/hla/table.cpp libxfer/hla/retention.cpp
   libxfer/engine/credentials.cpp
   daemon/config.cpp daemon/submit_args.cpp daemon/credentials_args.cpp daemon/metrics_http.cpp)
 set(fuzz_targets manifest progress config submit table power_model kernel_journal netrc credentials metrics_http)

@@ -145,6 +145,46 @@ TEST(History, RowsRoundTripThroughPostgres) {
   fs::remove_all(dir);
 }
 
+// A fleet's history is compacted on the server itself (xfer-hla compact
+// with the URL): the old runs fold there, in one transaction a batch, and
+// the analysis reads the folded rows back.
+TEST(History, APostgresHistoryIsCompactedOnTheServer) {
+  xtest::PgServer pg;
+  std::string dir = make_temp_dir("hist");
+  HistoryOptions o;
+  o.journal = dir + "/journal.db";
+  {
+    auto w = open_history(pg.url(), o);
+    for (int n = 0; n < 4; ++n) {
+      RunRow r = sample_run("xferd/" + std::to_string(n) + "/1");
+      r.started_unix = 1.7e9 + n * 86400, r.finished_unix = r.started_unix + 20;
+      w->put_run(r);
+      std::vector<IntervalRow> rows;
+      for (int s = 0; s < 4; ++s) {
+        IntervalRow i = sample_interval(r.run, s, 0, true);
+        i.t_unix = r.started_unix + 5 * (s + 1);
+        rows.push_back(i);
+      }
+      w->append(rows);
+    }
+    ASSERT_TRUE(w->flush(20)) << w->ship_error();
+  }
+  EXPECT_EQ(pg_count(pg, "hla_intervals"), 16);
+  std::string c = capture(bin("xfer-hla") + " compact --history '" + pg.url() + "' --keep-days 1 2>&1; echo rc=$?");
+  EXPECT_NE(c.find("rc=0"), std::string::npos) << c;
+  EXPECT_NE(c.find("folded: 4 runs that ended done (16 interval rows) into hla_folded, 1 rows there"), std::string::npos)
+      << c;
+  EXPECT_EQ(pg_count(pg, "hla_intervals"), 0);
+  EXPECT_EQ(pg_count(pg, "hla_runs"), 0);
+  EXPECT_EQ(pg_count(pg, "hla_folded"), 1);
+  auto r = open_history(pg.url(), {.read_only = true});
+  HistoryData d = r->read();
+  ASSERT_EQ(d.folded.size(), 1u);
+  EXPECT_EQ(d.folded[0].visits, 4);
+  EXPECT_EQ(d.folded[0].intervals, 12) << "each run's first interval settles";
+  fs::remove_all(dir);
+}
+
 // A real job (xferctl run) with a PostgreSQL history; the server stops
 // mid-job and comes back: every row the journal holds reaches the server,
 // each once, and the transfer was never held up. Shipping the whole journal

@@ -2,12 +2,14 @@
 //
 //   xfer-hla collect PLAN.toml --history PATH|URL --out DIR [--quick]
 //   xfer-hla analyze --history PATH|URL --out TABLE [--plots DIR] [--reload]
+//   xfer-hla compact --history PATH|URL [--keep-days 7] [--keep-rows 200000] [--half-life-days 30]
 //
 // collect fills a history on this machine (collect.h); analyze turns a
 // history into the parameter table xferd and xferctl load (xfer/hla.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
 
@@ -49,8 +51,13 @@ int analyze(const std::string& where, const std::string& out, const std::string&
     left -= r.removed;
     fmt::print("  -{:>6}  ({:>6} left)  {}\n", r.removed, left, r.rule);
   }
-  fmt::print("  = {} rows kept, averaged into {} samples (one per setting held: run, chunk, params, visit)\n\n", a.pre.kept,
-             a.pre.samples.size());
+  fmt::print("  = {} rows kept, averaged into {} samples (one per setting held: run, chunk, params, visit)\n", a.pre.kept,
+             a.pre.samples.size() - a.pre.folded);
+  if (a.pre.folded)
+    fmt::print("  + {} samples from older runs, folded (xfer-hla compact: one per path, size class and setting; {} "
+               "folded rows)\n",
+               a.pre.folded, data.folded.size());
+  fmt::print("\n");
   fmt::print("Step 2, strata (tier 1 path, UPGMA; tier 2 dataset, UPGMA; tier 3 external-load bands):\n{}\n",
              a.strata.tree);
   if (a.pre.reinstated)
@@ -144,6 +151,30 @@ int analyze(const std::string& where, const std::string& out, const std::string&
   return 0;
 }
 
+int compact_history(const std::string& where, const xfer::hla::Retention& r) {
+  using namespace xfer::hla;
+  try {
+    HistoryOptions o;
+    o.direct = true;  // a fleet's server itself, not a journal
+    std::unique_ptr<History> h = open_history(where, o);
+    auto t0 = std::chrono::steady_clock::now();
+    double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    CompactReport c = compact(*h, r, now);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("history {}: kept as recorded: the runs that ended within {:g} days, at most {} interval rows\n"
+               "  folded: {} runs that ended done ({} interval rows) into hla_folded, {} rows there ({} before; "
+               "weights halve every {:g} days)\n"
+               "  dropped: {} runs that did not end done ({} interval rows; the analysis reads none of them)\n"
+               "  left as recorded: {} runs, {} interval rows ({:.1f} s)\n",
+               xfer::printable(h->where()), r.keep_days, r.keep_rows, c.runs_folded, c.rows_folded, c.folded_after,
+               c.folded_before, r.half_life_days, c.runs_dropped, c.rows_dropped, c.runs_left, c.rows_left, s);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "xfer-hla compact: {}; the runs not folded by then stay as recorded\n", xfer::printable(e.what()));
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,7 +194,17 @@ int main(int argc, char** argv) {
   an->add_option("--plots", plots, "write SVG plots of every stratum's surfaces here");
   an->add_option("--min-rows", min_rows, "strata with fewer rows take the best of their measured settings (no surfaces)")->check(CLI::Range(4, 1000000));
   an->add_flag("--reload", reload, "ask xferd to read the table again (SIGHUP)");
+  xfer::hla::Retention keep;
+  CLI::App* cp = app.add_subcommand("compact", "fold what the history no longer keeps as recorded (it stays bounded)");
+  cp->add_option("--history", history, "a SQLite file or a postgresql:// URL")->required();
+  cp->add_option("--keep-days", keep.keep_days, "runs that ended within this many days stay as recorded")
+      ->capture_default_str()->check(CLI::Range(0.0, 36500.0));
+  cp->add_option("--keep-rows", keep.keep_rows, "...and at most this many interval rows (the oldest runs fold first)")
+      ->capture_default_str()->check(CLI::Range(size_t(0), size_t(1) << 40));
+  cp->add_option("--half-life-days", keep.half_life_days, "a folded figure's weight halves over this many days")
+      ->capture_default_str()->check(CLI::Range(0.1, 36500.0));
   CLI11_PARSE(app, argc, argv);
+  if (*cp) return compact_history(history, keep);
   if (*c) {
     try {
       hlatool::Plan p = hlatool::load_plan(plan, quick, int(sysconf(_SC_NPROCESSORS_ONLN)));

@@ -13,7 +13,9 @@
 //                           row has a key (node, run, seq, chunk), so a row
 //                           sent twice is stored once.
 //
-// Schema, version 1 (table hla_meta holds schema_version); both backends:
+// Schema, version 2 (table hla_meta holds schema_version; a version 1
+// history is read as it is and gains hla_folded when opened to write);
+// both backends:
 //
 //   hla_runs       one row per run of a job (a daemon job resumed after a
 //                  restart is a new run)
@@ -60,6 +62,24 @@
 //     chunk_files, chunk_bytes BIGINT, chunk_size_mean, chunk_size_sd DOUBLE
 //     reason TEXT                          why the tuner chose the params
 //
+//   hla_folded     (version 2) what runs older than the retention taught,
+//                  folded by `xfer-hla compact` (compact() below): one row
+//                  per path, dataset size class and setting, its figures
+//                  summed with weights that halve every half_life_days
+//     key TEXT                       PRIMARY KEY: path|size class|knobs|explored
+//     path TEXT                      "origin host -> receiving host"
+//     size_class, files_class BIGINT round(log2) of the chunks' mean file size and files
+//     cc, p, pp, cores, freq_khz BIGINT    the setting
+//     explored BIGINT                1: exploration trials
+//     seconds, gb DOUBLE             the time the setting was held and what it moved (weighted)
+//     mbps_sq DOUBLE                 sum of seconds x (sd^2 + mean^2) of each visit's Mbit/s
+//     joules, gb_no_energy DOUBLE    energy where known; what moved without a figure
+//     intervals, visits BIGINT       what was folded (unweighted counts)
+//     w_link_mbps ... w_ext_load     sums of seconds x the path's and dataset's figures
+//     first_unix, last_unix DOUBLE   the oldest and newest interval folded
+//     decayed_to DOUBLE              the time the weights were last brought to
+//     half_life_days DOUBLE          how fast they fall (what the analysis applies on)
+//
 // NULL is "no source for this figure", never zero. A SQLite file also
 // holds, per row, its revision and the revision shipped (rev, shipped_rev),
 // so that any SQLite history can be the journal of a PostgreSQL one (its
@@ -84,7 +104,7 @@ struct IntervalRecord;
 
 namespace hla {
 
-constexpr int kHistorySchemaVersion = 1;
+constexpr int kHistorySchemaVersion = 2;
 
 class HistoryError : public std::runtime_error {
  public:
@@ -126,12 +146,34 @@ struct IntervalRow {
   std::string reason;
 };
 
+// A row of hla_folded (the schema above).
+struct FoldedRow {
+  std::string key, path;
+  int64_t size_class = 0, files_class = 0;
+  int64_t cc = 1, p = 1, pp = 1, cores = 1, freq_khz = 0;
+  bool explored = false;
+  double seconds = 0, gb = 0, mbps_sq = 0, joules = 0, gb_no_energy = 0;
+  int64_t intervals = 0, visits = 0;
+  double w_link_mbps = 0, w_rtt_ms = 0, w_loss_pct = 0, w_files = 0, w_bytes = 0, w_size_mean = 0, w_size_sd = 0,
+         w_ext_load = 0;
+  double first_unix = 0, last_unix = 0, decayed_to = 0, half_life_days = 30;
+};
+
 // What a reader gets: the runs and their intervals (intervals[i].run names
-// its run; every interval's run is in runs).
+// its run; every interval's run is in runs), and what older runs taught,
+// folded.
 struct HistoryData {
   std::vector<RunRow> runs;
   std::vector<IntervalRow> intervals;
+  std::vector<FoldedRow> folded;
   const RunRow* run_of(const IntervalRow& r) const;
+};
+
+// A run as the retention sees it: when it ended and how many rows it has.
+struct RunAge {
+  std::string node, run, outcome;
+  double ended_unix = 0;  // finished_unix, else started_unix (a run cut off)
+  size_t rows = 0;
 };
 
 class History {
@@ -142,6 +184,14 @@ class History {
   // Appends; a row whose key is there already is left as it is.
   virtual void append(const std::vector<IntervalRow>& rows) = 0;
   virtual HistoryData read() const = 0;
+  // For the retention (compact()): every run's age and rows; one set of
+  // runs with their intervals (folded left empty); the folded rows; and in
+  // one transaction, folded rows written (each replacing its key's) and
+  // the runs given removed with their intervals.
+  virtual std::vector<RunAge> run_ages() const = 0;
+  virtual HistoryData read_runs(const std::vector<RunAge>& which) const = 0;
+  virtual std::vector<FoldedRow> read_folded() const = 0;
+  virtual void fold(const std::vector<FoldedRow>& rows, const std::vector<RunAge>& remove) = 0;
   // Where it is, for messages (a URL's password is not shown).
   virtual std::string where() const = 0;
   // The shipper's state, for a journaled history: rows not yet on the
@@ -156,11 +206,38 @@ class History {
   }
 };
 
+// How much of the history stays as it was recorded (history.h's tables);
+// the rest is folded (hla_folded), so that it stays bounded as the machine
+// lives and the analysis reads a bounded amount (issue 55).
+struct Retention {
+  double keep_days = 7;       // the rows of runs that ended within this stay as they are...
+  size_t keep_rows = 200000;  // ...at most this many interval rows (the oldest runs fold first)
+  double half_life_days = 30;  // a folded figure's weight halves over this (paths change)
+};
+struct CompactReport {
+  size_t runs_folded = 0, rows_folded = 0;  // runs that ended done, and their interval rows
+  size_t runs_dropped = 0, rows_dropped = 0;  // runs that did not end done (the analysis never reads them)
+  size_t folded_before = 0, folded_after = 0;  // hla_folded's rows
+  size_t runs_left = 0, rows_left = 0;         // as recorded, after
+};
+// Folds what the retention no longer keeps: the runs that ended before
+// now - keep_days, and the oldest others while more than keep_rows interval
+// rows are left. Their rows go through the analysis's preprocessing (the
+// same rules and the same samples as analyze) and are added to the folded
+// rows of their path, size class and setting, whose weights are first
+// brought to now. Runs still running are never folded.
+CompactReport compact(History& h, const Retention& r, double now_unix);
+// A folded row's figures as of `at` (its weights fallen since decayed_to).
+FoldedRow decayed(const FoldedRow& f, double at_unix);
+
 struct HistoryOptions {
   // For postgresql:// URLs: the local journal (SQLite) the rows go to
   // first. Required for a writer; a reader (analyze) reads the server.
   std::string journal;
   bool read_only = false;
+  // For postgresql:// URLs: the server itself, writable, no journal (xfer-hla
+  // compact on a fleet's history).
+  bool direct = false;
   double ship_every_s = 1;      // the shipper's period
   double connect_timeout_s = 3;  // per attempt; the shipper retries every period
 };

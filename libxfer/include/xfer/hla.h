@@ -26,6 +26,8 @@ namespace xfer::hla {
 struct Sample {
   std::string run;
   int64_t chunk = 0;
+  std::string path;     // "origin host -> receiving host" (the run's, or a folded row's)
+  double t_unix = 0;    // the end of its newest interval
   double link_mbps = 0, rtt_ms = 0, loss_pct = 0;
   double files = 0, bytes = 0, size_mean = 0, size_sd = 0;  // the chunk's dataset
   double ext_load = 0;  // the run's median share of the link that was not ours
@@ -60,6 +62,7 @@ struct Preprocessed {
   // Settling or partial rows kept after all: a finished run's chunk that had
   // no other (a short job's only figures). Not in the rules' counts.
   size_t reinstated = 0;
+  size_t folded = 0;  // samples from folded rows (hla_folded), after those of the rows
   std::vector<RuleCount> rules;  // in the order applied
 };
 // Drops, and counts: rows of runs that did not end done; settling intervals;
@@ -71,6 +74,9 @@ struct Preprocessed {
 // sample per setting a transfer held, as the papers' logs have one entry
 // per transfer. A sweep that comes back to a setting gives a second sample.
 Preprocessed preprocess(const HistoryData& h);
+// A folded row (history.h, compact()) as one sample: its figures averaged
+// over its weighted time, its weight that time.
+Sample folded_sample(const FoldedRow& f);
 
 // ---- step 2: strata -----------------------------------------------------------
 
