@@ -22,26 +22,12 @@ void RateLimit::refill(uint64_t now_us) {
 bool RateLimit::take(size_t bytes, uint64_t now_us) {
   if (rate_ <= 0) return true;
   refill(now_us);
-  if (tokens_ < 0) return false;
-  tokens_ -= double(bytes);
-  count(double(bytes), now_us);
-  return true;
-}
-
-void RateLimit::count(double bytes, uint64_t now_us) {
-  if (!slot_us_ || now_us >= slot_us_ + 2 * kSlotUs) {
-    prev_bytes_ = 0, slot_bytes_ = 0, slot_us_ = now_us;
-  } else if (now_us >= slot_us_ + kSlotUs) {
-    prev_bytes_ = slot_bytes_, slot_bytes_ = 0, slot_us_ += kSlotUs;
+  if (tokens_ < 0) {
+    held_us_ = now_us;
+    return false;
   }
-  slot_bytes_ += bytes;
-}
-
-double RateLimit::recent_Bps(uint64_t now_us) const {
-  if (!slot_us_ || now_us >= slot_us_ + 2 * kSlotUs) return 0;
-  if (now_us >= slot_us_ + kSlotUs)  // the current slot is over: it is the one before now
-    return slot_bytes_ / (double(now_us - slot_us_) / 1e6);
-  return (prev_bytes_ + slot_bytes_) / (double(kSlotUs + (now_us - slot_us_)) / 1e6);
+  tokens_ -= double(bytes);
+  return true;
 }
 
 uint64_t RateLimit::wait_us(uint64_t now_us) {

@@ -29,14 +29,9 @@ class RateLimit {
   bool take(size_t bytes, uint64_t now_us);
   // How long from now until the bucket is above zero again (0: it is).
   uint64_t wait_us(uint64_t now_us);
-  // What the writes took over the last quarter to half second, bytes/s (0:
-  // nothing yet): the cap holds the job's streams back only while this is
-  // near the rate. A write the bucket holds is no sign of it: with a bucket
-  // of 0.01 s the streams' bursts empty it at rates under the cap, and a
-  // floor job's last file, read as capped, was not split in its tail (last
-  // looks at 16, 53 and 60 Mbit/s of 110 in 3 of 9 long-tailed runs).
-  double recent_Bps(uint64_t now_us) const;
-  static constexpr uint64_t kSlotUs = 250'000;
+  // When a write last found the bucket empty (0: never): the cap is what
+  // holds the job's streams back only while this is recent.
+  uint64_t held_us() const { return held_us_; }
 
   // A full bucket adds at most 2% of the cap to a look of 0.5 s (the floor
   // policies' quick looks, and xferctl's usual interval): a bucket of 0.05 s
@@ -48,11 +43,7 @@ class RateLimit {
  private:
   void refill(uint64_t now_us);
   double rate_ = 0, tokens_ = 0;
-  uint64_t last_us_ = 0;
-  // Bytes taken in the current slot of kSlotUs and the one before it.
-  uint64_t slot_us_ = 0;
-  double slot_bytes_ = 0, prev_bytes_ = 0;
-  void count(double bytes, uint64_t now_us);
+  uint64_t last_us_ = 0, held_us_ = 0;
 };
 
 }  // namespace xfer

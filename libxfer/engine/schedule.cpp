@@ -303,16 +303,14 @@ uint64_t Job::Impl::split_min_bytes() const {
 // the last 80 MB of a file to one stream for up to 4.5 s. Not under a rate
 // cap: there every stream is slowed by the cap, not by its path. In a floor
 // job's tail (its last files on fewer streams than its channels) the cap
-// holds nothing back unless the writes took at least 90% of it over the
-// last quarter to half second: there the streams' rates are their paths'
-// (a write the bucket held is no sign: the streams' bursts empty a bucket
-// of 0.01 s at rates under the cap, RateLimit::recent_Bps) (issue 54: on a
+// holds nothing back unless its bucket held a write within the last half
+// second: there the streams' rates are their paths' (issue 54: on a
 // 0.02%-loss path a floor job's last file moved alone at 48 Mbit/s of 110
 // under a cap of 113 that no write had met since its second look).
 uint64_t Job::Impl::split_min_bytes(const Request& r, uint64_t now, bool tail) const {
   uint64_t least = split_min_bytes();
   const double ran_s = r.started_us && now > r.started_us ? double(now - r.started_us) / 1e6 : 0;
-  const bool capped = current.rate_cap_bps > 0 && (!tail || limit.recent_Bps(now) >= 0.9 * limit.rate());
+  const bool capped = current.rate_cap_bps > 0 && (!tail || (limit.held_us() && now < limit.held_us() + 500'000));
   if (capped || spec.opts.split_seconds <= 0 || ran_s < (tail ? 0.5 : 1.0)) return least;
   const double rate = double(r.pos - r.req_begin) / ran_s;
   const uint64_t floor = tail ? spec.opts.min_piece_bytes : spec.opts.split_min_bytes;
