@@ -33,12 +33,7 @@ class RateLimit {
   // holds the job's streams back only while this is recent.
   uint64_t held_us() const { return held_us_; }
 
-  // A full bucket adds at most 2% of the cap to a look of 0.5 s (the floor
-  // policies' quick looks, and xferctl's usual interval): a bucket of 0.05 s
-  // filled while a floor job ramped under its cap of 165 Mbit/s, and the
-  // next 0.54-s interval moved 178 (1.19x a floor of 150, past the band's
-  // 1.15x). At 10 Gbit/s it still holds 12.5 MB.
-  static constexpr double kBurstSeconds = 0.01;
+  static constexpr double kBurstSeconds = 0.05;
 
  private:
   void refill(uint64_t now_us);
