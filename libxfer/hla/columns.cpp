@@ -92,6 +92,17 @@ std::string insert(const char* table, const std::vector<Column<Row>>& cols, cons
   return fmt::format("INSERT INTO {}({}) VALUES({})", table, names(cols), v);
 }
 
+// An insert that, on a key already there, replaces every other column.
+template <class Row>
+std::string upsert(const char* table, const std::vector<Column<Row>>& cols, const std::function<std::string(int)>& ph) {
+  std::string s = insert(table, cols, ph) + " ON CONFLICT(", set;
+  for (const auto& c : cols) {
+    if (c.key) s += (s.back() == '(' ? "" : ",") + std::string(c.name);
+    else set += fmt::format("{}{}=excluded.{}", set.empty() ? "" : ",", c.name, c.name);
+  }
+  return s + ") DO UPDATE SET " + set;
+}
+
 }  // namespace
 
 const std::vector<Column<RunRow>>& run_columns() {
@@ -147,14 +158,7 @@ const std::vector<Column<FoldedRow>>& folded_columns() {
 std::string folded_schema_sql() { return create("hla_folded", folded_columns(), false); }
 
 std::string upsert_folded_sql(const std::function<std::string(int)>& ph) {
-  std::string s = insert("hla_folded", folded_columns(), ph) + " ON CONFLICT(key) DO UPDATE SET ";
-  bool first = true;
-  for (const auto& c : folded_columns()) {
-    if (c.key) continue;
-    s += fmt::format("{}{}=excluded.{}", first ? "" : ",", c.name, c.name);
-    first = false;
-  }
-  return s;
+  return upsert("hla_folded", folded_columns(), ph);
 }
 
 std::string select_folded_sql() { return "SELECT " + names(folded_columns()) + " FROM hla_folded ORDER BY key"; }
@@ -166,13 +170,7 @@ std::string schema_sql(bool journal) {
 }
 
 std::string insert_runs_sql(const std::function<std::string(int)>& ph, bool journal) {
-  std::string s = insert("hla_runs", run_columns(), ph) + " ON CONFLICT(node,run) DO UPDATE SET ";
-  bool first = true;
-  for (const auto& c : run_columns()) {
-    if (c.key) continue;
-    s += fmt::format("{}{}=excluded.{}", first ? "" : ",", c.name, c.name);
-    first = false;
-  }
+  std::string s = upsert("hla_runs", run_columns(), ph);
   if (journal) s += ",rev=hla_runs.rev+1";
   return s;
 }

@@ -113,11 +113,7 @@ class SqliteHistory : public History {
     exec("BEGIN");
     try {
       Stmt s(db_, insert_intervals_sql([](int i) { return "?" + std::to_string(i); }), prefix());
-      for (const IntervalRow& r : rows) {
-        bind_row(s, interval_columns(), r);
-        s.step();
-        s.reset();
-      }
+      put_rows(s, interval_columns(), rows);
       exec("COMMIT");
     } catch (...) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -170,11 +166,7 @@ class SqliteHistory : public History {
     exec("BEGIN IMMEDIATE");
     try {
       Stmt up(db_, upsert_folded_sql([](int k) { return "?" + std::to_string(k); }), prefix());
-      for (const FoldedRow& f : rows) {
-        bind_row(up, folded_columns(), f);
-        up.step();
-        up.reset();
-      }
+      put_rows(up, folded_columns(), rows);
       Stmt di(db_, "DELETE FROM hla_intervals WHERE node=?1 AND run=?2", prefix());
       Stmt dr(db_, "DELETE FROM hla_runs WHERE node=?1 AND run=?2", prefix());
       for (const RunAge& a : remove) {
@@ -276,6 +268,14 @@ class SqliteHistory : public History {
       else if (auto* d = std::get_if<double>(&v)) s.bind(k, *d);
       else if (auto* t = std::get_if<std::string>(&v)) s.bind(k, *t);
       else s.null(k);
+    }
+  }
+  template <class Row>
+  static void put_rows(Stmt& s, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+    for (const Row& r : rows) {
+      bind_row(s, cols, r);
+      s.step();
+      s.reset();
     }
   }
   template <class Row>

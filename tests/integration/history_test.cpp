@@ -133,12 +133,17 @@ TEST(History, RowsRoundTripThroughSqlite) {
   fs::remove_all(dir);
 }
 
+// A writer's options for a PostgreSQL history: its journal in dir.
+static HistoryOptions journal_in(const std::string& dir) {
+  HistoryOptions o;
+  o.journal = dir + "/journal.db";
+  return o;
+}
+
 TEST(History, RowsRoundTripThroughPostgres) {
   xtest::PgServer pg;
   std::string dir = make_temp_dir("hist");
-  HistoryOptions o;
-  o.journal = dir + "/journal.db";
-  auto w = open_history(pg.url(), o);
+  auto w = open_history(pg.url(), journal_in(dir));
   round_trip(*w, [&] { return open_history(pg.url(), {.read_only = true}); });
   EXPECT_EQ(pg_count(pg, "hla_intervals"), 6);
   EXPECT_EQ(w->unshipped(), 0u);
@@ -151,10 +156,8 @@ TEST(History, RowsRoundTripThroughPostgres) {
 TEST(History, APostgresHistoryIsCompactedOnTheServer) {
   xtest::PgServer pg;
   std::string dir = make_temp_dir("hist");
-  HistoryOptions o;
-  o.journal = dir + "/journal.db";
   {
-    auto w = open_history(pg.url(), o);
+    auto w = open_history(pg.url(), journal_in(dir));
     for (int n = 0; n < 4; ++n) {
       RunRow r = sample_run("xferd/" + std::to_string(n) + "/1");
       r.started_unix = 1.7e9 + n * 86400, r.finished_unix = r.started_unix + 20;
