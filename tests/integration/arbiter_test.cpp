@@ -95,9 +95,12 @@ TEST(ArbiterLink, AFloorHoldsBesideABulkJobWithNoConfiguredRate) { floor_holds_b
 
 // A background job alone takes the idle link; when a foreground job arrives
 // it gives the link back within two intervals (BITS's background class), and
-// takes it again when the foreground job is done.
+// takes it again when the foreground job is done. With no configured rate
+// the link shows full only once its queue has stood two intervals (6f8172f),
+// so the foreground job's 120 images last long enough to be judged beside it:
+// with 40 it ended two intervals after the background job was held back.
 void background_takes_the_idle_link_and_yields(double link_mbps, const char* name, int index) {
-  Dataset d = dataset(0, 40, 2, 1.0);
+  Dataset d = dataset(0, 120, 2, 1.0);
   Link link(name, index, "--rate-mbps 300 --rtt-ms 40 --queue-bytes 1500000", d);
   ASSERT_TRUE(link.nginx_ok);
   const std::string base = "http://" + link.server_ip + ":8080/";

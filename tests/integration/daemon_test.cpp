@@ -487,7 +487,7 @@ TEST(Systemd, HlaServiceAndTimerVerify) {
   std::stringstream s;
   s << in.rdbuf();
   EXPECT_NE(s.str().find("analyze --history"), std::string::npos);
-  EXPECT_NE(s.str().find("ExecStartPre=@XFER_HLA_BIN@ compact --history"), std::string::npos);
+  EXPECT_NE(s.str().find("ExecStartPre=-@XFER_HLA_BIN@ compact --history"), std::string::npos);
   EXPECT_NE(s.str().find("reload xferd.service"), std::string::npos);
 }
 

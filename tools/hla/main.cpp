@@ -153,6 +153,10 @@ int analyze(const std::string& where, const std::string& out, const std::string&
 
 int compact_history(const std::string& where, const xfer::hla::Retention& r) {
   using namespace xfer::hla;
+  if (!is_postgres_url(where) && ::access(where.c_str(), F_OK) != 0) {
+    fmt::print("history {}: none yet; nothing to compact\n", xfer::printable(where));
+    return 0;
+  }
   try {
     HistoryOptions o;
     o.direct = true;  // a fleet's server itself, not a journal
