@@ -580,21 +580,14 @@ class JournaledHistory : public History {
   }
   void ship(PgHistory& pg) {
     constexpr size_t kBatch = 2000;
-    // Once an hour, the rows the server has of runs that ended over a day
-    // ago leave the journal: it holds what is still to ship, not the past.
-    const auto now = std::chrono::system_clock::now();
-    if (now - last_prune_ >= std::chrono::hours(1)) {
-      const double day_ago = std::chrono::duration<double>(now.time_since_epoch()).count() - 86400;
-      if (size_t n = shipper_journal_.prune_shipped(day_ago))
-        log::info("history: {} rows the server has left the journal {}", n, opts_.journal);
-      last_prune_ = now;
-    }
+    bool shipped = false;
     while (true) {
       std::vector<std::pair<RunRow, std::pair<int64_t, int64_t>>> runs;
       std::vector<std::pair<IntervalRow, std::pair<int64_t, int64_t>>> ivs;
       shipper_journal_.unshipped("hla_runs", run_columns(), kBatch, runs);
       shipper_journal_.unshipped("hla_intervals", interval_columns(), kBatch, ivs);
-      if (runs.empty() && ivs.empty()) return;
+      if (runs.empty() && ivs.empty()) break;
+      shipped = true;
       std::vector<RunRow> rr;
       std::vector<std::pair<int64_t, int64_t>> rmark, imark;
       for (auto& [r, m] : runs) rr.push_back(r), rmark.push_back(m);
@@ -604,6 +597,16 @@ class JournaledHistory : public History {
       pg.append(ir);
       shipper_journal_.mark_shipped("hla_runs", rmark);
       shipper_journal_.mark_shipped("hla_intervals", imark);
+    }
+    // In step with the server: after a round that shipped (and once an hour),
+    // the rows it has of runs that ended over a day ago leave the journal,
+    // which holds what is still to ship, not the past.
+    const auto now = std::chrono::system_clock::now();
+    if (shipped || now - last_prune_ >= std::chrono::hours(1)) {
+      const double day_ago = std::chrono::duration<double>(now.time_since_epoch()).count() - 86400;
+      if (size_t n = shipper_journal_.prune_shipped(day_ago))
+        log::info("history: {} rows the server has left the journal {}", n, opts_.journal);
+      last_prune_ = now;
     }
   }
 

@@ -173,6 +173,12 @@ TEST(History, APostgresHistoryIsCompactedOnTheServer) {
     ASSERT_TRUE(w->flush(20)) << w->ship_error();
   }
   EXPECT_EQ(pg_count(pg, "hla_intervals"), 16);
+  // The journal keeps what is still to ship, not the past: the server has
+  // these runs, which ended over a day ago, and its shipper drops them.
+  {
+    auto j = open_history(dir + "/journal.db", {.read_only = true});
+    EXPECT_EQ(j->read().intervals.size(), 0u) << "shipped rows of old runs left in the journal";
+  }
   std::string c = capture(bin("xfer-hla") + " compact --history '" + pg.url() + "' --keep-days 1 2>&1; echo rc=$?");
   EXPECT_NE(c.find("rc=0"), std::string::npos) << c;
   EXPECT_NE(c.find("folded: 4 runs that ended done (16 interval rows) into hla_folded, 1 rows there"), std::string::npos)
