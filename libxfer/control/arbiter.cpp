@@ -256,7 +256,7 @@ std::string Arbiter::capacity_basis() const {
 void Arbiter::measure(double sum_bps) {
   bool queued = false, capped = false, all_at_cap = true;
   for (const auto& [id, m] : members_) {
-    queued = queued || m.queued;
+    queued = queued || m.queued_in_row >= cfg_.queue_intervals;
     if (m.capped) {
       capped = true;
       all_at_cap = all_at_cap && m.at_cap;
@@ -387,7 +387,6 @@ void Arbiter::observe(uint32_t id, double bps, int connections, double joules_pe
     m.least_rtt_ms = m.least_rtt_ms > 0 ? std::min(m.least_rtt_ms, rtt_ms) : rtt_ms;
   }
   m.queued_in_row = above ? m.queued_in_row + 1 : 0;
-  m.queued = m.queued_in_row >= cfg_.queue_intervals;
   if (m.job.ceiling_j_per_gb > 0 && joules_per_gb > 0 && bps > 0) {
     // The rate at which its energy per GB would be its ceiling, with the
     // floors' margin; smoothed over intervals (one interval's joules are noisy).

@@ -110,15 +110,10 @@ class SqliteHistory : public History {
 
   void append(const std::vector<IntervalRow>& rows) override {
     if (rows.empty()) return;
-    exec("BEGIN");
-    try {
+    in_transaction("BEGIN", [&] {
       Stmt s(db_, insert_intervals_sql([](int i) { return "?" + std::to_string(i); }), prefix());
       put_rows(s, interval_columns(), rows);
-      exec("COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    });
   }
 
   HistoryData read() const override {
@@ -163,8 +158,7 @@ class SqliteHistory : public History {
         throw HistoryError(prefix() + "this file is the journal of " + j.str(0) +
                            ": compact that history (the shipper prunes what the server has)");
     }
-    exec("BEGIN IMMEDIATE");
-    try {
+    in_transaction("BEGIN IMMEDIATE", [&] {
       Stmt up(db_, upsert_folded_sql([](int k) { return "?" + std::to_string(k); }), prefix());
       put_rows(up, folded_columns(), rows);
       Stmt di(db_, "DELETE FROM hla_intervals WHERE node=?1 AND run=?2", prefix());
@@ -175,11 +169,7 @@ class SqliteHistory : public History {
         dr.bind(1, a.node).bind(2, a.run).step();
         dr.reset();
       }
-      exec("COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    });
   }
 
   // The journal's side: this file journals for a server (compact() refuses it).
@@ -190,25 +180,21 @@ class SqliteHistory : public History {
   // Rows the server has, of runs that ended before `before_unix`: the
   // journal keeps only what is still to ship and the last day's.
   size_t prune_shipped(double before_unix) {
-    exec("BEGIN IMMEDIATE");
-    try {
+    size_t n = 0;
+    in_transaction("BEGIN IMMEDIATE", [&] {
       const char* runs = "SELECT node,run FROM hla_runs WHERE shipped_rev>=rev AND outcome!='running' AND "
                          "finished_unix>0 AND finished_unix<?1";
       Stmt di(db_, fmt::format("DELETE FROM hla_intervals WHERE shipped_rev>=rev AND (node,run) IN ({})", runs),
               prefix());
       di.bind(1, before_unix).step();
-      size_t n = size_t(sqlite3_changes(db_));
+      n = size_t(sqlite3_changes(db_));
       Stmt dr(db_, fmt::format("DELETE FROM hla_runs WHERE (node,run) IN ({}) AND NOT EXISTS (SELECT 1 FROM "
                                "hla_intervals i WHERE i.node=hla_runs.node AND i.run=hla_runs.run)",
                                runs),
               prefix());
       dr.bind(1, before_unix).step();
-      exec("COMMIT");
-      return n;
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    });
+    return n;
   }
 
   std::string where() const override { return path_; }
@@ -229,18 +215,13 @@ class SqliteHistory : public History {
     }
   }
   void mark_shipped(const char* table, const std::vector<std::pair<int64_t, int64_t>>& rowid_rev) {
-    exec("BEGIN");
-    try {
+    in_transaction("BEGIN", [&] {
       Stmt s(db_, fmt::format("UPDATE {} SET shipped_rev=?2 WHERE rowid=?1", table), prefix());
       for (auto [id, rev] : rowid_rev) {
         s.bind(1, id).bind(2, rev).step();
         s.reset();
       }
-      exec("COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    });
   }
   size_t count_unshipped() const {
     Stmt s(db_, "SELECT (SELECT COUNT(*) FROM hla_runs WHERE shipped_rev<rev)+"
@@ -257,6 +238,18 @@ class SqliteHistory : public History {
       std::string why = err ? err : "unknown error";
       sqlite3_free(err);
       throw HistoryError(prefix() + why);
+    }
+  }
+  // f() between `begin` and COMMIT: all of it or, if it throws, none.
+  template <class F>
+  void in_transaction(const char* begin, F&& f) {
+    exec(begin);
+    try {
+      f();
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
     }
   }
   template <class Row>
@@ -385,18 +378,13 @@ class PgHistory : public History {
     return out;
   }
   void fold(const std::vector<FoldedRow>& rows, const std::vector<RunAge>& remove) override {
-    exec("BEGIN");
-    try {
+    in_transaction([&] {
       put_rows(upsert_folded_sql([](int i) { return "$" + std::to_string(i); }), folded_columns(), rows);
       for (const RunAge& a : remove) {
         PQclear(query("DELETE FROM hla_intervals WHERE node=$1 AND run=$2", {a.node, a.run}));
         PQclear(query("DELETE FROM hla_runs WHERE node=$1 AND run=$2", {a.node, a.run}));
       }
-      exec("COMMIT");
-    } catch (...) {
-      if (ok()) PQclear(PQexec(conn_, "ROLLBACK"));
-      throw;
-    }
+    });
   }
   std::string where() const override { return redact_url(url_); }
 
@@ -451,9 +439,14 @@ class PgHistory : public History {
   template <class Row>
   void send(const std::string& sql, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
     if (rows.empty()) return;
+    in_transaction([&] { put_rows(sql, cols, rows); });
+  }
+  // f() in one server transaction: all of it or, if it throws, none.
+  template <class F>
+  void in_transaction(F&& f) {
     exec("BEGIN");
     try {
-      put_rows(sql, cols, rows);
+      f();
       exec("COMMIT");
     } catch (...) {
       if (ok()) PQclear(PQexec(conn_, "ROLLBACK"));

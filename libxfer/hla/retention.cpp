@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "xfer/history.h"
 #include "xfer/hla.h"
@@ -110,7 +111,7 @@ CompactReport compact(History& h, const Retention& r, double now_unix) {
       (done ? rep.rows_folded : rep.rows_dropped) += a.rows;
     }
     HistoryData d = h.read_runs(batch);
-    std::map<std::string, bool> touched;
+    std::set<std::string> touched;  // keys this batch added to
     if (!d.intervals.empty()) {
       Preprocessed p = preprocess(d);
       for (const Sample& s : p.samples) {
@@ -120,11 +121,11 @@ CompactReport compact(History& h, const Retention& r, double now_unix) {
         it->second.decayed_to = now_unix;
         add(it->second, s, now_unix, r.half_life_days);
         it->second.half_life_days = r.half_life_days;
-        touched[k.key] = true;
+        touched.insert(k.key);
       }
     }
     std::vector<FoldedRow> write;
-    for (const auto& [key, t] : touched) write.push_back(folded.at(key));
+    for (const std::string& key : touched) write.push_back(folded.at(key));
     h.fold(write, batch);
   }
   rep.folded_after = folded.size();

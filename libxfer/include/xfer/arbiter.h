@@ -192,7 +192,6 @@ class Arbiter {
     bool floor_released = false;  // ...enough of them: it is divided as a job of its class
     double least_rtt_ms = 0;      // the least RTT its flows have shown (0: none yet)
     int queued_in_row = 0;        // its intervals in a row whose RTT says the path queues
-    bool queued = false;          // ...cfg.queue_intervals of them
     bool capped = false;          // it was capped in its last interval...
     bool at_cap = false;          // ...and moved at least cfg.busy of the cap
   };
