@@ -186,6 +186,7 @@ IntervalRecord ControlLoop::observe() {
   double dt = std::max(1e-6, double(now - last_us_) / 1e6);
   IntervalRecord r;
   r.progress = job_.progress();
+  job_.new_interval();
   const JobProgress& p = r.progress;
   Observation& o = r.obs;
   o.t_s = p.seconds;

@@ -850,6 +850,7 @@ void Job::set_flow_monitor(FlowMonitor* m, uint32_t job_id) {
 void Job::set_controller(JobController* c) { impl_->controller = c; }
 void Job::start() { impl_->start(); }
 void Job::apply(const Params& p) { impl_->apply(p); }
+void Job::new_interval() { impl_->new_interval(); }
 void Job::limit_connections(const std::map<std::string, int>& per_origin) { impl_->limit_connections(per_origin); }
 void Job::pause() { impl_->pause(); }
 void Job::resume() { impl_->resume(); }

@@ -340,6 +340,7 @@ struct Job::Impl : RequestOwner {
   std::vector<Request*> rate_held;
   size_t release_turn = 0;
   void set_rate_cap(double bps);  // 0: none
+  void new_interval();            // Job::new_interval
   void hold_for_rate(Request* r);
   void release_rate_held();
   void arm_rate_release();

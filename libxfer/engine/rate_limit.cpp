@@ -10,12 +10,21 @@ void RateLimit::set_rate(double Bps, uint64_t now_us) {
   rate_ = std::max(0.0, Bps);
   // A lowered rate keeps what is owed; what is in hand is at most the new burst.
   tokens_ = std::min(tokens_, rate_ * kBurstSeconds);
-  if (rate_ <= 0) tokens_ = 0;
+  kept_ = std::min(kept_, rate_ * kBurstSeconds);
+  if (rate_ <= 0) tokens_ = kept_ = 0;
+}
+
+void RateLimit::new_interval(uint64_t now_us) {
+  refill(now_us);
+  tokens_ = std::min(tokens_, 0.0);
 }
 
 void RateLimit::refill(uint64_t now_us) {
-  if (last_us_ && now_us > last_us_ && rate_ > 0)
-    tokens_ = std::min(rate_ * kBurstSeconds, tokens_ + rate_ * double(now_us - last_us_) / 1e6);
+  if (last_us_ && now_us > last_us_ && rate_ > 0) {
+    const double add = rate_ * double(now_us - last_us_) / 1e6;
+    tokens_ = std::min(rate_ * kBurstSeconds, tokens_ + add);
+    kept_ = std::min(rate_ * kBurstSeconds, kept_ + add);
+  }
   if (now_us > last_us_ || !last_us_) last_us_ = now_us;
 }
 
@@ -23,10 +32,11 @@ bool RateLimit::take(size_t bytes, uint64_t now_us) {
   if (rate_ <= 0) return true;
   refill(now_us);
   if (tokens_ < 0) {
-    held_us_ = now_us;
+    if (kept_ < 0) held_us_ = now_us;
     return false;
   }
   tokens_ -= double(bytes);
+  kept_ -= double(bytes);
   return true;
 }
 

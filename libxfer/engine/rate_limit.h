@@ -29,8 +29,16 @@ class RateLimit {
   bool take(size_t bytes, uint64_t now_us);
   // How long from now until the bucket is above zero again (0: it is).
   uint64_t wait_us(uint64_t now_us);
+  // A control interval begins: what the bucket kept from under the rate in
+  // the last one is dropped (a debt stays), so that no interval moves more
+  // than the rate over it and a write or so. The cap is judged per interval
+  // as the floor is (issue 54: a ramp's look at 113 Mbit/s filled the bucket,
+  // and the next half-second look moved 178 under a cap of 165).
+  void new_interval(uint64_t now_us);
   // When a write last found the bucket empty (0: never): the cap is what
-  // holds the job's streams back only while this is recent.
+  // holds the job's streams back only while this is recent. A write that
+  // waits only for the credit new_interval dropped does not count: the
+  // streams were under the rate.
   uint64_t held_us() const { return held_us_; }
 
   static constexpr double kBurstSeconds = 0.05;
@@ -38,6 +46,7 @@ class RateLimit {
  private:
   void refill(uint64_t now_us);
   double rate_ = 0, tokens_ = 0;
+  double kept_ = 0;  // the tokens had no interval begun: tokens_ plus the credit dropped since
   uint64_t last_us_ = 0, held_us_ = 0;
 };
 

@@ -487,6 +487,8 @@ void Job::Impl::set_rate_cap(double bps) {
   else arm_rate_release();
 }
 
+void Job::Impl::new_interval() { limit.new_interval(coarse_us()); }
+
 // A request the rate cap paused waits with the others for the bucket to
 // refill; they are resumed together, in turn from a different one each time
 // (the first resumed takes the first bytes).

@@ -46,6 +46,20 @@ class ThroughputTargetTuner : public Tuner {
   // slow start is over, the others ten round trips, half a second at least.
   static double first_look_s(double rtt_s) { return 12 * rtt_s + 0.3; }
   static double look_s(double rtt_s) { return std::max(0.5, 10 * rtt_s); }
+  // What a channel opened at a look's start carries over the look, as a
+  // share of a warm channel's `per_bps`: nothing while its connection opens,
+  // its first request goes and slow start (an initial window of 10
+  // segments) reaches a warm channel's window (per_bps x RTT); all of it
+  // after. A fifth at least (a connection handed over warm), 1 at most.
+  static double cold_share(double look_s, double rtt_s, double per_bps);
+  // The ramp's step (its quick looks, each judged): the channels that bring
+  // `aim` in the next look (next_s long) when those added now start cold,
+  // from `thr` measured over `look_s` at `cc` channels of which `cold` were
+  // opened at its start. A warm channel's rate is the look's rate over the
+  // channels, the cold ones at their share. `cc` itself when the channels
+  // there carry `aim` once warm; more than cc, up to max_channels, otherwise.
+  static int ramp_channels(int cc, int cold, double thr, double aim, double look_s, double next_s, double rtt_s,
+                           int max_channels);
   double target_bps() const { return target_bps_; }
 
  private:
@@ -76,6 +90,7 @@ class ThroughputTargetTuner : public Tuner {
   // target, the settling interval that follows is used, since it can only
   // under-state what the new channels carry (an overshoot is held by the cap).
   bool raised_ = true;
+  int warm_ = 0;  // the channels there before the last decision raised them (the others opened cold)
   bool skip_first_ = false;  // the start came from the path's estimate: its cold first look decides little
   int quick_looks_ = 0;      // looks left before whole intervals (ended by two in band running)
   double loop_t0_s_ = -1;    // the job's time when the looks began (after discovery)

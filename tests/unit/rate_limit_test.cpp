@@ -73,3 +73,44 @@ TEST(RateLimit, SaysWhenItLastHeldAWriteBack) {
   }
   EXPECT_EQ(l.held_us(), now);
 }
+
+// Each control interval holds the rate on its own: what the bucket kept
+// while the writes ran under the rate is dropped when the next interval
+// begins, so a look after one under the cap moves the rate over it and a
+// write, not the bucket's burst too (issue 54: a ramp's look at 113 Mbit/s,
+// then 178 in the next half second under a cap of 165). A write that waits
+// only for that dropped credit is not the cap holding the streams back
+// (held_us stays, as the engine's tail split reads it); a debt stays owed.
+TEST(RateLimit, AnIntervalMovesNoMoreThanTheRateOverIt) {
+  for (bool dropped : {false, true}) {
+    RateLimit l;
+    uint64_t now = 1'000'000;
+    l.set_rate(1e6, now);
+    run(l, now, 0.5, 5'000, 10'000);  // 0.5 MB/s of 1: the bucket fills
+    ASSERT_EQ(l.held_us(), 0u);
+    if (dropped) l.new_interval(now);
+    const double taken = run(l, now, 0.5, 1460, 100);  // as fast as they come
+    if (dropped)
+      EXPECT_LE(taken, 0.5e6 + 1460 + 1);
+    else
+      EXPECT_GT(taken, 0.5e6 + 1e6 * RateLimit::kBurstSeconds * 0.9);  // the kept credit, spent
+  }
+  // Under the rate, the waits for dropped credit hold nothing back.
+  RateLimit l;
+  uint64_t now = 1'000'000;
+  l.set_rate(1e6, now);
+  run(l, now, 0.5, 5'000, 10'000);
+  l.new_interval(now);
+  ASSERT_TRUE(l.take(30'000, now));
+  EXPECT_FALSE(l.take(30'000, now));  // waits for 30 ms of the rate
+  EXPECT_EQ(l.held_us(), 0u);
+  // A debt is not forgiven: taken below zero (a write past the credit kept
+  // too holds the next one back), it is owed in the next interval.
+  now += 40'000;
+  ASSERT_TRUE(l.take(100'000, now));
+  EXPECT_FALSE(l.take(1, now));
+  const uint64_t owed = l.wait_us(now);
+  l.new_interval(now);
+  EXPECT_EQ(l.wait_us(now), owed);
+  EXPECT_NE(l.held_us(), 0u);
+}

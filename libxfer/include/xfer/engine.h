@@ -293,6 +293,10 @@ class Job {
   // The application layer, live: cc, p, pp per chunk and the rate cap take
   // effect at once. (cores and freq_khz are the ControlLoop's.)
   void apply(const Params& p);
+  // The controller's interval begins (its observation is taken): the rate
+  // cap holds over each interval on its own, credit from under the cap in
+  // the last one is not spent in this one (engine/rate_limit.h).
+  void new_interval();
   // Connections open at once to each origin named, whatever the params ask
   // (the arbiter's share of a per-origin limit); a lowered limit stops the
   // newest requests over it (their rest is queued again). Others: no limit.
