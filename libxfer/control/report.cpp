@@ -75,6 +75,17 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["throughput_mbps"] = p.seconds > 0 ? double(p.bytes_fetched) * 8 / p.seconds / 1e6 : 0.0;
   j["rtt_ms"] = job.info().rtt_s * 1e3;
   j["bdp_bytes"] = job.info().bdp_bytes;
+  {
+    // The link rate the BDP and the start estimates took, and where from.
+    const JobInfo& info = job.info();
+    const char* source = info.link_configured ? "configured" : info.link_from_path ? "path" : "assumed";
+    json link = {{"mbps", info.bandwidth_bps / 1e6}, {"source", source}};
+    if (info.link_from_path || (info.path_loss_pct >= 0 && job.options().loss_pct < 0))
+      link["path"] = job.options().path_known;
+    if (info.loss_pct >= 0)
+      link["loss_pct"] = info.loss_pct, link["loss_source"] = job.options().loss_pct >= 0 ? "configured" : "path";
+    j["link"] = link;
+  }
   if (!job.fatal_error().empty()) j["error"] = job.fatal_error();
   j["failed"] = json::array();
   for (const auto& f : job.failed()) j["failed"].push_back({{"url", shown_url(f.url)}, {"reason", f.reason}});

@@ -1,8 +1,13 @@
 #include "xfer/running_job.h"
 
 #include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
 
+#include "xfer/hla.h"
 #include "xfer/log.h"
+#include "xfer/manifest.h"
+#include "xfer/text.h"
 
 namespace xfer {
 
@@ -34,6 +39,24 @@ double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t)
   return taken(algorithm, "energy_budget_j_per_gb", t.energy_budget_j_per_gb);
 }
 
+std::string start_from_path(EngineOptions& o, const hla::ParamTable& t, const std::string& origin,
+                            const std::string& dest_host, double now_unix) {
+  const hla::PathFacts* f = hla::find_path(t, origin, dest_host);
+  if (!f) return "";
+  const bool link = !o.bandwidth_configured && f->link_mbps > 0, loss = f->loss_pct >= 0;
+  if (!link && !loss) return "";
+  o.path_link_mbps = link ? f->link_mbps : 0;
+  o.path_loss_pct = loss ? f->loss_pct : -1;
+  const double days = std::max(0.0, now_unix - f->newest_unix) / 86400;
+  o.path_known = fmt::format("{} from the parameter table: {} run{}, the newest {}", printable(f->path), f->runs,
+                             f->runs == 1 ? "" : "s",
+                             days < 1 ? fmt::format("{:.0f} h ago", days * 24) : fmt::format("{:.0f} days ago", days));
+  std::string what;
+  if (link) what = fmt::format("link {:.0f} Mbit/s", f->link_mbps);
+  if (loss) what += fmt::format("{}loss {:.3g}%", what.empty() ? "" : ", ", f->loss_pct);
+  return what + " (" + o.path_known + ")";
+}
+
 std::optional<bool> interval_keeps_promise(const Observation& o, double floor_bps, double ceiling_j_per_gb) {
   if (o.settling || o.near_end || o.interval_s <= 0) return std::nullopt;
   if (floor_bps > 0) return o.throughput_bps >= floor_bps;
@@ -47,6 +70,13 @@ std::optional<bool> interval_keeps_promise(const Observation& o, double floor_bp
 RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& shared) : kernel_(spec.kernel) {
   spec.tuner.kernel = spec.kernel != nullptr;
   std::unique_ptr<Tuner> tuner = make_tuner(spec.algorithm, spec.tuner);
+  if (spec.tuner.hla_table && !spec.job.manifest.entries.empty()) {
+    const std::string dest = spec.run.dest_host.empty() ? hla::node_name() : spec.run.dest_host;
+    const std::string known = start_from_path(spec.job.opts, *spec.tuner.hla_table,
+                                              url_origin(spec.job.manifest.entries.front().url), dest,
+                                              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    if (!known.empty()) log::info("job {}: its path as its earlier jobs measured it: {}", spec.id, known);
+  }
   job_ = std::make_unique<Job>(engine, std::move(spec.job));
   // The monitor the Job registers its flows in is the one the loop reads.
   job_->set_log_job(spec.id);

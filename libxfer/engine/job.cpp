@@ -197,6 +197,13 @@ void Job::Impl::begin_transfer() {
   info.bandwidth_bps = spec.opts.bandwidth_mbps * 1e6;
   info.link_configured = spec.opts.bandwidth_configured;
   info.loss_pct = spec.opts.loss_pct;
+  // Nothing configured: the path as its earlier jobs measured it, if known
+  // (issue 55: the BDP cut assumed 1000 Mbit/s where the history knew the
+  // host pair's 250, and Mathis's bound was used only with --loss-pct).
+  if (!info.link_configured && spec.opts.path_link_mbps > 0)
+    info.bandwidth_bps = spec.opts.path_link_mbps * 1e6, info.link_from_path = true;
+  info.path_loss_pct = spec.opts.path_loss_pct >= 0 ? spec.opts.path_loss_pct : -1;
+  if (info.loss_pct < 0) info.loss_pct = info.path_loss_pct;
   info.bdp_bytes = static_cast<uint64_t>(std::ceil(info.bandwidth_bps / 8 * rtt_s));
   info.tcp_buf_bytes = tcp_rmem_max();
   info.max_channels = spec.opts.max_channels;
@@ -244,11 +251,16 @@ void Job::Impl::begin_transfer() {
   }
   for (FileTask& f : files) bytes_total += f.size.value_or(0);
   set_state(JobState::Running);  // with its chunks and totals known
-  log::info("job: {} files, {} bytes; RTT {:.3f} ms{}, link {:.0f} Mbit/s{}, BDP {} bytes, {} chunks",
+  log::info("job: {} files, {} bytes; RTT {:.3f} ms{}, link {:.0f} Mbit/s{}{}, BDP {} bytes, {} chunks",
             files.size(), bytes_total, rtt_s * 1e3, spec.opts.rtt_ms > 0 ? " (configured)" : " (measured)",
-            spec.opts.bandwidth_mbps,
-            spec.opts.bandwidth_configured ? " (configured)" : " (assumed for the BDP: no network.bandwidth_mbps; the "
-                                                               "rate the link carries is measured as the job runs)",
+            info.bandwidth_bps / 1e6,
+            spec.opts.bandwidth_configured ? " (configured)"
+            : info.link_from_path ? " (this path's as its earlier jobs measured it: " + spec.opts.path_known + ")"
+                                  : " (assumed for the BDP: no network.bandwidth_mbps and no record of this path; the "
+                                    "rate the link carries is measured as the job runs)",
+            spec.opts.loss_pct < 0 && info.loss_pct >= 0 ? fmt::format(", loss {:.3g}% (the path's as measured before)",
+                                                                       info.loss_pct)
+                                                         : std::string(),
             info.bdp_bytes, chunks.size());
   for (auto& c : chunks)
     log::info("chunk {}: {} files, {} bytes, average {:.0f} bytes", to_string(c->plan.kind), c->plan.files.size(),

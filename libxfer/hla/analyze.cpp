@@ -24,6 +24,12 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
   ParamTable& t = a.table;
   t.generated_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   t.history = history_name;
+  t.paths = path_facts(h);
+  if (t.paths.size() > kMaxTablePaths) {  // the most recently used
+    std::sort(t.paths.begin(), t.paths.end(),
+              [](const PathFacts& x, const PathFacts& y) { return x.newest_unix > y.newest_unix; });
+    t.paths.resize(kMaxTablePaths);
+  }
   for (const Stratum& st : a.strata.strata) {
     TableStratum ts;
     ts.id = st.id;

@@ -30,6 +30,42 @@ std::vector<bool> outliers(const std::vector<double>& x) {
 
 }  // namespace
 
+std::string path_key(const std::string& origin, const std::string& dest_host) {
+  std::string o = origin;
+  if (size_t at = o.find("://"); at != std::string::npos) o = o.substr(at + 3);
+  if (size_t at = o.find('@'); at != std::string::npos) o = o.substr(at + 1);  // (no user in a history's origin)
+  if (!o.empty() && o.front() == '[') o = o.substr(0, o.find(']') + 1);  // an IPv6 literal: up to its bracket
+  else o = o.substr(0, o.find_first_of(":/"));
+  return o.empty() ? "" : o + " -> " + dest_host;
+}
+
+std::vector<PathFacts> path_facts(const HistoryData& h) {
+  struct Acc {
+    PathFacts f;
+    std::vector<double> losses, rtts;
+  };
+  std::map<std::string, Acc> by;
+  for (const RunRow& r : h.runs) {
+    if (r.outcome != "done") continue;
+    std::string k = path_key(r.source_origin, r.dest_host);
+    if (k.empty()) continue;
+    Acc& a = by[k];
+    a.f.path = k;
+    ++a.f.runs;
+    a.f.newest_unix = std::max(a.f.newest_unix, r.finished_unix > 0 ? r.finished_unix : r.started_unix);
+    if (r.link_source.rfind("measured", 0) == 0) a.f.link_mbps = std::max(a.f.link_mbps, r.link_mbps);
+    if (r.link_source.find("loss measured") != std::string::npos && r.loss_pct) a.losses.push_back(*r.loss_pct);
+    if (r.handshake_rtt_ms > 0) a.rtts.push_back(r.handshake_rtt_ms);
+  }
+  std::vector<PathFacts> out;
+  for (auto& [k, a] : by) {
+    if (!a.losses.empty()) a.f.loss_pct = median(a.losses);
+    if (!a.rtts.empty()) a.f.rtt_ms = median(a.rtts);
+    out.push_back(std::move(a.f));
+  }
+  return out;
+}
+
 Preprocessed preprocess(const HistoryData& h) {
   Preprocessed p;
   p.input = h.intervals.size();
@@ -56,36 +92,23 @@ Preprocessed preprocess(const HistoryData& h) {
     run_load[r] = median(v);
   }
 
-  // A path measured by its own jobs: each job's link rate is the most the
-  // interfaces received while it ran, which a job at two channels puts far
-  // below what the link carries, and its loss is a few seconds' count. Runs
-  // between the same two hosts are one path: the link rate is the most any
-  // of them measured, the loss their median (configured figures are kept).
-  // Without this, a history of everyday jobs splits one path into a
-  // stratum per speed the jobs happened to reach.
-  auto path_key = [](const RunRow& r) {
-    std::string o = r.source_origin;
-    if (size_t at = o.find("://"); at != std::string::npos) o = o.substr(at + 3);
-    if (!o.empty() && o.front() == '[') o = o.substr(0, o.find(']') + 1);  // an IPv6 literal: up to its bracket
-    else o = o.substr(0, o.find(':'));
-    return o.empty() ? "run " + r.node + "/" + r.run : o + " -> " + r.dest_host;
+  // The path's figures (path_facts), for each run on it.
+  std::map<std::string, PathFacts> paths;
+  for (PathFacts& f : path_facts(h)) paths.emplace(f.path, std::move(f));
+  auto path_of_run = [](const RunRow& r) {
+    std::string k = path_key(r.source_origin, r.dest_host);
+    return k.empty() ? "run " + r.node + "/" + r.run : k;
   };
   auto link_measured = [](const RunRow& r) { return r.link_source.rfind("measured", 0) == 0; };
   auto loss_measured = [](const RunRow& r) { return r.link_source.find("loss measured") != std::string::npos; };
-  std::map<std::string, double> path_link;
-  std::map<std::string, std::vector<double>> path_losses;
-  for (const RunRow& r : h.runs) {
-    if (r.outcome != "done") continue;
-    if (link_measured(r)) path_link[path_key(r)] = std::max(path_link[path_key(r)], r.link_mbps);
-    if (loss_measured(r) && r.loss_pct) path_losses[path_key(r)].push_back(*r.loss_pct);
-  }
   auto link_of = [&](const RunRow& r) {
-    auto it = path_link.find(path_key(r));
-    return link_measured(r) && it != path_link.end() ? it->second : r.link_mbps;
+    auto it = paths.find(path_of_run(r));
+    return link_measured(r) && it != paths.end() && it->second.link_mbps > 0 ? it->second.link_mbps : r.link_mbps;
   };
   auto loss_of = [&](const RunRow& r) {
-    auto it = path_losses.find(path_key(r));
-    return loss_measured(r) && it != path_losses.end() ? median(it->second) : r.loss_pct.value_or(0);
+    auto it = paths.find(path_of_run(r));
+    return loss_measured(r) && it != paths.end() && it->second.loss_pct >= 0 ? it->second.loss_pct
+                                                                             : r.loss_pct.value_or(0);
   };
 
   enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Impossible, Outlier, kRules };
@@ -144,7 +167,7 @@ Preprocessed preprocess(const HistoryData& h) {
     Sample s;
     s.run = i.node + "/" + i.run;
     s.chunk = i.chunk;
-    s.path = path_key(*r);
+    s.path = path_of_run(*r);
     s.t_unix = i.t_unix;
     s.link_mbps = link_of(*r), s.rtt_ms = r->handshake_rtt_ms, s.loss_pct = loss_of(*r);
     s.files = double(i.chunk_files), s.bytes = double(i.chunk_bytes), s.size_mean = i.chunk_size_mean;

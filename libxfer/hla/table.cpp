@@ -17,7 +17,8 @@
 //        "entries": [ {"sla": "throughput" | "energy", "level", "bound",   (the steps of eq. 10 / 11)
 //                      "params": {"cc", "p", "pp", "cores", "freq_khz"},
 //                      "predicted": {"mbps", "j_per_gb"}, "feasible": bool} ] } ],
-//     "predictor": null | {...} }
+//     "predictor": null | {...},
+//     "paths": [ {"path", "link_mbps", "rtt_ms", "loss_pct" (-1: not measured), "runs", "newest_unix"} ] }   (optional)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,9 +115,17 @@ json to_json(const ParamTable& t) {
                       {"measured", measured},
                       {"entries", entries}});
   }
+  json paths = json::array();
+  for (const PathFacts& f : t.paths)
+    paths.push_back({{"path", f.path},
+                     {"link_mbps", f.link_mbps},
+                     {"rtt_ms", f.rtt_ms},
+                     {"loss_pct", f.loss_pct},
+                     {"runs", f.runs},
+                     {"newest_unix", f.newest_unix}});
   return {{"format", kTableFormat}, {"version", t.version}, {"generated_unix", t.generated_unix},
           {"history", t.history},   {"rows_used", t.rows_used}, {"strata", strata},
-          {"predictor", t.predictor}};
+          {"predictor", t.predictor}, {"paths", paths}};
 }
 
 ParamTable table_from_json(const json& j) {
@@ -226,7 +235,34 @@ ParamTable table_from_json(const json& j) {
     if (!p.is_null() && !p.is_object()) throw TableError("table: 'predictor' must be an object or null");
     t.predictor = p;
   }
+  if (j.contains("paths")) {  // (tables written before it have none)
+    const json& paths = member(j, "paths", "table", json::value_t::array);
+    if (paths.size() > kMaxTablePaths)
+      throw TableError(fmt::format("table: {} paths, more than {}", paths.size(), kMaxTablePaths));
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const json& f = paths[i];
+      const std::string at = fmt::format("path {}", i + 1);
+      PathFacts pf;
+      pf.path = member(f, "path", at, json::value_t::string).get<std::string>();
+      if (pf.path.empty() || pf.path.size() > 600) throw TableError(at + ": 'path' must be 1 to 600 characters");
+      pf.link_mbps = num(f, "link_mbps", at, 0, 1e7);
+      pf.rtt_ms = num(f, "rtt_ms", at, 0, 1e6);
+      pf.loss_pct = num(f, "loss_pct", at, -1, 100);
+      if (pf.loss_pct < 0) pf.loss_pct = -1;
+      pf.runs = size_t(whole(f, "runs", at, 0, 2000000000));
+      pf.newest_unix = num(f, "newest_unix", at, 0, 1e11);
+      t.paths.push_back(std::move(pf));
+    }
+  }
   return t;
+}
+
+const PathFacts* find_path(const ParamTable& t, const std::string& origin, const std::string& dest_host) {
+  const std::string k = path_key(origin, dest_host);
+  if (k.empty()) return nullptr;
+  for (const PathFacts& f : t.paths)
+    if (f.path == k) return &f;
+  return nullptr;
 }
 
 void save_table(const ParamTable& t, const std::string& path) {

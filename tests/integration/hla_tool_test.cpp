@@ -3,8 +3,10 @@
 // xferctl run --hla-table and xferd ([hla] table, Reload) load; bad input
 // (an empty, missing or unreachable history, a table of another version)
 // is refused with the reason and nothing half-written.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -38,6 +40,16 @@ std::string write_table(const std::string& dir, int version = xfer::hla::kTableV
   return path;
 }
 
+}  // namespace
+
+namespace {
+// `xferctl run ARGS --json`: its report (empty when it failed, which is a failure).
+nlohmann::json xferctl_run(const std::string& args) {
+  Shell r = run(bin("xferctl") + " run " + args + " --json --no-progress");
+  EXPECT_EQ(r.status, 0) << r.out;
+  if (r.status != 0 || r.out.find('{') == std::string::npos) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
 }  // namespace
 
 TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
@@ -118,6 +130,26 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
     xfer::hla::HistoryData given = xfer::hla::open_history(history)->read();
     ASSERT_FALSE(given.runs.empty());
     EXPECT_EQ(given.runs[0].link_source, "configured, loss configured");
+    // The next job between these hosts starts from what that one measured
+    // (issue 55: the BDP assumed 1000 Mbit/s whatever the history knew): a
+    // table that holds the path gives its link rate and loss.
+    xfer::hla::ParamTable with_path = t;
+    with_path.paths = xfer::hla::path_facts(hd);
+    ASSERT_EQ(with_path.paths.size(), 1u);
+    xfer::hla::save_table(with_path, work + "/paths.json");
+    fs::create_directory(work + "/in2");
+    nlohmann::json nj = xferctl_run("--manifest " + work + "/m --dest " + work + "/in2 --hla-table " + work + "/paths.json");
+    ASSERT_TRUE(nj.contains("link")) << nj.dump();
+    EXPECT_EQ(nj["link"]["source"], "path") << nj["link"].dump();
+    EXPECT_DOUBLE_EQ(nj["link"]["mbps"].get<double>(), with_path.paths[0].link_mbps) << nj["link"].dump();
+    EXPECT_NE(nj["link"]["path"].get<std::string>().find(with_path.paths[0].path), std::string::npos) << nj["link"].dump();
+    EXPECT_EQ(nj["link"]["loss_source"], "path") << nj["link"].dump();
+    // The BDP is that rate over this job's handshake RTT, not 1000 Mbit/s's.
+    EXPECT_NEAR(nj["bdp_bytes"].get<double>(), with_path.paths[0].link_mbps * 1e6 / 8 * nj["rtt_ms"].get<double>() / 1e3,
+                1.0)
+        << nj.dump();
+    // Without the table the link is assumed.
+    EXPECT_EQ(j["link"]["source"], "assumed") << j["link"].dump();
   }
 
   // hla-throughput starts from the table: the collect's own html files,
@@ -133,10 +165,9 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
       m << served.url(false, "/" + html + "/" + f.path().filename().string()) << " " << fs::file_size(f.path()) << "\n";
   }
   fs::create_directory(work + "/hin");
-  Shell h = run(bin("xferctl") + " run --manifest " + work + "/hm --dest " + work + "/hin --hla-table " + table +
-                " --sla hla-throughput --bandwidth-mbps 300 --rtt-ms 2 --kernel off --json --no-progress");
-  ASSERT_EQ(h.status, 0) << h.out;
-  nlohmann::json hj = nlohmann::json::parse(h.out.substr(h.out.find('{')));
+  nlohmann::json hj = xferctl_run("--manifest " + work + "/hm --dest " + work + "/hin --hla-table " + table +
+                                   " --sla hla-throughput --bandwidth-mbps 300 --rtt-ms 2 --kernel off");
+  ASSERT_TRUE(hj.contains("tuner")) << hj.dump();
   EXPECT_EQ(hj["tuner"]["start"], "table") << hj["tuner"].dump();
   ASSERT_FALSE(hj["tuner"]["chunks"].empty()) << hj["tuner"].dump();
   EXPECT_EQ(hj["tuner"]["chunks"][0]["source"].get<std::string>().rfind("table P1/D", 0), 0u) << hj["tuner"].dump();

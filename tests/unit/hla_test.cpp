@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "xfer/hla.h"
+#include "xfer/running_job.h"
 #include "xfer/history.h"
 
 using namespace xfer::hla;
@@ -677,6 +678,90 @@ TEST(Hla, APathItsOwnJobsMeasuredIsTheMostAnyOfThemSaw) {
   std::set<std::string> paths;
   for (const Stratum& x : st.strata) paths.insert(x.id.substr(0, x.id.find('/')));
   EXPECT_EQ(paths.size(), 2u) << st.tree;
+}
+
+// The paths the table keeps (issue 55: a job starts from its path): each
+// host pair's done runs give its link rate (the most any measured), loss
+// (the median of those measured) and handshake RTT (the median); the table
+// carries them, a job's first origin and this host find them whatever the
+// port, and start_from_path fills what is not configured.
+TEST(Hla, TheTableKeepsEachPathAsItsJobsMeasuredIt) {
+  EXPECT_EQ(path_key("http://10.9.0.2:8081", "dtn"), "10.9.0.2 -> dtn");
+  EXPECT_EQ(path_key("https://[2001:db8::1]:443", "dtn"), "[2001:db8::1] -> dtn");
+  EXPECT_EQ(path_key("https://example.org/x", "dtn"), "example.org -> dtn");
+  EXPECT_EQ(path_key("", "dtn"), "");
+  Everyday e = everyday_jobs(3);
+  e.h.runs.resize(5);
+  const double link[5] = {80, 330, 200, 1000, 900}, loss[5] = {0, 0.02, 0.01, 0.5, 0.9}, rtt[5] = {40, 44, 42, 9, 1};
+  for (int k = 0; k < 5; ++k) {
+    RunRow& r = e.h.runs[size_t(k)];
+    r.node = "dtn", r.run = "run" + std::to_string(k);
+    r.source_origin = k < 3 ? "http://10.9.0.2:8081" : "https://[2001:db8::1]:443";
+    r.dest_host = "dtn";
+    r.link_mbps = link[k], r.loss_pct = loss[k], r.handshake_rtt_ms = rtt[k];
+    r.link_source = k < 3 ? "measured, loss measured" : "configured, loss configured";
+    r.outcome = k == 4 ? "failed" : "done";  // a failed run says nothing
+    r.finished_unix = 1.7e9 + k;
+  }
+  std::vector<PathFacts> f = path_facts(e.h);
+  ASSERT_EQ(f.size(), 2u);
+  const PathFacts& lan = f[0].path == "10.9.0.2 -> dtn" ? f[0] : f[1];
+  const PathFacts& given = &lan == &f[0] ? f[1] : f[0];
+  EXPECT_EQ(lan.path, "10.9.0.2 -> dtn");
+  EXPECT_DOUBLE_EQ(lan.link_mbps, 330);
+  EXPECT_DOUBLE_EQ(lan.loss_pct, 0.01);
+  EXPECT_DOUBLE_EQ(lan.rtt_ms, 42);
+  EXPECT_EQ(lan.runs, 3u);
+  EXPECT_DOUBLE_EQ(lan.newest_unix, 1.7e9 + 2);
+  EXPECT_EQ(given.path, "[2001:db8::1] -> dtn");
+  EXPECT_DOUBLE_EQ(given.link_mbps, 0);   // configured figures are no measure of the path
+  EXPECT_DOUBLE_EQ(given.loss_pct, -1);
+
+  ParamTable t;
+  t.history = "everyday";
+  t.paths = f;
+  std::string dir = std::filesystem::temp_directory_path() / ("hla-paths-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  save_table(t, dir + "/t.json");
+  ParamTable back = load_table(dir + "/t.json");
+  ASSERT_EQ(back.paths.size(), 2u);
+  const PathFacts* found = find_path(back, "http://10.9.0.2:9000", "dtn");  // another port of the host
+  ASSERT_NE(found, nullptr);
+  EXPECT_DOUBLE_EQ(found->link_mbps, 330);
+  EXPECT_EQ(find_path(back, "http://10.9.0.3:8081", "dtn"), nullptr);
+  EXPECT_EQ(find_path(back, "http://10.9.0.2:8081", "other"), nullptr);
+
+  xfer::EngineOptions o;
+  std::string said = xfer::start_from_path(o, back, "http://10.9.0.2:8081", "dtn", 1.7e9 + 2 + 3 * 86400);
+  EXPECT_DOUBLE_EQ(o.path_link_mbps, 330);
+  EXPECT_DOUBLE_EQ(o.path_loss_pct, 0.01);
+  EXPECT_NE(said.find("link 330 Mbit/s, loss 0.01%"), std::string::npos) << said;
+  EXPECT_NE(said.find("3 runs, the newest 3 days ago"), std::string::npos) << said;
+  xfer::EngineOptions configured;
+  configured.bandwidth_configured = true;
+  xfer::start_from_path(configured, back, "http://10.9.0.2:8081", "dtn", 1.7e9);
+  EXPECT_DOUBLE_EQ(configured.path_link_mbps, 0);  // a configured link stands
+  EXPECT_DOUBLE_EQ(configured.path_loss_pct, 0.01);
+  xfer::EngineOptions none;
+  EXPECT_EQ(xfer::start_from_path(none, back, "http://[2001:db8::1]:443", "dtn", 1.7e9), "");  // nothing measured
+  EXPECT_EQ(xfer::start_from_path(none, back, "http://elsewhere", "dtn", 1.7e9), "");
+  EXPECT_DOUBLE_EQ(none.path_link_mbps, 0);
+  EXPECT_TRUE(none.path_known.empty());
+
+  // A table written before paths were kept loads; a path's figure out of
+  // range is refused by name.
+  nlohmann::json j = to_json(t);
+  j.erase("paths");
+  EXPECT_TRUE(table_from_json(j).paths.empty());
+  j = to_json(t);
+  j["paths"][1]["loss_pct"] = 200;
+  try {
+    table_from_json(j);
+    ADD_FAILURE() << "a loss of 200% loaded";
+  } catch (const TableError& e) {
+    EXPECT_NE(std::string(e.what()).find("path 2: 'loss_pct' = 200 is outside"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Hla, SurfacesThatMissAWellMeasuredSettingAreNotTrusted) {

@@ -687,3 +687,50 @@ TEST(HlaTuner, AChunkTheTableLacksIsStartedByThePredictorWhenTheTableHasOne) {
   EXPECT_GE(p.chunks[0].cc, 1);
   EXPECT_LE(p.chunks[0].cc, 8);
 }
+
+// A job starts from its path (issue 55): where no link rate is configured,
+// the table's record of the path (what its earlier jobs measured) places it
+// among strata that differ by their link alone; not knowing it, the cache
+// matches the path without the link and takes the first. The loss looked up
+// is the measured one, the scale the strata sit on, before a configured one.
+TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
+  auto t = std::make_shared<hla::ParamTable>();
+  t->history = "hand-made";
+  auto stratum = [&](const char* id, double link, double loss, int cc) {
+    hla::TableStratum s;
+    s.id = id;
+    s.link_mbps = link, s.rtt_ms = 40, s.loss_pct = loss;
+    s.files = 1000, s.bytes = 1e10, s.size_mean = 1e7, s.size_sd = 1e5;
+    s.rows = 30;
+    hla::TableEntry e{"throughput", 1.0, link, {}};
+    e.choice = {{cc, 1, 1, 1, 0}, link * 0.9, 50, true};
+    s.entries.push_back(e);
+    t->strata.push_back(s);
+  };
+  stratum("P1/D1/L1", 100, 0.05, 2);
+  stratum("P2/D1/L1", 1000, 0.05, 16);
+  stratum("P3/D1/L1", 1000, 0.0, 6);
+  TunerOptions o;
+  o.hla_table = t;
+  o.explore_share = 0;
+  auto start = [&](const JobInfo& info) {
+    std::unique_ptr<Tuner> tuner = make_tuner("hla-throughput", o);
+    return tuner->init(info);
+  };
+  JobInfo info = job();
+  info.bandwidth_bps = 1000e6, info.loss_pct = -1;  // assumed, not configured
+  Params unknown = start(info);
+  EXPECT_NE(unknown.reason.find("P1/D1/L1"), std::string::npos) << unknown.reason;  // the first, link and loss unknown
+  info.link_from_path = true, info.path_loss_pct = 0.05, info.loss_pct = 0.05;
+  Params known = start(info);
+  EXPECT_EQ(known.chunks[0].cc, 16) << known.reason;
+  EXPECT_NE(known.reason.find("P2/D1/L1"), std::string::npos) << known.reason;
+  // A configured 0% (netem's figure) where the flows measured 0.05%: looked
+  // up by the measured figure.
+  info.link_configured = true, info.link_from_path = false, info.loss_pct = 0;
+  Params measured = start(info);
+  EXPECT_NE(measured.reason.find("P2/D1/L1"), std::string::npos) << measured.reason;
+  info.path_loss_pct = -1;
+  Params configured = start(info);
+  EXPECT_NE(configured.reason.find("P3/D1/L1"), std::string::npos) << configured.reason;
+}

@@ -100,8 +100,13 @@ void print_result(const nlohmann::json& s, const std::string& title) {
              human_bytes(s["bytes"].get<double>()));
   fmt::print("  {:<11} {:.2f} s\n", "time", secs);
   fmt::print("  {:<11} {:.1f} Mbit/s\n", "throughput", s["throughput_mbps"].get<double>());
-  fmt::print("  {:<11} {} (RTT {:.3f} ms, BDP {})\n", "policy", xfer::printable(s["policy"].get<std::string>()),
-             s["rtt_ms"].get<double>(), human_bytes(s["bdp_bytes"].get<double>()));
+  std::string link;
+  if (s.contains("link") && s["link"].is_object())
+    link = fmt::format(", link {:.0f} Mbit/s {}", s["link"].value("mbps", 0.0),
+                       s["link"].value("source", std::string()) == "path" ? "(this path's, measured before)"
+                                                                          : "(" + s["link"].value("source", std::string()) + ")");
+  fmt::print("  {:<11} {} (RTT {:.3f} ms{}, BDP {})\n", "policy", xfer::printable(s["policy"].get<std::string>()),
+             s["rtt_ms"].get<double>(), link, human_bytes(s["bdp_bytes"].get<double>()));
   for (const auto& o : s["origins"])
     fmt::print("  {:<11} {} {}\n", "server", xfer::printable(o["origin"].get<std::string>()), o["protocol"].get<std::string>());
   if (!s["chunks"].empty()) {

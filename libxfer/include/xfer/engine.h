@@ -163,6 +163,14 @@ struct EngineOptions {
   bool bandwidth_configured = false;  // a file or the caller set it; else the link rate is measured (Machine)
   double rtt_ms = 0;              // 0: measured from the TCP handshakes at discovery
   double loss_pct = -1;           // the path's packet loss when known (-1: not), for the tuners
+  // What the parameter table knows of the job's path (start_from_path,
+  // running_job.h): the link rate and loss its earlier jobs measured. Where
+  // no bandwidth_mbps or loss_pct is configured, the job starts from them
+  // (the BDP, the tuners' start estimates, the table's lookups); a path's
+  // rate is never a cap (the arbiter caps only a configured link).
+  double path_link_mbps = 0;  // 0: not known
+  double path_loss_pct = -1;  // -1: not known
+  std::string path_known;     // where they come from, for the log ("": nowhere)
   int max_channels = 32;
   // Connections opened ahead, at discovery, to each http:// origin that is
   // asked in HTTP/1.1 (--http 1.1), whose probe only connects: the probe's

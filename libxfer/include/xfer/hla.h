@@ -65,6 +65,31 @@ struct Preprocessed {
   size_t folded = 0;  // samples from folded rows (hla_folded), after those of the rows
   std::vector<RuleCount> rules;  // in the order applied
 };
+// A path as its jobs measured it: runs between the same two hosts are one
+// path (path_key). Each job's link rate is the most the interfaces received
+// while it ran, which a job at two channels puts far below what the link
+// carries, and its loss is a few seconds' count: the path's link rate is the
+// most any of its done runs measured, its loss their median (measured
+// figures only; a configured one stays its run's), its RTT the median of
+// their handshakes. The analysis's strata sit on these figures (preprocess),
+// the table keeps them (ParamTable::paths), and a job on a known path starts
+// from them where nothing is configured (start_from_path): its BDP, its
+// start estimates and its place in the table.
+struct PathFacts {
+  std::string path;        // "origin host -> receiving host"
+  double link_mbps = 0;    // 0: no run measured it
+  double rtt_ms = 0;       // 0: not known
+  double loss_pct = -1;    // -1: no run measured it
+  size_t runs = 0;         // the done runs behind the figures
+  double newest_unix = 0;  // when the newest of them ended
+};
+// "HOST -> DEST_HOST" for an origin (scheme://host:port, an IPv6 literal in
+// brackets); "" when the origin names no host.
+std::string path_key(const std::string& origin, const std::string& dest_host);
+// Every path of the history's done runs (the runs whose origin names no
+// host are left out), by path.
+std::vector<PathFacts> path_facts(const HistoryData& h);
+
 // Drops, and counts: rows of runs that did not end done; settling intervals;
 // partial intervals; intervals that moved nothing; throughput above the
 // link rate; outliers (modified z-score > 3.5 of throughput or energy per
@@ -327,7 +352,11 @@ struct ParamTable {
   size_t rows_used = 0;
   std::vector<TableStratum> strata;
   nlohmann::json predictor;  // the serialized predictor and its figures (null: none)
+  std::vector<PathFacts> paths;  // the history's paths (path_facts), at most kMaxTablePaths
 };
+constexpr size_t kMaxTablePaths = 10000;  // the most recently used, when the history has more
+// The table's figures for the path from `origin` to `dest_host`; nullptr: not known.
+const PathFacts* find_path(const ParamTable& t, const std::string& origin, const std::string& dest_host);
 
 nlohmann::json to_json(const ParamTable& t);
 // Checks everything (format, version, types, ranges); throws TableError

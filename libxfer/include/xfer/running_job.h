@@ -67,6 +67,13 @@ double job_floor_bps(const std::string& algorithm, const TunerOptions& t);
 // energy_budget_j_per_gb when the policy takes one (hla-energy); 0: none.
 double job_ceiling_j_per_gb(const std::string& algorithm, const TunerOptions& t);
 
+// A job starts from its path (issue 55): the table's record of the path
+// from `origin` to `dest_host` (hla::find_path) fills o's path_* where no
+// link rate or loss is configured. What was set, for the log ("": nothing,
+// the table does not know the path or everything is configured).
+std::string start_from_path(EngineOptions& o, const hla::ParamTable& t, const std::string& origin,
+                            const std::string& dest_host, double now_unix);
+
 // Whether one interval kept a job's promise: its floor (it moved at least
 // floor_bps) or its ceiling (it spent at most ceiling_j_per_gb per GB it
 // moved). nullopt when the job has no promise or the interval says nothing

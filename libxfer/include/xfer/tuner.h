@@ -27,10 +27,15 @@ struct ParamTable;
 struct JobInfo {
   std::vector<ChunkPlan> chunks;
   uint64_t bdp_bytes = 0;
-  double bandwidth_bps = 0;  // link rate (bits/s), configured or assumed
-  bool link_configured = false;  // else bandwidth_bps is an assumption and Observation::link_bps the measure
+  double bandwidth_bps = 0;  // link rate (bits/s): configured, the path's as measured before, or assumed
+  bool link_configured = false;  // else bandwidth_bps is not a configured figure and Observation::link_bps the measure
+  bool link_from_path = false;   // bandwidth_bps is the path's rate as its earlier jobs measured it (EngineOptions)
   double rtt_s = 0;          // measured at discovery (TCP handshake) or configured
-  double loss_pct = -1;      // the path's packet loss as configured (--loss-pct); -1: not known
+  double loss_pct = -1;      // the path's packet loss as configured (--loss-pct), else as measured before; -1: not known
+  // The loss its earlier jobs measured (-1: none): the scale the parameter
+  // table's strata sit on (hla::path_facts), looked up by it before a
+  // configured figure.
+  double path_loss_pct = -1;
   uint64_t tcp_buf_bytes = 0;  // largest TCP receive buffer (net.ipv4.tcp_rmem max)
   int max_channels = 32;       // cap on channels (sum of cc over chunks); each opens p connections
   // Every origin speaks HTTP/2: a connection with pp > 1 carries pp requests
