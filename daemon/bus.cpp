@@ -503,19 +503,19 @@ int bus_register(Service& s, sd_bus* bus) {
     if (changed.empty()) return;
     // PropertiesChanged with the new values, to each watcher alone.
     unicast(bus, j, "org.freedesktop.DBus.Properties", "PropertiesChanged", [&](sd_bus_message* m) {
-      int r = sd_bus_message_append(m, "s", "org.xferd.Job1");
-      if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
+      int rc = sd_bus_message_append(m, "s", "org.xferd.Job1");
+      if (rc >= 0) rc = sd_bus_message_open_container(m, 'a', "{sv}");
       for (const auto& [name, prop] : changed) {
-        if (r >= 0) r = sd_bus_message_open_container(m, 'e', "sv");
-        if (r >= 0) r = sd_bus_message_append(m, "s", name);
-        if (r >= 0) r = sd_bus_message_open_container(m, 'v', prop->type);
-        if (r >= 0) r = append_value(m, last[name]);
-        if (r >= 0) r = sd_bus_message_close_container(m);
-        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (rc >= 0) rc = sd_bus_message_open_container(m, 'e', "sv");
+        if (rc >= 0) rc = sd_bus_message_append(m, "s", name);
+        if (rc >= 0) rc = sd_bus_message_open_container(m, 'v', prop->type);
+        if (rc >= 0) rc = append_value(m, last[name]);
+        if (rc >= 0) rc = sd_bus_message_close_container(m);
+        if (rc >= 0) rc = sd_bus_message_close_container(m);
       }
-      if (r >= 0) r = sd_bus_message_close_container(m);
-      if (r >= 0) r = sd_bus_message_append(m, "as", 0);
-      return r;
+      if (rc >= 0) rc = sd_bus_message_close_container(m);
+      if (rc >= 0) rc = sd_bus_message_append(m, "as", 0);
+      return rc;
     });
   };
   s.on_finished = [bus, shown](JobEntry& j) {

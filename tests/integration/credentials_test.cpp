@@ -520,9 +520,10 @@ TEST(Credentials, ThroughXferdNoSecretLeaks) {
     if (!e.is_regular_file()) continue;
     EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
     EXPECT_EQ(file_bytes(e.path()).find(key_body), std::string::npos) << e.path();
-    if (e.path().filename().string().rfind("xferd.db", 0) == 0 || e.path().filename().string().rfind("history.db", 0) == 0)
+    if (e.path().filename().string().rfind("xferd.db", 0) == 0 || e.path().filename().string().rfind("history.db", 0) == 0) {
       EXPECT_EQ(fs::status(e.path()).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
           << e.path();
+    }
   }
   EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
   EXPECT_EQ(xferd.log().find(key_body), std::string::npos);
@@ -659,7 +660,9 @@ TEST(Credentials, APolicysCredentialsComeFromSystemdCredentials) {
   xferd.stop();
   EXPECT_EQ(xferd.log().find(kCanary), std::string::npos);
   for (const auto& e : fs::directory_iterator(xferd.state_dir))
-    if (e.is_regular_file()) EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
+    if (e.is_regular_file()) {
+      EXPECT_EQ(file_bytes(e.path()).find(kCanary), std::string::npos) << e.path();
+    }
   fs::remove_all(creds);
   fs::remove_all(dest);
   fs::remove_all(dest2);

@@ -76,7 +76,9 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   xfer::hla::ParamTable t = xfer::hla::load_table(table);
   ASSERT_GE(t.strata.size(), 1u);
   for (const auto& s : t.strata) {
-    if (s.decided == "surfaces") EXPECT_GE(s.rows, 6u) << s.id;
+    if (s.decided == "surfaces") {
+      EXPECT_GE(s.rows, 6u) << s.id;
+    }
     EXPECT_FALSE(s.why.empty()) << s.id;
     EXPECT_FALSE(s.measured.empty()) << s.id;
     // eq. 10's and eq. 11's steps: at least the most throughput and the
@@ -171,10 +173,6 @@ TEST(HlaTool, QuickCollectThenAnalyzeMakesATableXferctlLoads) {
   EXPECT_EQ(hj["tuner"]["start"], "table") << hj["tuner"].dump();
   ASSERT_FALSE(hj["tuner"]["chunks"].empty()) << hj["tuner"].dump();
   EXPECT_EQ(hj["tuner"]["chunks"][0]["source"].get<std::string>().rfind("table P1/D", 0), 0u) << hj["tuner"].dump();
-  auto slurp = [](const fs::path& f) {
-    std::ifstream in(f, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   for (const auto& f : fs::directory_iterator(work + "/collect/data/" + html))
     EXPECT_TRUE(file_bytes(work + "/hin/" + f.path().filename().string()) == file_bytes(f.path())) << f.path();
   fs::remove_all(work);

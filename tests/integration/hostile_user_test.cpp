@@ -301,7 +301,9 @@ TEST(HostileUser, TheDaemonsDescriptorsNeverReachACaller) {
   }
   // (Under load root's job may have ended meanwhile; then there is nothing to cancel.)
   Shell cancel = run(bin("xferctl") + " cancel " + rpath.substr(rpath.rfind('/') + 1));
-  if (cancel.status != 0) EXPECT_EQ(job_property(rpath, "State"), "done") << cancel.out;
+  if (cancel.status != 0) {
+    EXPECT_EQ(job_property(rpath, "State"), "done") << cancel.out;
+  }
   wait_state(rpath, {"cancelled", "done"});
   for (const auto& e : fs::directory_iterator(shared))
     EXPECT_NE(owner_of(e.path().string()), kNobody) << e.path() << " was written for nobody";
@@ -541,8 +543,8 @@ struct CpuHogs {
       pid_t p = fork();
       if (p == 0) {
         alarm(600);  // a hog never outlives a test that was killed
-        for (volatile unsigned long n = 0;; n = n + 1) {
-        }
+        volatile unsigned long n = 0;
+        for (;;) n = n + 1;
       }
       pids.push_back(p);
     }

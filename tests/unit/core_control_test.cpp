@@ -229,8 +229,8 @@ TEST(OthersLoad, CountsAChildThatSpinsAsAboutACore) {
   pid_t spinner = fork();
   if (spinner == 0) {
     alarm(20);
-    for (volatile unsigned long n = 0;; n = n + 1) {
-    }
+    volatile unsigned long n = 0;
+    for (;;) n = n + 1;
   }
   double seen = 0;
   {

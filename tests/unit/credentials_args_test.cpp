@@ -66,7 +66,9 @@ TEST(CredentialArgs, RefusalsNameTheKeyNeverTheValue) {
     if (f.size() == 1 && f[0].key == "password") continue;
     EXPECT_NE(why, "") << f[0].key;
     // A key the daemon does not know is echoed (bounded), a value never.
-    if (f[0].key != canary) EXPECT_EQ(why.find(canary), std::string::npos) << why;
+    if (f[0].key != canary) {
+      EXPECT_EQ(why.find(canary), std::string::npos) << why;
+    }
   }
 }
 

@@ -758,8 +758,8 @@ TEST(Hla, TheTableKeepsEachPathAsItsJobsMeasuredIt) {
   try {
     table_from_json(j);
     ADD_FAILURE() << "a loss of 200% loaded";
-  } catch (const TableError& e) {
-    EXPECT_NE(std::string(e.what()).find("path 2: 'loss_pct' = 200 is outside"), std::string::npos) << e.what();
+  } catch (const TableError& err) {
+    EXPECT_NE(std::string(err.what()).find("path 2: 'loss_pct' = 200 is outside"), std::string::npos) << err.what();
   }
   std::filesystem::remove_all(dir);
 }

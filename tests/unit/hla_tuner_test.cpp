@@ -554,7 +554,10 @@ double run_intervals(SimJob& r, double load, int n) {
     if (auto next = r.tuner->decide(o)) {
       r.changed = !(next->chunks == r.p.chunks);
       r.p = *next;
-      if (r.changed) EXPECT_TRUE(next->reason.find("explore") != std::string::npos || next->reason.find("back") != std::string::npos) << next->reason;
+      if (r.changed) {
+        EXPECT_TRUE(next->reason.find("explore") != std::string::npos || next->reason.find("back") != std::string::npos)
+            << next->reason;
+      }
     }
   }
   return least;
