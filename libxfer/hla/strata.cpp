@@ -28,6 +28,11 @@ std::vector<bool> outliers(const std::vector<double>& x) {
   return out;
 }
 
+// What a run's own jobs measured of its path (history.h: link_source), not
+// configured or assumed figures.
+bool link_measured(const RunRow& r) { return r.link_source.rfind("measured", 0) == 0; }
+bool loss_measured(const RunRow& r) { return r.link_source.find("loss measured") != std::string::npos; }
+
 }  // namespace
 
 std::string path_key(const std::string& origin, const std::string& dest_host) {
@@ -53,8 +58,8 @@ std::vector<PathFacts> path_facts(const HistoryData& h) {
     a.f.path = k;
     ++a.f.runs;
     a.f.newest_unix = std::max(a.f.newest_unix, r.finished_unix > 0 ? r.finished_unix : r.started_unix);
-    if (r.link_source.rfind("measured", 0) == 0) a.f.link_mbps = std::max(a.f.link_mbps, r.link_mbps);
-    if (r.link_source.find("loss measured") != std::string::npos && r.loss_pct) a.losses.push_back(*r.loss_pct);
+    if (link_measured(r)) a.f.link_mbps = std::max(a.f.link_mbps, r.link_mbps);
+    if (loss_measured(r) && r.loss_pct) a.losses.push_back(*r.loss_pct);
     if (r.handshake_rtt_ms > 0) a.rtts.push_back(r.handshake_rtt_ms);
   }
   std::vector<PathFacts> out;
@@ -99,8 +104,6 @@ Preprocessed preprocess(const HistoryData& h) {
     std::string k = path_key(r.source_origin, r.dest_host);
     return k.empty() ? "run " + r.node + "/" + r.run : k;
   };
-  auto link_measured = [](const RunRow& r) { return r.link_source.rfind("measured", 0) == 0; };
-  auto loss_measured = [](const RunRow& r) { return r.link_source.find("loss measured") != std::string::npos; };
   auto link_of = [&](const RunRow& r) {
     auto it = paths.find(path_of_run(r));
     return link_measured(r) && it != paths.end() && it->second.link_mbps > 0 ? it->second.link_mbps : r.link_mbps;

@@ -470,20 +470,22 @@ std::optional<Params> ThroughputTargetTuner::decide(const Observation& obs) {
       // (contention-fast.toml at 6f8172f: 71 Mbit/s at 2 channels went to 5,
       // which moved 82 of 150; 127 at 7 went to 10, which moved 148).
       int next = 0;
+      const bool far_under_first = first && thr < lo / 2;
       std::string how = "cc * target / actual";
-      if (quick_looks_ > 0 && !(first && thr < lo / 2)) {
+      if (quick_looks_ > 0 && !far_under_first) {
         const double r = rtt_s(obs);
-        const int cold = obs.settling && raised_ ? total_ - warm_ : 0;
+        const int added_cold = obs.settling && raised_ ? total_ - warm_ : 0;
         // A quarter over the aim, as at the start (kStartMargin): beside other
         // jobs a warm channel's rate moves from look to look (2 channels at
         // 135 Mbit/s stepped to 4, which moved 130), and the cap holds what
         // the step brings over the need.
-        next = ramp_channels(total_, cold, thr, aim * kStartMargin, obs.interval_s, look_s(info_.rtt_s), r,
+        next = ramp_channels(total_, added_cold, thr, aim * kStartMargin, obs.interval_s, look_s(info_.rtt_s), r,
                              info_.max_channels);
-        how = cold > 0 ? fmt::format("the ramp: the {} channels added last opened cold, as the ones added now will", cold)
-                       : "the ramp: the channels added now open cold";
+        how = added_cold > 0
+                  ? fmt::format("the ramp: the {} channels added last opened cold, as the ones added now will", added_cold)
+                  : "the ramp: the channels added now open cold";
       } else {
-        next = jump(total_, first && thr < lo / 2 ? aim * kStartMargin : aim, thr, info_.max_channels);
+        next = jump(total_, far_under_first ? aim * kStartMargin : aim, thr, info_.max_channels);
       }
       if (next == total_) {
         why = fmt::format("{:.1f} of {:.1f} Mbit/s at {} channels, {} of them opened cold at this look: warm, they "
