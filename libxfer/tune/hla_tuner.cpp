@@ -33,9 +33,11 @@
 // bytes left, hla-energy takes one from the chunk with the most).
 // Exploration (issue 41; hla_tuner.h kExploreShare): at most explore_share
 // of the intervals go to a neighbouring setting the stratum's history lacks
-// or knows poorly (UCB1 over the table's measured settings), held for two
-// intervals and kept only when it did better within the SLA; under a floor
-// never fewer channels, and only while the floor is met with margin.
+// or knows poorly (UCB1 over the table's measured settings; hla-energy's
+// first is MinE's setting), held for four intervals and kept only when the
+// mean of the last three did better within the SLA, past the looks'
+// scatter; under a floor never fewer channels, and only while the floor is
+// met with margin.
 // hla-throughput's floor is split among the chunks by their bytes; when a
 // chunk finishes, the rest re-choose from their bands for their share of
 // the whole floor (not a switch: the surfaces stay).
@@ -88,6 +90,15 @@ Params HlaTuner::init(const JobInfo& info) {
   }
   active_.assign(info.chunks.size(), true);
   places_.assign(info.chunks.size(), {});
+  if (goal_ == Goal::Energy && opts_.energy_budget_j_per_gb <= 0) {
+    // The formula beside hla-energy (its cold start): its setting is the
+    // first trial where the stratum knows it poorly. The kernel stays out
+    // of it (kernel_ here holds the knobs; a trial moves cc, p and pp).
+    TunerOptions f = opts_;
+    f.kernel = false;
+    formula_ = MinEnergyTuner(f).init(info).chunks;
+    formula_seen_.assign(formula_.size(), false);
+  }
   for (size_t i = 0; i < info.chunks.size(); ++i)
     if (auto hit = hla::lookup(*opts_.hla_table, query(i, -1))) {  // no load measured yet: the lightest band
       places_[i].bands = hit->bands;
@@ -261,6 +272,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   last_j_per_gb_ = energy ? *energy / (double(obs.bytes_interval) / 1e9) : 0;
   if (exploring_.active) return judge_exploration(mbps, obs.interval_s);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
+  push_window(recent_jgb_, last_j_per_gb_, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   // A floor's breach and slack are judged on T_avg (Algorithm 2), the
   // throughput averaged over the looks at these params (the window starts
@@ -363,7 +375,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
 // New params: the references are measured again once they have settled.
 void HlaTuner::new_references(double load) {
   ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = load, worse_for_ = 0;
-  recent_bps_.clear(), recent_w_.clear();
+  recent_bps_.clear(), recent_w_.clear(), recent_jgb_.clear();
 }
 
 std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, double proj) {
@@ -429,7 +441,7 @@ bool HlaTuner::ask_table_again(const std::string& why, const char* event,
     return false;
   }
   ++adjustments_;
-  recent_bps_.clear(), recent_w_.clear();  // the projection's averages start again at the new params
+  recent_bps_.clear(), recent_w_.clear(), recent_jgb_.clear();  // the projection's averages start again at the new params
   events_.push_back({{"interval", intervals_}, {"event", event}, {"worth", worth_}});
   return true;
 }
@@ -584,7 +596,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   const double look_s = intervals_ > 0 ? seconds_ / double(intervals_) : 0;
   const double tried_s = (stratum ? stratum->explored_s : 0) + double(explored_intervals_) * look_s;
   const double held_s = (stratum ? stratum->seconds : 0) + seconds_;
-  if (tried_s + double(kExploreHold) * look_s > opts_.explore_share * held_s) return std::nullopt;
+  if (tried_s + double(1 + kExploreLooks) * look_s > opts_.explore_share * held_s) return std::nullopt;
   const ChunkParams c = current_.chunks[pick];
   static const std::vector<hla::MeasuredSetting> none;
   const std::vector<hla::MeasuredSetting>& measured =
@@ -634,60 +646,117 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     double score = k.visits == 0 ? 1e300 : value + std::sqrt(2 * std::log(double(std::max<size_t>(total, 2))) / double(k.visits));
     if (score > best_score) best_score = score, chosen = &n, chosen_known = k;
   }
+  // hla-energy's formula arm first: MinE's setting for this chunk, once a
+  // job, where the stratum knows it poorly and it fits the channel limit.
+  ChunkParams formula;
+  bool from_formula = false;
+  if (pick < formula_seen_.size() && !formula_seen_[pick]) {
+    formula_seen_[pick] = true;
+    formula = formula_[pick];
+    Known k = so_far(formula);
+    if (!(formula == c) && (k.visits < kExploreKnown || k.spread >= 0.1) &&
+        current_.total_channels() - c.cc * c.p + formula.cc * formula.p <= std::max(1, info_.max_channels))
+      chosen = &formula, chosen_known = k, from_formula = true;
+  }
   if (!chosen) return std::nullopt;
-  double ref_bps = std::accumulate(recent_bps_.begin(), recent_bps_.end(), 0.0) / double(recent_bps_.size());
-  double ref_w = recent_w_.empty() ? 0 : std::accumulate(recent_w_.begin(), recent_w_.end(), 0.0) / double(recent_w_.size());
-  exploring_ = {true, pick, current_, ref_bps / 1e6, ref_w > 0 && ref_bps > 0 ? ref_w / (ref_bps / 8e9) : 0,
-                predicted_, table_chunks_};
+  exploring_ = {};
+  exploring_.active = true, exploring_.chunk = pick, exploring_.back = current_;
+  exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_, exploring_.formula = from_formula;
+  for (double b : recent_bps_) exploring_.ref_mbps.push_back(b / 1e6);
+  exploring_.ref_jgb = recent_jgb_;
   ++explorations_;
   current_.chunks[pick] = *chosen;
   std::string known = chosen_known.visits == 0
                           ? "never measured in this stratum"
                           : fmt::format("{} visits in this stratum, {:.0f} Mbit/s", chosen_known.visits, chosen_known.mbps());
   current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{} (from {}x{}x{}; {}), {} intervals, "
-                                "then kept if {:.0f}% better within the SLA (UCB1 over the neighbours)",
+                                "then kept if better by {:.0f}% and by twice the standard error, within the SLA ({})",
                                 name(), hla::kExploreTag, explorations_, to_string(info_.chunks[pick].kind), chosen->cc,
-                                chosen->p, chosen->pp, c.cc, c.p, c.pp, known, kExploreHold, 100 * kExploreGain);
+                                chosen->p, chosen->pp, c.cc, c.p, c.pp, known, 1 + kExploreLooks, 100 * kExploreGain,
+                                from_formula ? "MinE's formulas' setting" : "UCB1 over the neighbours");
   events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", chosen->cc},
-                     {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits}});
+                     {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits},
+                     {"arm", from_formula ? "formula" : "neighbour"}});
   log::info("{}", current_.reason);
   return current_;
 }
 
+namespace {
+
+struct MeanSd {
+  double mean = 0, sd = 0;
+  size_t n = 0;
+};
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd m;
+  for (double x : v)
+    if (x > 0) m.mean += x, ++m.n;
+  if (m.n == 0) return m;
+  m.mean /= double(m.n);
+  for (double x : v)
+    if (x > 0) m.sd += (x - m.mean) * (x - m.mean);
+  m.sd = m.n > 1 ? std::sqrt(m.sd / double(m.n - 1)) : 0;
+  return m;
+}
+
+}  // namespace
+
 std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds) {
   Exploration& x = exploring_;
-  x.active = false;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
-  double j = last_j_per_gb_;
-  bool within = floor ? mbps >= sla_mbps_ * (1 + kMargin)
-                      : ceiling ? j > 0 && j <= opts_.energy_budget_j_per_gb / (1 + kMargin) : true;
+  x.mbps.push_back(mbps), x.jgb.push_back(last_j_per_gb_), x.seconds.push_back(seconds);
+  // Under a floor, a look below it ends the trial at once.
+  const bool under = floor && mbps < sla_mbps_;
+  if (!under && x.mbps.size() < size_t(kExploreLooks)) return std::nullopt;
+  x.active = false;
   // Most throughput (hla-throughput without a floor; hla-energy under a
   // ceiling), or least energy (a floor; hla-energy without a ceiling).
   bool by_throughput = (goal_ == Goal::Throughput && !floor) || ceiling;
-  double gain = by_throughput ? (x.ref_mbps > 0 ? mbps / x.ref_mbps - 1 : -1)
-                              : (x.ref_j_per_gb > 0 && j > 0 ? x.ref_j_per_gb / j - 1 : -1);
-  bool keep = within && gain >= kExploreGain;
+  const MeanSd ref = mean_sd(by_throughput ? x.ref_mbps : x.ref_jgb);
+  const MeanSd got = mean_sd(by_throughput ? x.mbps : x.jgb);
+  const MeanSd thr = mean_sd(x.mbps), jgb = mean_sd(x.jgb);
+  bool within = floor ? !under && thr.mean >= sla_mbps_ * (1 + kMargin)
+                      : ceiling ? jgb.mean > 0 && jgb.mean <= opts_.energy_budget_j_per_gb / (1 + kMargin) : true;
+  double gain = ref.mean > 0 && got.mean > 0 ? (by_throughput ? got.mean / ref.mean : ref.mean / got.mean) - 1 : -1;
+  // Against the scatter: twice the standard error of the difference of
+  // the two means, as a share of the reference.
+  double se = ref.mean > 0 && ref.n > 0 && got.n > 0
+                  ? std::sqrt(ref.sd * ref.sd / double(ref.n) + got.sd * got.sd / double(got.n)) / ref.mean
+                  : 0;
+  const double need = std::max(kExploreGain, 2 * se);
+  bool keep = within && gain >= need;
   const ChunkParams& c = current_.chunks[x.chunk];
   Pulled& pulled = pulled_[{x.chunk, c.cc, c.p, c.pp}];
-  const double gb = mbps * seconds / 8e3;
-  pulled.visits += 1, pulled.seconds += seconds, pulled.gb += gb, pulled.joules += (j > 0 ? j : 0) * gb;
+  for (size_t i = 0; i < x.mbps.size(); ++i) {
+    const double gb = x.mbps[i] * x.seconds[i] / 8e3;
+    pulled.seconds += x.seconds[i], pulled.gb += gb, pulled.joules += std::max(0.0, x.jgb[i]) * gb;
+  }
+  pulled.visits += 1;
   events_.push_back({{"interval", intervals_}, {"event", keep ? "explored: kept" : "explored: back"}, {"chunk", x.chunk},
-                     {"mbps", mbps}, {"j_per_gb", j}, {"ref_mbps", x.ref_mbps}, {"ref_j_per_gb", x.ref_j_per_gb}});
-  std::string what = fmt::format("{}: explored {}x{}x{}: {:.1f} Mbit/s, {:.0f} J/GB against {:.1f} Mbit/s, {:.0f} J/GB",
-                                 name(), c.cc, c.p, c.pp, mbps, j, x.ref_mbps, x.ref_j_per_gb);
+                     {"looks", x.mbps.size()}, {"mbps", thr.mean}, {"j_per_gb", jgb.mean},
+                     {"ref_mbps", mean_sd(x.ref_mbps).mean}, {"ref_j_per_gb", mean_sd(x.ref_jgb).mean},
+                     {"gain", gain}, {"needed", need}, {"arm", x.formula ? "formula" : "neighbour"}});
+  std::string what = fmt::format(
+      "{}: explored {}x{}x{} ({}): {:.1f} Mbit/s, {:.0f} J/GB over {} looks against {:.1f} Mbit/s, {:.0f} J/GB "
+      "over {}: {:+.0f}% (needed {:+.0f}%)",
+      name(), c.cc, c.p, c.pp, x.formula ? "MinE's setting" : "a neighbour", thr.mean, jgb.mean, x.mbps.size(),
+      mean_sd(x.ref_mbps).mean, mean_sd(x.ref_jgb).mean, std::max(x.ref_mbps.size(), x.ref_jgb.size()), 100 * gain,
+      100 * need);
   new_references(ref_load_);
   if (keep) {
     ++explorations_kept_;
     predicted_ = 0;  // the table predicted nothing for it
     ratios_.clear();
-    log::info("{}: kept", what);
-    return std::nullopt;
+    // The setting is this job's now: its rows are no longer a trial's.
+    current_.reason = what + "; kept";
+    log::info("{}", current_.reason);
+    return current_;
   }
   current_ = x.back;
   predicted_ = x.back_predicted, table_chunks_ = x.back_table;
   ratios_.clear();
-  current_.reason = what + (within ? "; not better by enough: back" : "; outside the SLA: back");
+  current_.reason = what + (under ? "; under the floor: back at once" : within ? "; not better by enough: back" : "; outside the SLA: back");
   log::info("{}", current_.reason);
   return current_;
 }
@@ -739,6 +808,11 @@ nlohmann::json HlaTuner::summary() const {
   j["explorations"] = explorations_;
   j["explorations_kept"] = explorations_kept_;
   j["explored_intervals"] = explored_intervals_;
+  if (!formula_.empty()) {
+    nlohmann::json arm = nlohmann::json::array();
+    for (const ChunkParams& c : formula_) arm.push_back(fmt::format("{}x{}x{}", c.cc, c.p, c.pp));
+    j["formula_arm"] = arm;
+  }
   j["events"] = events_;
   if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;
   else j["ceiling_j_per_gb"] = opts_.energy_budget_j_per_gb;

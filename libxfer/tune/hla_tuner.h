@@ -61,16 +61,25 @@ class HlaTuner : public Tuner {
   // spent on a setting next to the one in use (cc, p
   // or pp doubled or halved) that the stratum's history lacks or knows
   // poorly, picked by UCB1 over what the table measured (a setting never
-  // measured first). It is held kExploreHold intervals (the first
-  // settles), judged on the last, kept when it did better by kExploreGain
-  // within the SLA, else the setting before comes back. A floor job
-  // explores only settings with no fewer channels, and only while its
-  // last intervals were above the floor by kMargin; one that falls below
-  // the floor is left at once. The intervals land in the history with
-  // their reason (hla::kExploreTag), so the next analysis knows the setting
-  // and counts the trial against the stratum's budget.
+  // measured first). hla-energy's first trial on a chunk is the setting
+  // its formulas (MinE) give, where the stratum knows it poorly: the
+  // learned policy is then never left behind the formula beside it by a
+  // history that never held its setting (the default collect sweeps around
+  // 8x1x4 and never tried MinE's 1x1x8: hla-goals-b9d4751, 1.46x
+  // min-energy's J/GB). A trial is held 1 + kExploreLooks intervals (the
+  // first settles) and judged on the mean of the last kExploreLooks
+  // against the mean of the looks before it: kept when it did better by
+  // kExploreGain and by twice the standard error of the two means (one
+  // 0.5-s look scatters by 9-23% on the bench's path, so a single look
+  // against +10% kept noise), within the SLA, else the setting before
+  // comes back. A floor job explores only settings with no fewer
+  // channels, and only while its last intervals were above the floor by
+  // kMargin; one that falls below the floor is left at once. The
+  // intervals land in the history with their reason (hla::kExploreTag),
+  // so the next analysis knows the setting and counts the trial against
+  // the stratum's budget.
   static constexpr double kExploreShare = 0.1;
-  static constexpr int kExploreHold = 2;
+  static constexpr int kExploreLooks = 3;
   static constexpr double kExploreGain = 0.1;
   static constexpr size_t kExploreKnown = 3;  // visits past which a setting whose spread is small is known
 
@@ -109,8 +118,8 @@ class HlaTuner : public Tuner {
   // adjust(), and when it changes nothing, an exploration if one is due.
   std::optional<Params> steady(const Observation& obs, double mbps, double proj_j_per_gb);
   std::optional<Params> explore(const Observation& obs);
-  // The explored interval measured (mbps; J/GB in last_j_per_gb_): keep the
-  // setting or go back.
+  // A look at the trial's setting (mbps; J/GB in last_j_per_gb_): once
+  // kExploreLooks are in, keep the setting or go back.
   std::optional<Params> judge_exploration(double mbps, double seconds);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
@@ -133,6 +142,7 @@ class HlaTuner : public Tuner {
   std::vector<bool> active_;
   std::vector<uint64_t> left_;
   std::vector<double> loads_, recent_bps_, recent_w_;  // the last kLoadWindow intervals'
+  std::vector<double> recent_jgb_;  // their J/GB, beside recent_bps_ (0: no energy figure)
   double ref_load_ = -1, ref_mbps_ = 0, ref_pred_ = 0;   // when the band in use was taken
   int worse_for_ = 0;
   bool warned_no_energy_ = false;
@@ -153,10 +163,17 @@ class HlaTuner : public Tuner {
     bool active = false;
     size_t chunk = 0;
     Params back;         // what ran before
-    double ref_mbps = 0, ref_j_per_gb = 0;  // what it measured (J/GB 0: no energy)
     double back_predicted = 0;
     std::vector<ChunkParams> back_table;
+    bool formula = false;  // the formulas' setting (formula_), not a neighbour
+    // The objective at each look before the trial (the reference) and at
+    // each of its own: Mbit/s, J/GB (0: no energy), the look's seconds.
+    std::vector<double> ref_mbps, ref_jgb, mbps, jgb, seconds;
   } exploring_;
+  // hla-energy's formula arm: MinE's setting for each chunk (empty: none),
+  // and whether this job has considered it for the chunk yet.
+  std::vector<ChunkParams> formula_;
+  std::vector<bool> formula_seen_;
   // This job's own trials (judge_exploration), added to what the stratum's
   // history measured when UCB1 picks the next one: by (chunk, cc, p, pp).
   // (With the table's counts alone, frozen, a trial that went back left its

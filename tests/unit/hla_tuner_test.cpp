@@ -64,6 +64,7 @@ JobInfo job() {
 struct Sim {
   double load = 0.05;
   double link = 100, per_channel = 40;
+  double channel_w = 2;  // each channel's draw over the 20 W
   uint64_t done = 0;
   int interval = 0;
   Observation step(const Params& p, bool changed) {
@@ -81,7 +82,7 @@ struct Sim {
     c.params = p.chunks[0], c.bytes_total = o.bytes_total, c.bytes_done = done, c.throughput_bps = o.throughput_bps;
     o.chunks = {c};
     o.ext_load = load;
-    o.joules = o.dynamic_joules = 20 + 2.0 * cc;  // no idle draw in the simulation
+    o.joules = o.dynamic_joules = 20 + channel_w * cc;  // no idle draw in the simulation
     o.energy_source = "test";
     o.settling = changed;
     return o;
@@ -661,6 +662,131 @@ TEST(HlaTuner, AnExploredSettingThatDoesBetterIsKept) {
   EXPECT_GE(s["explorations_kept"].get<int>(), 1) << s.dump();
   EXPECT_GE(r.p.chunks[0].cc, 4) << r.p.reason;
   EXPECT_LE(s["explored_intervals"].get<double>(), 0.1 * s["intervals"].get<double>()) << s.dump();
+}
+
+// A trial is judged on the mean of its looks, past their scatter (issue
+// 55): on the bench's path one 0.5-s look scatters by 9-23%, and a single
+// look against +10% kept noise. Here cc 4 is tried from cc 2 (80 Mbit/s,
+// flat): looks of 110, 82 and 80 are +13% on average but scatter by 12%
+// of the reference as a standard error: back (the old rule kept it on its
+// first look, +37%); 100, 100 and 100 are +25% with no scatter: kept.
+namespace {
+
+// Steps until a trial begins (its params' reason says so); returns
+// whether one did.
+bool until_a_trial(SimJob& r, int most) {
+  for (int i = 0; i < most; ++i) {
+    Observation o = r.sim.step(r.p, r.changed);
+    r.changed = false;
+    if (auto next = r.tuner->decide(o)) {
+      r.changed = !(next->chunks == r.p.chunks);
+      r.p = *next;
+      if (r.p.reason.find(hla::kExploreTag) != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+// One look at the params in use that moved `mbps`.
+std::optional<Params> look(SimJob& r, double mbps, bool settling) {
+  Observation o = r.sim.step(r.p, settling);
+  o.throughput_bps = mbps * 1e6, o.bytes_interval = uint64_t(mbps * 1e6 / 8);
+  o.chunks[0].throughput_bps = o.throughput_bps;
+  return r.tuner->decide(o);
+}
+
+SimJob most_throughput_with_cc4_unknown() {
+  TunerOptions o;
+  auto t = std::make_shared<hla::ParamTable>(*measured_table());
+  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 600;  // cc 4 not measured
+  o.hla_table = t;
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.sim.link = 1000;
+  r.p = r.tuner->init(job());
+  return r;
+}
+
+}  // namespace
+
+TEST(HlaTuner, ATrialIsJudgedOnTheMeanOfItsLooksAgainstTheirScatter) {
+  for (bool steady : {false, true}) {
+    SimJob r = most_throughput_with_cc4_unknown();
+    ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+    ASSERT_TRUE(until_a_trial(r, 20)) << r.tuner->summary().dump();
+    ASSERT_EQ(r.p.chunks[0].cc, 4) << r.p.reason;
+    EXPECT_FALSE(look(r, 80, true)) << "the settling look judges nothing";
+    const std::vector<double> looks = steady ? std::vector<double>{100, 100, 100} : std::vector<double>{110, 82, 80};
+    std::optional<Params> end;
+    for (size_t i = 0; i < looks.size(); ++i) {
+      end = look(r, looks[i], false);
+      if (i + 1 < looks.size()) {
+        EXPECT_FALSE(end) << "judged after " << i + 1 << " looks: " << (end ? end->reason : "");
+      }
+    }
+    ASSERT_TRUE(end) << r.tuner->summary().dump();
+    nlohmann::json s = r.tuner->summary();
+    const nlohmann::json& judged = s["events"].back();
+    EXPECT_EQ(judged["looks"], 3) << judged.dump();
+    if (steady) {
+      EXPECT_EQ(judged["event"], "explored: kept") << judged.dump();
+      EXPECT_EQ(end->chunks[0].cc, 4) << end->reason;
+      EXPECT_EQ(end->reason.find(hla::kExploreTag), std::string::npos) << "a kept setting's rows are not a trial's";
+    } else {
+      EXPECT_EQ(judged["event"], "explored: back") << judged.dump();
+      EXPECT_GT(judged["needed"].get<double>(), 0.2) << judged.dump();
+      EXPECT_EQ(end->chunks[0].cc, 2) << end->reason;
+    }
+  }
+}
+
+// hla-energy's first trial is the setting its formulas give (issue 55):
+// the default collect sweeps around 8x1x4 and never held MinE's 1x1x8, so
+// the table's least was dearer than min-energy's (hla-goals-b9d4751:
+// 1.46x). Here the table says cc 8; MinE gives one channel to a large-file
+// chunk, not a neighbour of cc 8 (halving gives 4); each channel draws 10 W
+// and one carries what the load leaves. Tried first, kept: a third of the
+// J/GB. A stratum that knows the setting well does not try it.
+TEST(HlaTuner, HlaEnergyTriesItsFormulasSettingFirstAndKeepsItWhenCheaper) {
+  auto with_measured = [](bool known) {
+    auto t = std::make_shared<hla::ParamTable>(*table());
+    for (hla::TableStratum& st : t->strata) {
+      st.seconds = 600;
+      for (hla::TableEntry& e : st.entries)
+        if (e.sla == "energy") e.choice.knobs.cc = 8;
+      st.measured.push_back({{8, 1, 1, 2, 0}, 5, 50, 0.5, 95, 1, 8400});
+      if (known) st.measured.push_back({{1, 1, 1, 1, 0}, 5, 50, 0.5, 95, 1, 2500});
+    }
+    TunerOptions o;
+    o.hla_table = t;
+    SimJob r{make_tuner("hla-energy", o)};
+    r.sim.per_channel = 100, r.sim.channel_w = 10;
+    r.p = r.tuner->init(job());
+    return r;
+  };
+  SimJob r = with_measured(false);
+  ASSERT_EQ(r.p.chunks[0].cc, 8) << r.p.reason;
+  r.at(0.05, 30);
+  nlohmann::json s = r.tuner->summary();
+  ASSERT_EQ(s["formula_arm"], nlohmann::json::array({"1x1x1"})) << s.dump();
+  nlohmann::json first;
+  for (const auto& e : s["events"])
+    if (e["event"] == "explore") {
+      first = e;
+      break;
+    }
+  ASSERT_FALSE(first.is_null()) << s.dump();
+  EXPECT_EQ(first["arm"], "formula") << first.dump();
+  EXPECT_EQ(first["cc"], 1) << first.dump();
+  EXPECT_GE(s["explorations_kept"].get<int>(), 1) << s.dump();
+  EXPECT_EQ(r.p.chunks[0].cc, 1) << r.p.reason;
+
+  SimJob known = with_measured(true);
+  known.at(0.05, 30);
+  const nlohmann::json ks = known.tuner->summary();
+  for (const auto& e : ks["events"])
+    if (e["event"] == "explore") {
+      EXPECT_EQ(e["arm"], "neighbour") << e.dump();
+    }
 }
 
 TEST(HlaTuner, AChunkTheTableLacksIsStartedByThePredictorWhenTheTableHasOne) {
