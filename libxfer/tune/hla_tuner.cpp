@@ -48,6 +48,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "common.h"
 #include "max_throughput.h"
@@ -91,13 +92,9 @@ Params HlaTuner::init(const JobInfo& info) {
   active_.assign(info.chunks.size(), true);
   places_.assign(info.chunks.size(), {});
   if (goal_ == Goal::Energy && opts_.energy_budget_j_per_gb <= 0) {
-    // The formula beside hla-energy (its cold start): its setting is the
-    // first trial where the stratum knows it poorly. The kernel stays out
-    // of it (kernel_ here holds the knobs; a trial moves cc, p and pp).
-    TunerOptions f = opts_;
-    f.kernel = false;
-    formula_ = MinEnergyTuner(f).init(info).chunks;
-    formula_seen_.assign(formula_.size(), false);
+    // The formula beside hla-energy (its cold start): its whole setting is
+    // the first trial on each band where the stratum knows it poorly.
+    formula_ = MinEnergyTuner(opts_).init(info);
   }
   for (size_t i = 0; i < info.chunks.size(); ++i)
     if (auto hit = hla::lookup(*opts_.hla_table, query(i, -1))) {  // no load measured yet: the lightest band
@@ -244,6 +241,16 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   ++intervals_;
   if (exploring_.active) ++explored_intervals_;
+  // This job's time on each stratum a running chunk is on, and its trials'
+  // on the stratum of the chunk tried (the budget is per stratum).
+  {
+    std::set<const hla::TableStratum*> on;
+    for (size_t i = 0; i < places_.size(); ++i)
+      if (active_.empty() || active_[i]) on.insert(stratum_of(i));
+    for (const hla::TableStratum* s : on) tally_[s].held_s += obs.interval_s;
+  }
+  if (exploring_.active && exploring_.chunk < places_.size())
+    tally_[stratum_of(exploring_.chunk)].tried_s += obs.interval_s;
   std::optional<double> energy = obs.energy(EnergyKind::Dynamic);
   if (energy) joules_ += *energy;
   seconds_ += obs.interval_s;
@@ -270,7 +277,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (obs.settling || obs.near_end || obs.bytes_interval == 0 || obs.interval_s <= 0) return std::nullopt;
   double mbps = obs.throughput_bps / 1e6;
   last_j_per_gb_ = energy ? *energy / (double(obs.bytes_interval) / 1e9) : 0;
-  if (exploring_.active) return judge_exploration(mbps, obs.interval_s);
+  if (exploring_.active) return judge_exploration(mbps, obs.interval_s, obs.ext_load);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   push_window(recent_jgb_, last_j_per_gb_, kLoadWindow);
   if (energy) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
@@ -376,6 +383,23 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
 void HlaTuner::new_references(double load) {
   ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = load, worse_for_ = 0;
   recent_bps_.clear(), recent_w_.clear(), recent_jgb_.clear();
+}
+
+const hla::TableStratum* HlaTuner::stratum_of(size_t chunk) const {
+  if (chunk >= places_.size() || places_[chunk].bands.empty()) return nullptr;
+  return places_[chunk].bands[places_[chunk].band];
+}
+
+Params HlaTuner::formula_setting(const std::vector<bool>& active) const {
+  Params f = current_;
+  for (size_t i = 0; i < f.chunks.size() && i < formula_->chunks.size() && i < active.size(); ++i)
+    if (active[i]) f.chunks[i] = formula_->chunks[i];
+  f.cores = formula_->cores, f.freq_khz = formula_->freq_khz;
+  return f;
+}
+
+bool HlaTuner::same_setting(const Params& a, const Params& b) {
+  return a.chunks == b.chunks && a.cores == b.cores && a.freq_khz == b.freq_khz;
 }
 
 std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, double proj) {
@@ -589,13 +613,30 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
   if (pick >= current_.chunks.size()) return std::nullopt;
   // The budget: the trials' share of the stratum's time over every job (the
-  // history's, from the table, and this job's), not of this job's alone: at
-  // 10% of one job's intervals nothing was tried before a job's 20th
-  // interval, and no bench job ever explored.
-  const hla::TableStratum* stratum = places_[pick].bands.empty() ? nullptr : places_[pick].bands[places_[pick].band];
+  // history's, from the table, and this job's on it), not of this job's
+  // alone: at 10% of one job's intervals nothing was tried before a job's
+  // 20th interval, and no bench job ever explored; nor of this job's on
+  // every stratum: a trial on the light band's left none to the heavy one.
+  const hla::TableStratum* stratum = stratum_of(pick);
+  const Tally& own = tally_[stratum];
+  // A formula that beat the table on this stratum in this job is taken
+  // back at once when the job returns to it (the table knows no better).
+  if (formula_ && own.formula > 0) {
+    Params f = formula_setting(active);
+    if (!same_setting(f, current_)) {
+      f.reason = fmt::format("{}: MinE's setting, which beat the table's on {} in this job's trial", name(),
+                             stratum ? stratum->id : "this chunk");
+      predicted_ = 0, ratios_.clear();
+      new_references(ref_load_);
+      current_ = f;
+      events_.push_back({{"interval", intervals_}, {"event", "formula: taken again"}});
+      log::info("{}", f.reason);
+      return current_;
+    }
+  }
   const double look_s = intervals_ > 0 ? seconds_ / double(intervals_) : 0;
-  const double tried_s = (stratum ? stratum->explored_s : 0) + double(explored_intervals_) * look_s;
-  const double held_s = (stratum ? stratum->seconds : 0) + seconds_;
+  const double tried_s = (stratum ? stratum->explored_s : 0) + own.tried_s;
+  const double held_s = (stratum ? stratum->seconds : 0) + own.held_s;
   if (tried_s + double(1 + kExploreLooks) * look_s > opts_.explore_share * held_s) return std::nullopt;
   const ChunkParams c = current_.chunks[pick];
   static const std::vector<hla::MeasuredSetting> none;
@@ -646,36 +687,46 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     double score = k.visits == 0 ? 1e300 : value + std::sqrt(2 * std::log(double(std::max<size_t>(total, 2))) / double(k.visits));
     if (score > best_score) best_score = score, chosen = &n, chosen_known = k;
   }
-  // hla-energy's formula arm first: MinE's setting for this chunk, once a
-  // job, where the stratum knows it poorly and it fits the channel limit.
-  ChunkParams formula;
+  // hla-energy's formula arm first: MinE's whole setting (every running
+  // chunk's cc, p and pp, and its cores and frequency), once on each band
+  // the job is placed on (each is a stratum of its own), where the stratum
+  // knows it poorly and it fits the channel limit.
+  Params trial = current_;
   bool from_formula = false;
-  if (pick < formula_seen_.size() && !formula_seen_[pick]) {
-    formula_seen_[pick] = true;
-    formula = formula_[pick];
-    Known k = so_far(formula);
-    if (!(formula == c) && (k.visits < kExploreKnown || k.spread >= 0.1) &&
-        current_.total_channels() - c.cc * c.p + formula.cc * formula.p <= std::max(1, info_.max_channels))
-      chosen = &formula, chosen_known = k, from_formula = true;
+  if (formula_ && own.formula == 0) {
+    tally_[stratum].formula = -1;  // considered here (a trial's verdict replaces it)
+    trial = formula_setting(active);
+    Known k = so_far(trial.chunks[pick]);
+    if (!same_setting(trial, current_) && (k.visits < kExploreKnown || k.spread >= 0.1) &&
+        trial.total_channels() <= std::max(1, info_.max_channels))
+      from_formula = true, chosen_known = k;
   }
-  if (!chosen) return std::nullopt;
+  if (!from_formula) {
+    if (!chosen) return std::nullopt;
+    trial = current_;
+    trial.chunks[pick] = *chosen;
+  }
+  const ChunkParams tried = trial.chunks[pick];
   exploring_ = {};
   exploring_.active = true, exploring_.chunk = pick, exploring_.back = current_;
   exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_, exploring_.formula = from_formula;
   for (double b : recent_bps_) exploring_.ref_mbps.push_back(b / 1e6);
   exploring_.ref_jgb = recent_jgb_;
+  exploring_.load = loads_.empty() ? -1 : median(loads_);
   ++explorations_;
-  current_.chunks[pick] = *chosen;
+  trial.reason.clear();
+  current_ = trial;
   std::string known = chosen_known.visits == 0
                           ? "never measured in this stratum"
                           : fmt::format("{} visits in this stratum, {:.0f} Mbit/s", chosen_known.visits, chosen_known.mbps());
-  current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{} (from {}x{}x{}; {}), {} intervals, "
+  current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{}{} (from {}x{}x{}; {}), {} intervals, "
                                 "then kept if better by {:.0f}% and by twice the standard error, within the SLA ({})",
-                                name(), hla::kExploreTag, explorations_, to_string(info_.chunks[pick].kind), chosen->cc,
-                                chosen->p, chosen->pp, c.cc, c.p, c.pp, known, 1 + kExploreLooks, 100 * kExploreGain,
+                                name(), hla::kExploreTag, explorations_, to_string(info_.chunks[pick].kind), tried.cc,
+                                tried.p, tried.pp, from_formula && trial.cores > 0 ? fmt::format(", {} cores", trial.cores) : "",
+                                c.cc, c.p, c.pp, known, 1 + kExploreLooks, 100 * kExploreGain,
                                 from_formula ? "MinE's formulas' setting" : "UCB1 over the neighbours");
-  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", chosen->cc},
-                     {"p", chosen->p}, {"pp", chosen->pp}, {"visits", chosen_known.visits},
+  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", tried.cc},
+                     {"p", tried.p}, {"pp", tried.pp}, {"cores", trial.cores}, {"visits", chosen_known.visits},
                      {"arm", from_formula ? "formula" : "neighbour"}});
   log::info("{}", current_.reason);
   return current_;
@@ -701,15 +752,33 @@ MeanSd mean_sd(const std::vector<double>& v) {
 
 }  // namespace
 
-std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds) {
+std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, std::optional<double> load) {
   Exploration& x = exploring_;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
   x.mbps.push_back(mbps), x.jgb.push_back(last_j_per_gb_), x.seconds.push_back(seconds);
   // Under a floor, a look below it ends the trial at once.
   const bool under = floor && mbps < sla_mbps_;
-  if (!under && x.mbps.size() < size_t(kExploreLooks)) return std::nullopt;
+  // A look whose external load moved past a band switch's step from the
+  // trial's start says what the load did, not what the setting does: the
+  // trial ends with no verdict (a trial across a fall in cross traffic
+  // read as +63%).
+  const bool moved = load && x.load >= 0 && std::abs(*load - x.load) > kLoadStep;
+  if (!under && !moved && x.mbps.size() < size_t(kExploreLooks)) return std::nullopt;
   x.active = false;
+  if (moved) {
+    if (x.formula) tally_[stratum_of(x.chunk)].formula = 0;  // to be tried again
+    events_.push_back({{"interval", intervals_}, {"event", "explored: load moved"}, {"chunk", x.chunk},
+                       {"ext_load", *load}, {"trial_load", x.load}});
+    new_references(ref_load_);
+    current_ = x.back;
+    predicted_ = x.back_predicted, table_chunks_ = x.back_table;
+    ratios_.clear();
+    current_.reason = fmt::format("{}: the external load moved from {:.2f} to {:.2f} during a trial: no verdict, back",
+                                  name(), x.load, *load);
+    log::info("{}", current_.reason);
+    return current_;
+  }
   // Most throughput (hla-throughput without a floor; hla-energy under a
   // ceiling), or least energy (a floor; hla-energy without a ceiling).
   bool by_throughput = (goal_ == Goal::Throughput && !floor) || ceiling;
@@ -726,6 +795,7 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds) {
                   : 0;
   const double need = std::max(kExploreGain, 2 * se);
   bool keep = within && gain >= need;
+  if (x.formula) tally_[stratum_of(x.chunk)].formula = keep ? 1 : -1;
   const ChunkParams& c = current_.chunks[x.chunk];
   Pulled& pulled = pulled_[{x.chunk, c.cc, c.p, c.pp}];
   for (size_t i = 0; i < x.mbps.size(); ++i) {
@@ -808,10 +878,10 @@ nlohmann::json HlaTuner::summary() const {
   j["explorations"] = explorations_;
   j["explorations_kept"] = explorations_kept_;
   j["explored_intervals"] = explored_intervals_;
-  if (!formula_.empty()) {
+  if (formula_) {
     nlohmann::json arm = nlohmann::json::array();
-    for (const ChunkParams& c : formula_) arm.push_back(fmt::format("{}x{}x{}", c.cc, c.p, c.pp));
-    j["formula_arm"] = arm;
+    for (const ChunkParams& c : formula_->chunks) arm.push_back(fmt::format("{}x{}x{}", c.cc, c.p, c.pp));
+    j["formula_arm"] = {{"chunks", arm}, {"cores", formula_->cores}, {"freq_khz", formula_->freq_khz}};
   }
   j["events"] = events_;
   if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;

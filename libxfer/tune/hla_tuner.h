@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -61,8 +62,9 @@ class HlaTuner : public Tuner {
   // spent on a setting next to the one in use (cc, p
   // or pp doubled or halved) that the stratum's history lacks or knows
   // poorly, picked by UCB1 over what the table measured (a setting never
-  // measured first). hla-energy's first trial on a chunk is the setting
-  // its formulas (MinE) give, where the stratum knows it poorly: the
+  // measured first). hla-energy's first trial on each band is the whole
+  // setting its formulas (MinE) give, cores too, where the stratum knows
+  // it poorly: the
   // learned policy is then never left behind the formula beside it by a
   // history that never held its setting (the default collect sweeps around
   // 8x1x4 and never tried MinE's 1x1x8: hla-goals-b9d4751, 1.46x
@@ -120,7 +122,7 @@ class HlaTuner : public Tuner {
   std::optional<Params> explore(const Observation& obs);
   // A look at the trial's setting (mbps; J/GB in last_j_per_gb_): once
   // kExploreLooks are in, keep the setting or go back.
-  std::optional<Params> judge_exploration(double mbps, double seconds);
+  std::optional<Params> judge_exploration(double mbps, double seconds, std::optional<double> load);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
@@ -166,14 +168,25 @@ class HlaTuner : public Tuner {
     double back_predicted = 0;
     std::vector<ChunkParams> back_table;
     bool formula = false;  // the formulas' setting (formula_), not a neighbour
+    double load = -1;      // the external load's median when it began (-1: none measured)
     // The objective at each look before the trial (the reference) and at
     // each of its own: Mbit/s, J/GB (0: no energy), the look's seconds.
     std::vector<double> ref_mbps, ref_jgb, mbps, jgb, seconds;
   } exploring_;
-  // hla-energy's formula arm: MinE's setting for each chunk (empty: none),
-  // and whether this job has considered it for the chunk yet.
-  std::vector<ChunkParams> formula_;
-  std::vector<bool> formula_seen_;
+  // hla-energy's formula arm: MinE's whole setting (none: no arm).
+  std::optional<Params> formula_;
+  // This job on each stratum (nullptr: chunks the table lacks): its time
+  // there and its trials' (the exploration budget), and the formula arm's
+  // verdict there (0: not yet considered, 1: it beat the table's, -1: not).
+  struct Tally {
+    double held_s = 0, tried_s = 0;
+    int formula = 0;
+  };
+  std::map<const hla::TableStratum*, Tally> tally_;
+  const hla::TableStratum* stratum_of(size_t chunk) const;
+  // The formula's setting on the running chunks (the rest as they are).
+  Params formula_setting(const std::vector<bool>& active) const;
+  static bool same_setting(const Params& a, const Params& b);
   // This job's own trials (judge_exploration), added to what the stratum's
   // history measured when UCB1 picks the next one: by (chunk, cc, p, pp).
   // (With the table's counts alone, frozen, a trial that went back left its

@@ -750,7 +750,7 @@ TEST(HlaTuner, HlaEnergyTriesItsFormulasSettingFirstAndKeepsItWhenCheaper) {
   auto with_measured = [](bool known) {
     auto t = std::make_shared<hla::ParamTable>(*table());
     for (hla::TableStratum& st : t->strata) {
-      st.seconds = 600;
+      st.seconds = 40;  // budget for a trial of 4 s at once, a second after 40 s more
       for (hla::TableEntry& e : st.entries)
         if (e.sla == "energy") e.choice.knobs.cc = 8;
       st.measured.push_back({{8, 1, 1, 2, 0}, 5, 50, 0.5, 95, 1, 8400});
@@ -767,7 +767,7 @@ TEST(HlaTuner, HlaEnergyTriesItsFormulasSettingFirstAndKeepsItWhenCheaper) {
   ASSERT_EQ(r.p.chunks[0].cc, 8) << r.p.reason;
   r.at(0.05, 30);
   nlohmann::json s = r.tuner->summary();
-  ASSERT_EQ(s["formula_arm"], nlohmann::json::array({"1x1x1"})) << s.dump();
+  ASSERT_EQ(s["formula_arm"]["chunks"], nlohmann::json::array({"1x1x1"})) << s.dump();
   nlohmann::json first;
   for (const auto& e : s["events"])
     if (e["event"] == "explore") {
@@ -778,6 +778,22 @@ TEST(HlaTuner, HlaEnergyTriesItsFormulasSettingFirstAndKeepsItWhenCheaper) {
   EXPECT_EQ(first["arm"], "formula") << first.dump();
   EXPECT_EQ(first["cc"], 1) << first.dump();
   EXPECT_GE(s["explorations_kept"].get<int>(), 1) << s.dump();
+  EXPECT_EQ(r.p.chunks[0].cc, 1) << r.p.reason;
+  // The load rises and falls: each band is a stratum of its own (its own
+  // trial), and back on the light one the setting that won there is taken
+  // at once, not tried again.
+  r.at(0.6, 30);
+  r.at(0.05, 30);
+  s = r.tuner->summary();
+  int formula_trials = 0, taken_again = 0, switches = 0;
+  for (const auto& e : s["events"]) {
+    if (e["event"] == "explore" && e["arm"] == "formula") ++formula_trials;
+    if (e["event"] == "formula: taken again") ++taken_again;
+    if (e["event"] == "higher-load surface" || e["event"] == "lower-load surface") ++switches;
+  }
+  ASSERT_GE(switches, 2) << s.dump();
+  EXPECT_LE(formula_trials, 2) << s.dump();
+  EXPECT_GE(taken_again, 1) << s.dump();
   EXPECT_EQ(r.p.chunks[0].cc, 1) << r.p.reason;
 
   SimJob known = with_measured(true);
