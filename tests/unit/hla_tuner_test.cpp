@@ -739,6 +739,24 @@ TEST(HlaTuner, ATrialIsJudgedOnTheMeanOfItsLooksAgainstTheirScatter) {
   }
 }
 
+// A trial across a change in external load says what the load did: it ends
+// at once with no verdict (the trial setting counts no visit) and the
+// setting before comes back.
+TEST(HlaTuner, ATrialAcrossALoadChangeEndsWithNoVerdict) {
+  SimJob r = most_throughput_with_cc4_unknown();
+  ASSERT_TRUE(until_a_trial(r, 20)) << r.tuner->summary().dump();
+  ASSERT_EQ(r.p.chunks[0].cc, 4) << r.p.reason;
+  EXPECT_FALSE(look(r, 160, true));
+  r.sim.load = 0.5;  // the cross traffic rises under the trial
+  std::optional<Params> end = look(r, 100, false);
+  ASSERT_TRUE(end) << "the load moved by 0.45: no more looks";
+  EXPECT_EQ(end->chunks[0].cc, 2) << end->reason;
+  EXPECT_NE(end->reason.find("no verdict"), std::string::npos) << end->reason;
+  nlohmann::json s = r.tuner->summary();
+  EXPECT_EQ(s["events"].back()["event"], "explored: load moved") << s.dump();
+  EXPECT_EQ(s["explorations_kept"], 0) << s.dump();
+}
+
 // hla-energy's first trial is the setting its formulas give (issue 55):
 // the default collect sweeps around 8x1x4 and never held MinE's 1x1x8, so
 // the table's least was dearer than min-energy's (hla-goals-b9d4751:
