@@ -58,9 +58,9 @@ class HlaTuner : public Tuner {
   static constexpr double kTrim = 0.25;
   // Exploration within the SLA (issue 41): at most explore_share (the
   // option; kExploreShare by default) of the stratum's time, over every job
-  // (the table's TableStratum::seconds and explored_s, and this job's), is
-  // spent on a setting next to the one in use (cc, p
-  // or pp doubled or halved) that the stratum's history lacks or knows
+  // (the table's TableStratum::seconds and explored_s, and this job's time
+  // and trials on that stratum), is spent on a setting next to the one in
+  // use (cc, p or pp doubled or halved) that the stratum's history lacks or knows
   // poorly, picked by UCB1 over what the table measured (a setting never
   // measured first). hla-energy's first trial on each band is the whole
   // setting its formulas (MinE) give, cores too, where the stratum knows
