@@ -1,9 +1,9 @@
 #include "xfer/running_job.h"
 
 #include <algorithm>
-#include <chrono>
 #include <fmt/format.h>
 
+#include "xfer/clock.h"
 #include "xfer/hla.h"
 #include "xfer/log.h"
 #include "xfer/manifest.h"
@@ -74,7 +74,7 @@ RunningJob::RunningJob(Engine& engine, RunningJobSpec spec, const SharedParts& s
     const std::string dest = spec.run.dest_host.empty() ? hla::node_name() : spec.run.dest_host;
     const std::string known = start_from_path(spec.job.opts, *spec.tuner.hla_table,
                                               url_origin(spec.job.manifest.entries.front().url), dest,
-                                              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+                                              unix_now());
     if (!known.empty()) log::info("job {}: its path as its earlier jobs measured it: {}", spec.id, known);
   }
   job_ = std::make_unique<Job>(engine, std::move(spec.job));

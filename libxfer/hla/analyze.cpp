@@ -1,8 +1,8 @@
 // The offline analysis end to end (hla.h): steps 1-4 and the predictor.
 #include <algorithm>
-#include <chrono>
 #include <fmt/format.h>
 
+#include "xfer/clock.h"
 #include "xfer/hla.h"
 
 namespace xfer::hla {
@@ -22,7 +22,7 @@ Analysis analyze(const HistoryData& h, const std::string& history_name, size_t m
   }
   a.strata = stratify(a.pre.samples, min_rows);
   ParamTable& t = a.table;
-  t.generated_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  t.generated_unix = unix_now();
   t.history = history_name;
   t.paths = path_facts(h);
   if (t.paths.size() > kMaxTablePaths) {  // the most recently used

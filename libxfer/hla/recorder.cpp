@@ -1,7 +1,7 @@
 // HistoryRecorder: a job's intervals as history rows (history.h).
-#include <chrono>
 #include <cmath>
 
+#include "xfer/clock.h"
 #include "xfer/control_loop.h"
 #include "xfer/engine.h"
 #include "xfer/history.h"
@@ -9,14 +9,6 @@
 #include "xfer/text.h"
 
 namespace xfer::hla {
-
-namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h), job_(job), run_(std::move(run)) {
   if (run_.node.empty()) run_.node = node_name();

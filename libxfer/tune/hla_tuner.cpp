@@ -771,20 +771,15 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
     events_.push_back({{"interval", intervals_}, {"event", "explored: load moved"}, {"chunk", x.chunk},
                        {"ext_load", *load}, {"trial_load", x.load}});
     new_references(ref_load_);
-    current_ = x.back;
-    predicted_ = x.back_predicted, table_chunks_ = x.back_table;
-    ratios_.clear();
-    current_.reason = fmt::format("{}: the external load moved from {:.2f} to {:.2f} during a trial: no verdict, back",
-                                  name(), x.load, *load);
-    log::info("{}", current_.reason);
-    return current_;
+    return trial_back(fmt::format("{}: the external load moved from {:.2f} to {:.2f} during a trial: no verdict, back",
+                                  name(), x.load, *load));
   }
   // Most throughput (hla-throughput without a floor; hla-energy under a
   // ceiling), or least energy (a floor; hla-energy without a ceiling).
   bool by_throughput = (goal_ == Goal::Throughput && !floor) || ceiling;
-  const MeanSd ref = mean_sd(by_throughput ? x.ref_mbps : x.ref_jgb);
-  const MeanSd got = mean_sd(by_throughput ? x.mbps : x.jgb);
-  const MeanSd thr = mean_sd(x.mbps), jgb = mean_sd(x.jgb);
+  const MeanSd thr = mean_sd(x.mbps), jgb = mean_sd(x.jgb), ref_thr = mean_sd(x.ref_mbps), ref_jgb = mean_sd(x.ref_jgb);
+  const MeanSd& ref = by_throughput ? ref_thr : ref_jgb;
+  const MeanSd& got = by_throughput ? thr : jgb;
   bool within = floor ? !under && thr.mean >= sla_mbps_ * (1 + kMargin)
                       : ceiling ? jgb.mean > 0 && jgb.mean <= opts_.energy_budget_j_per_gb / (1 + kMargin) : true;
   double gain = ref.mean > 0 && got.mean > 0 ? (by_throughput ? got.mean / ref.mean : ref.mean / got.mean) - 1 : -1;
@@ -805,13 +800,13 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
   pulled.visits += 1;
   events_.push_back({{"interval", intervals_}, {"event", keep ? "explored: kept" : "explored: back"}, {"chunk", x.chunk},
                      {"looks", x.mbps.size()}, {"mbps", thr.mean}, {"j_per_gb", jgb.mean},
-                     {"ref_mbps", mean_sd(x.ref_mbps).mean}, {"ref_j_per_gb", mean_sd(x.ref_jgb).mean},
+                     {"ref_mbps", ref_thr.mean}, {"ref_j_per_gb", ref_jgb.mean},
                      {"gain", gain}, {"needed", need}, {"arm", x.formula ? "formula" : "neighbour"}});
   std::string what = fmt::format(
       "{}: explored {}x{}x{} ({}): {:.1f} Mbit/s, {:.0f} J/GB over {} looks against {:.1f} Mbit/s, {:.0f} J/GB "
       "over {}: {:+.0f}% (needed {:+.0f}%)",
       name(), c.cc, c.p, c.pp, x.formula ? "MinE's setting" : "a neighbour", thr.mean, jgb.mean, x.mbps.size(),
-      mean_sd(x.ref_mbps).mean, mean_sd(x.ref_jgb).mean, std::max(x.ref_mbps.size(), x.ref_jgb.size()), 100 * gain,
+      ref_thr.mean, ref_jgb.mean, std::max(x.ref_mbps.size(), x.ref_jgb.size()), 100 * gain,
       100 * need);
   new_references(ref_load_);
   if (keep) {
@@ -823,10 +818,18 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
     log::info("{}", current_.reason);
     return current_;
   }
-  current_ = x.back;
-  predicted_ = x.back_predicted, table_chunks_ = x.back_table;
+  return trial_back(what + (under    ? "; under the floor: back at once"
+                            : within ? "; not better by enough: back"
+                                     : "; outside the SLA: back"));
+}
+
+// The setting that ran before the trial comes back, with the table's answer
+// and prediction it had.
+Params HlaTuner::trial_back(std::string why) {
+  current_ = exploring_.back;
+  predicted_ = exploring_.back_predicted, table_chunks_ = exploring_.back_table;
   ratios_.clear();
-  current_.reason = what + (under ? "; under the floor: back at once" : within ? "; not better by enough: back" : "; outside the SLA: back");
+  current_.reason = std::move(why);
   log::info("{}", current_.reason);
   return current_;
 }

@@ -123,6 +123,8 @@ class HlaTuner : public Tuner {
   // A look at the trial's setting (mbps; J/GB in last_j_per_gb_): once
   // kExploreLooks are in, keep the setting or go back.
   std::optional<Params> judge_exploration(double mbps, double seconds, std::optional<double> load);
+  // The trial ends without keeping its setting: the one before it, for `why`.
+  Params trial_back(std::string why);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;

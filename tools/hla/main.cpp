@@ -16,6 +16,7 @@
 #include "collect.h"
 #include <libalglib/ap.h>
 
+#include "xfer/clock.h"
 #include "xfer/hla.h"
 #include "xfer/text.h"
 
@@ -162,7 +163,7 @@ int compact_history(const std::string& where, const xfer::hla::Retention& r) {
     o.direct = true;  // a fleet's server itself, not a journal
     std::unique_ptr<History> h = open_history(where, o);
     auto t0 = std::chrono::steady_clock::now();
-    double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    double now = xfer::unix_now();
     CompactReport c = compact(*h, r, now);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("history {}: kept as recorded: the runs that ended within {:g} days, at most {} interval rows\n"
