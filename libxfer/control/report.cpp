@@ -67,6 +67,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["bytes_fetched"] = p.bytes_fetched;
   j["bytes_resumed"] = p.bytes_resumed;
   j["body_reads"] = p.body_reads;
+  j["cap_resumes"] = {{"all", p.cap_resumes}, {"cut", p.cap_resumes_cut}};
   j["source_restarts"] = p.source_restarts;
   j["files_no_validator"] = p.files_unvalidated;
   j["requests_reissued"] = p.requests_reissued;

@@ -836,6 +836,8 @@ JobProgress Job::Impl::progress() const {
   p.bytes_fetched = bytes_fetched;
   p.bytes_resumed = bytes_resumed;
   p.body_reads = body_reads;
+  p.cap_resumes = cap_resumes;
+  p.cap_resumes_cut = cap_resumes_cut;
   p.preconnected = disc.preconnected_opened;
   p.preconnected_used = disc.preconnected_used;
   p.files_total = files.size();

@@ -257,13 +257,17 @@ struct Job::Impl : RequestOwner {
   void retire(std::unique_ptr<CurlMulti> m);
   void retire_all_channels();
   bool connection_has_room(const Connection& s, int pp) const;
+  bool multiplexed(const Connection& s, const FileTask& f) const;  // its requests go as HTTP/2 streams
+  uint64_t cap_range_bytes(const Connection& s, const FileTask& f) const;  // 0: not cut
+  void cut_for_cap(const Connection& s, Piece& p);
 
   // request.cpp
   Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1 = false);
   // A GET's receive buffer for a body of `bytes` (when known): libcurl
   // allocates it whole for each transfer, so a small file's request gets a
-  // small one (16 KiB, curl's default) rather than the bulk 256 KiB.
-  static void size_receive_buffer(Request* r, std::optional<uint64_t> bytes);
+  // small one (16 KiB, curl's default) rather than the bulk 256 KiB. Under
+  // a rate cap it holds a few ms of the rate (release_rate_held says why).
+  void size_receive_buffer(Request* r, std::optional<uint64_t> bytes);
   void put_credentials(Request* r, const Credentials& c);
   void put_proxy(Request* r, const Proxy& p);
   // A 3xx answer to a request that follows itself: Follow when the file now
@@ -311,6 +315,8 @@ struct Job::Impl : RequestOwner {
   uint64_t start_us = 0, end_us = 0, retry_at_us = 0, last_sync_us = 0;
   uint64_t bytes_fetched = 0, bytes_resumed = 0, bytes_done = 0, bytes_total = 0;
   uint64_t body_reads = 0;
+  uint64_t cap_resumes = 0, cap_resumes_cut = 0;  // release_rate_held
+  bool in_resume = false;  // inside curl_easy_pause(CONT): write_cb's bytes are the ones libcurl held
   size_t files_done = 0, files_failed = 0, files_skipped = 0;
   size_t source_restarts = 0;   // files started again for a changed source (restart_file)
   size_t files_unvalidated = 0; // resumed files whose version nothing vouches for (no validator, no sha256)
@@ -343,6 +349,7 @@ struct Job::Impl : RequestOwner {
   void new_interval();            // Job::new_interval
   void hold_for_rate(Request* r);
   void release_rate_held();
+  double held_at_most(const Request* r) const;
   void arm_rate_release();
   // Released requests that their resume ended (write_cb stopped them at
   // their end: release_rate_held), finished from the loop's next turn:

@@ -27,14 +27,19 @@ class RateLimit {
   // `bytes` arrive now: true when they may be taken (the bucket may go below
   // zero by them: a write is never split); false: wait (wait_us).
   bool take(size_t bytes, uint64_t now_us);
-  // How long from now until the bucket is above zero again (0: it is).
-  uint64_t wait_us(uint64_t now_us);
+  // How long from now until the bucket holds `bytes` (0: it does). What a
+  // full bucket holds (the burst) is the most ever waited for; 0 bytes: until
+  // it is no longer below zero.
+  uint64_t wait_us(uint64_t now_us, double bytes = 0);
+  double burst() const { return rate_ * kBurstSeconds; }
   // A control interval begins: what the bucket kept from under the rate in
   // the last one is dropped (a debt stays), so that no interval moves more
   // than the rate over it and a write or so. The cap is judged per interval
   // as the floor is (issue 54: a ramp's look at 113 Mbit/s filled the bucket,
   // and the next half-second look moved 178 under a cap of 165).
-  void new_interval(uint64_t now_us);
+  // `keep`: what writes held back wait for the bucket to hold (they are not
+  // under the rate: they wait to be handed over whole) is kept, up to that.
+  void new_interval(uint64_t now_us, double keep = 0);
   // When a write last found the bucket empty (0: never): the cap is what
   // holds the job's streams back only while this is recent. A write that
   // waits only for the credit new_interval dropped does not count: the

@@ -240,6 +240,7 @@ size_t write_cb(char* data, size_t size, size_t n, void* ud) {
   }
   auto* job = static_cast<Job::Impl*>(r->owner);
   if (job->limit.active() && !job->limit.take(len, coarse_us())) {
+    job->cap_resumes_cut += job->in_resume && r->asked_under_cap;
     job->hold_for_rate(r);  // libcurl hands the same bytes again when resumed
     return CURL_WRITEFUNC_PAUSE;
   }
@@ -468,9 +469,12 @@ Request* Job::Impl::new_request(RequestKind kind, FileTask* f, CurlMulti& multi,
 // in the allocation (and, under ASan, the mapping) of 256 KiB per request.
 void Job::Impl::size_receive_buffer(Request* r, std::optional<uint64_t> bytes) {
   constexpr uint64_t kSmallest = 16 * 1024;
-  long size = kBufferSize;
-  if (bytes) size = long(std::clamp<uint64_t>(*bytes, kSmallest, uint64_t(kBufferSize)));
-  curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, size);
+  constexpr double kCappedSeconds = 0.005;
+  uint64_t size = kBufferSize;
+  if (bytes) size = std::clamp<uint64_t>(*bytes, kSmallest, size);
+  if (limit.active()) size = std::min(size, std::max(kSmallest, uint64_t(limit.rate() * kCappedSeconds)));
+  r->rx_buffer = long(size);
+  curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, r->rx_buffer);
 }
 
 void Job::Impl::note_connection(Request* r, CURLcode code) {
@@ -483,11 +487,17 @@ void Job::Impl::note_connection(Request* r, CURLcode code) {
 // clock that the body writes read (write_cb).
 void Job::Impl::set_rate_cap(double bps) {
   limit.set_rate(bps > 0 ? bps / 8 : 0, coarse_us());
-  if (!limit.active()) release_rate_held();
-  else arm_rate_release();
+  if (!limit.active()) return release_rate_held();
+  arm_rate_release();
 }
 
-void Job::Impl::new_interval() { limit.new_interval(coarse_us()); }
+// Requests held for the bucket to fill (release_rate_held) keep the credit
+// they wait for: dropped, it would hold them back again in each interval.
+void Job::Impl::new_interval() {
+  double keep = 0;
+  for (const Request* r : rate_held) keep = std::max(keep, held_at_most(r));
+  limit.new_interval(coarse_us(), keep);
+}
 
 // A request the rate cap paused waits with the others for the bucket to
 // refill; they are resumed together, in turn from a different one each time
@@ -500,10 +510,21 @@ void Job::Impl::hold_for_rate(Request* r) {
   arm_rate_release();
 }
 
+// What libcurl may hold for a paused request: over HTTP/1.1 the rest of one
+// delivery, at most its receive buffer; over HTTP/2 all that its stream
+// received while paused, at most the rest of its range (cut_for_cap).
+double Job::Impl::held_at_most(const Request* r) const {
+  const double rest = r->end_known && r->end > r->pos ? double(r->end - r->pos) : limit.burst();
+  if (r->conn && multiplexed(*r->conn, *r->file)) return rest;
+  return std::min(rest, double(r->rx_buffer));
+}
+
 void Job::Impl::arm_rate_release() {
   if (rate_held.empty()) return;
+  double least = held_at_most(rate_held.front());
+  for (const Request* r : rate_held) least = std::min(least, held_at_most(r));
   rate_src.arm_at(
-      eng.loop(), eng.now_us() + std::max<uint64_t>(1000, limit.wait_us(coarse_us())),
+      eng.loop(), eng.now_us() + std::max<uint64_t>(1000, limit.wait_us(coarse_us(), least)),
       [](sd_event_source*, uint64_t, void* ud) {
         static_cast<Job::Impl*>(ud)->release_rate_held();
         return 0;
@@ -511,8 +532,17 @@ void Job::Impl::arm_rate_release() {
       this, 500);
 }
 
+// A request is resumed only when the bucket holds what libcurl may have
+// held for it (held_at_most; a full bucket, where that is more). libcurl hands the held bytes
+// over inside curl_easy_pause, and when the bucket runs dry part-way it
+// keeps the rest in a new copy (7.88: pausewrite after chop_write). Resumed
+// whenever the bucket was merely above zero, a request took one 16-KiB write
+// and copied the rest again: a 256-KiB buffer was copied 16 times over, and
+// a capped HTTP/2 job spent 45% of its CPU there (bench/results/
+// floor-capped-profile-917dd56). Hence, too, a request started under a cap
+// gets a buffer of a few ms of the rate (size_receive_buffer): what it
+// holds, copied once at a pause, stays small.
 void Job::Impl::release_rate_held() {
-  if (limit.active() && limit.wait_us(coarse_us()) > 0) return arm_rate_release();
   std::vector<Request*> batch;
   batch.swap(rate_held);
   if (batch.empty()) return;
@@ -521,11 +551,12 @@ void Job::Impl::release_rate_held() {
     // A request resumed before it may take the bucket empty and pause again
     // (hold_for_rate): the rest stay held.
     if (!requests.count(r) || !r->rate_paused) continue;
-    if (limit.active() && limit.wait_us(coarse_us()) > 0) {
+    if (limit.active() && limit.wait_us(coarse_us(), held_at_most(r)) > 0) {
       rate_held.push_back(r);
       continue;
     }
     r->rate_paused = false;
+    cap_resumes += r->asked_under_cap;
     // libcurl hands over the bytes it held from inside curl_easy_pause. When
     // write_cb ends the request there (its end reached: a split moved it
     // while it was held), curl_easy_pause returns CURLE_WRITE_ERROR and
@@ -535,7 +566,10 @@ void Job::Impl::release_rate_held() {
     // next turn (end_resume_ended), as drain() ends one. (A handle without a
     // connection, which held nothing, is refused as a bad argument: there
     // is nothing to end.)
-    if (CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT); rc == CURLE_WRITE_ERROR) {
+    in_resume = true;
+    CURLcode rc = curl_easy_pause(r->easy, CURLPAUSE_CONT);
+    in_resume = false;
+    if (rc == CURLE_WRITE_ERROR) {
       r->resume_failed = rc;
       resume_ended.push_back(r);
       sd_event_source_set_enabled(resume_ended_src.s, SD_EVENT_ONESHOT);

@@ -114,3 +114,26 @@ TEST(RateLimit, AnIntervalMovesNoMoreThanTheRateOverIt) {
   EXPECT_EQ(l.wait_us(now), owed);
   EXPECT_NE(l.held_us(), 0u);
 }
+
+// The engine resumes a paused request once the bucket holds what libcurl
+// held for it (release_rate_held): the wait is for that many bytes, at most
+// a full bucket; and the credit such a request waits for is kept across a
+// new interval (dropped, each interval would begin by waiting for it again).
+TEST(RateLimit, WaitsForAWholeDeliveryAndKeepsTheCreditItWaitsFor) {
+  RateLimit l;
+  uint64_t now = 1'000'000;
+  l.set_rate(1e6, now);  // the burst: 50 KB
+  while (l.take(16'384, now)) {
+  }
+  const uint64_t to_zero = l.wait_us(now);
+  EXPECT_EQ(l.wait_us(now, 30'000), to_zero + 30'000);  // 30 KB at 1 MB/s: 30 ms more
+  EXPECT_EQ(l.wait_us(now, 1e9), to_zero + 50'000);     // never more than a full bucket
+  now += to_zero + 20'000;                              // 20 KB in hand
+  EXPECT_EQ(l.wait_us(now, 30'000), 10'000u);
+  l.new_interval(now, 30'000);
+  EXPECT_EQ(l.wait_us(now, 30'000), 10'000u) << "the credit waited for was dropped";
+  l.new_interval(now, 5'000);
+  EXPECT_EQ(l.wait_us(now, 30'000), 25'000u) << "more than was waited for was kept";
+  l.new_interval(now);
+  EXPECT_EQ(l.wait_us(now, 30'000), 30'000u);
+}

@@ -262,6 +262,11 @@ struct JobProgress {
   uint64_t bytes_fetched = 0;  // from the network in this run
   uint64_t bytes_resumed = 0;  // already on disk when the run began
   uint64_t body_reads = 0;     // deliveries of body bytes from libcurl: about one per read of a socket
+  // Requests asked for under a rate cap that it paused and resumed; of those,
+  // the ones it paused again before libcurl had handed over all it held
+  // (libcurl copies the rest). (Those in flight when a cap comes are not
+  // counted: what libcurl holds of them has no bound.)
+  uint64_t cap_resumes = 0, cap_resumes_cut = 0;
   size_t preconnected = 0, preconnected_used = 0;  // connections opened at discovery; taken by the transfer
   size_t files_total = 0, files_done = 0, files_failed = 0, files_skipped = 0;
   size_t source_restarts = 0;    // files started again from zero: their source changed (validator.h)
