@@ -148,7 +148,14 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
 // A second descriptor of the same open file, with O_DIRECT: reopened through
 // /proc/self/fd (our own descriptor, not a name in the destination, so the
 // link it follows is not one a user planted), and checked to be the same
-// inode. The file system's alignment comes from statx (STATX_DIOALIGN).
+// inode. The file system's alignment comes from statx (STATX_DIOALIGN);
+// direct writes begin and end on a page at least, so that no page is
+// written both through the page cache (a head or a tail) and with O_DIRECT.
+// A direct write over a page another stream had just dirtied could not drop
+// its cached copy ("Page cache invalidation failure on direct I/O"), and the
+// next fsync failed with EIO: on a loop device (512-byte alignment) a
+// capped job's ranges, which end every few hundred KB at odd offsets,
+// stopped a bench run on it.
 void PartFile::open_direct() {
   static std::once_flag said;
   auto fallback = [&](const std::string& why) {
@@ -173,7 +180,7 @@ void PartFile::open_direct() {
     return fallback("reopen gave another file");
   }
   dfd_ = fd;
-  align_ = align;
+  align_ = std::max<uint64_t>(align, uint64_t(sysconf(_SC_PAGESIZE)));
 }
 
 bool PartFile::discard_leftover(int dir_fd, const std::string& name, const std::string& url, FileOwner owner) {

@@ -481,8 +481,13 @@ uint64_t Job::Impl::cap_range_bytes(const Connection& s, const FileTask& f) cons
 void Job::Impl::cut_for_cap(const Connection& s, Piece& p) {
   const uint64_t most = p.end_known ? cap_range_bytes(s, *p.file) : 0;
   if (!most || p.r.size() <= most + most / 2) return;  // no sliver left behind
-  requeue(p.file, {p.r.begin + most, p.r.end}, true, 0, true);
-  p.r.end = p.r.begin + most;
+  // Cut on a 64-KiB boundary of the file where one lies in the range's
+  // second half: the writes on either side of it meet on no page.
+  constexpr uint64_t kCutAlign = 64 * 1024;
+  uint64_t cut = (p.r.begin + most) / kCutAlign * kCutAlign;
+  if (cut <= p.r.begin + most / 2) cut = p.r.begin + most;
+  requeue(p.file, {cut, p.r.end}, true, 0, true);
+  p.r.end = cut;
 }
 
 void Job::Impl::start_get(Connection& s, const Piece& p) {

@@ -56,6 +56,10 @@ class HlaTuner : public Tuner {
   // ceiling) asks again for a cheaper setting (more throughput).
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
+  // A ceiling is aimed under by kZ90 of its looks' relative scatter, taken
+  // over the last kScatterLooks looks (ceiling()).
+  static constexpr double kZ90 = 1.28;
+  static constexpr size_t kScatterLooks = 12;
   // Exploration within the SLA (issue 41): at most explore_share (the
   // option; kExploreShare by default) of the stratum's time, over every job
   // (the table's TableStratum::seconds and explored_s, and this job's time
@@ -129,6 +133,7 @@ class HlaTuner : public Tuner {
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
   double chunk_bound(size_t i) const;
+  double ceiling() const;  // the J/GB a ceiling job aims under (the given one less its looks' scatter)
   void new_references(double load);
 
   Goal goal_;
@@ -200,6 +205,15 @@ class HlaTuner : public Tuner {
   std::map<std::tuple<size_t, int, int, int>, Pulled> pulled_;
   int explored_intervals_ = 0, explorations_ = 0, explorations_kept_ = 0;
   double last_j_per_gb_ = 0;  // the last measured interval's J/GB (dynamic; 0: none)
+  // The last kScatterLooks looks' J/GB, each with the setting it was taken
+  // at (a group: one more at each change): a ceiling's scatter (ceiling()).
+  struct Look {
+    int group = 0;
+    double jgb = 0;
+  };
+  std::vector<Look> looks_jgb_;
+  int look_group_ = 0;
+  Params last_look_params_;
   nlohmann::json events_ = nlohmann::json::array();
 };
 

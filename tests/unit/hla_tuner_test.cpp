@@ -522,13 +522,73 @@ TEST(HlaTuner, TheCorrectionRelaxesWhenThePathGivesMoreAgain) {
   ASSERT_LE(tight, 4) << r.p.reason;
   const int adjusted = r.tuner->summary()["adjustments"].get<int>();
   r.sim.link = 1000;  // 40 Mbit/s a channel, no longer held to 100 in all
-  const int relaxed = r.at(0.05, 6);
+  // (The change of level at one setting counts as the looks' scatter until
+  // it leaves the last 12 looks: the ceiling is aimed under it until then.)
+  const int relaxed = r.at(0.05, 18);
   EXPECT_GT(relaxed, tight) << r.p.reason;
   EXPECT_GT(r.tuner->summary()["adjustments"].get<int>(), adjusted) << r.p.reason;
   EXPECT_NE(r.p.reason.find("(slack)"), std::string::npos) << r.p.reason;
   // Within the ceiling still.
   Observation last = r.sim.step(r.p, false);
   EXPECT_LE(*last.dynamic_joules / (double(last.bytes_interval) / 1e9), 2500);
+}
+
+// A ceiling is a promise on the looks, not only on the job's mean (issue
+// 55: at the ceiling itself half the looks were over it). On the steps
+// table's path (40 Mbit/s and 100 + 10 cc J/GB a channel, as the surfaces
+// say), with each look's J/GB scattered by -35%, +35%, -20%, +20% about
+// that: under a ceiling of 200 the table's most throughput within it is cc
+// 10 (200), whose looks reach 270. The job aims under the ceiling less 1.28
+// of its looks' scatter, and at least fifteen of the last sixteen looks are
+// within 5% of the ceiling, on no fewer channels than that asks for. (The
+// old code settled on cc 5, 150 J/GB on average: 12 of 16 looks within.)
+TEST(HlaTuner, ACeilingHoldsNineLooksInTenAgainstTheirScatter) {
+  TunerOptions o;
+  o.energy_budget_j_per_gb = 200;
+  o.hla_table = steps_table();
+  o.explore_share = 0;
+  auto t = make_tuner("hla-energy", o);
+  Params p = t->init(job());
+  ASSERT_EQ(p.chunks[0].cc, 10) << p.reason;
+  const double scatter[4] = {0.65, 1.35, 0.8, 1.2};
+  uint64_t done = 0;
+  std::vector<double> looks;
+  bool changed = true;
+  for (int i = 0; i < 40; ++i) {
+    const int cc = p.chunks[0].cc;
+    Observation ob;
+    const double mbps = 40.0 * cc;
+    ob.interval_s = 1, ob.t_s = i + 1;
+    ob.throughput_bps = mbps * 1e6;
+    ob.bytes_interval = uint64_t(mbps * 1e6 / 8);
+    done += ob.bytes_interval;
+    ob.bytes_done = done, ob.bytes_total = uint64_t(1e12);
+    ob.params = p;
+    ChunkObservation c;
+    c.params = p.chunks[0], c.bytes_total = ob.bytes_total, c.bytes_done = done, c.throughput_bps = ob.throughput_bps;
+    ob.chunks = {c};
+    ob.ext_load = 0.05;
+    const double jgb = (100 + 10.0 * cc) * scatter[i % 4];
+    ob.joules = ob.dynamic_joules = jgb * double(ob.bytes_interval) / 1e9;
+    ob.energy_source = "test";
+    ob.settling = changed;
+    changed = false;
+    if (!ob.settling) looks.push_back(jgb);
+    if (auto next = t->decide(ob)) {
+      changed = !(next->chunks == p.chunks);
+      p = *next;
+    }
+  }
+  ASSERT_GE(looks.size(), 16u);
+  int within = 0;
+  for (size_t i = looks.size() - 16; i < looks.size(); ++i) within += looks[i] <= 200 * 1.05;
+  EXPECT_GE(within, 15) << "of the last 16 looks; at cc " << p.chunks[0].cc << ": " << p.reason;
+  const double aimed = t->summary()["ceiling_aimed_j_per_gb"].get<double>();
+  EXPECT_LT(aimed, 200 / 1.25) << "the aim is the ceiling less its looks' scatter";
+  EXPECT_GT(aimed, 200 / (1 + 1.28)) << "the scatter is measured, not taken as a whole ceiling";
+  // The aim (about 140 here) under the table's 10% margin: cc 2 (120, its
+  // worst look 162), not the least the table has (cc 1).
+  EXPECT_GE(p.chunks[0].cc, 2) << "not below what the scatter asks: " << p.reason;
 }
 
 // Issue 41: exploration within the SLA. The table's light band has measured

@@ -111,6 +111,9 @@ class PartFile {
   void write(uint64_t offset, const char* data, size_t len);
   // Whether this file is written with O_DIRECT.
   bool direct() const { return dfd_ >= 0; }
+  // Where O_DIRECT writes begin and end: a page, or the file system's
+  // alignment where that is larger (0: not direct).
+  uint64_t direct_align() const { return dfd_ >= 0 ? align_ : 0; }
   // How the calling thread's direct writes go to disk: "io_uring",
   // "linux-aio" (io_uring refused), "none" (both refused: they wait for the
   // disk), or "" (no direct write yet).
@@ -208,7 +211,7 @@ class PartFile {
   std::string name_, url_, sha256_, validator_;
   std::optional<uint64_t> size_;
   int dfd_ = -1;        // the same file opened with O_DIRECT, or -1
-  uint64_t align_ = 0;  // its offset alignment
+  uint64_t align_ = 0;  // its offset alignment (direct_align)
   std::vector<Run> runs_;
   RangeSet received_;  // written or staged
   RangeSet written_;   // written (in the page cache at least, or on disk)
