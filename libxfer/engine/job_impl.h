@@ -258,8 +258,6 @@ struct Job::Impl : RequestOwner {
   void retire_all_channels();
   bool connection_has_room(const Connection& s, int pp) const;
   bool multiplexed(const Connection& s, const FileTask& f) const;  // its requests go as HTTP/2 streams
-  uint64_t cap_range_bytes(const Connection& s, const FileTask& f) const;  // 0: not cut
-  void cut_for_cap(const Connection& s, Piece& p);
 
   // request.cpp
   Request* new_request(RequestKind kind, FileTask* f, CurlMulti& multi, bool http1 = false);

@@ -512,7 +512,16 @@ void Job::Impl::hold_for_rate(Request* r) {
 
 // What libcurl may hold for a paused request: over HTTP/1.1 the rest of one
 // delivery, at most its receive buffer; over HTTP/2 all that its stream
-// received while paused, at most the rest of its range (cut_for_cap).
+// received while paused, at most the rest of its body. Over HTTP/2 a pause
+// holds nothing back on the wire in libcurl 7.88: it grants a 32-MB window
+// and reads the connection for the other streams, keeping the paused one's
+// bytes (under a 48-Mbit/s cap nginx sent four whole images at the link's
+// 80 Mbit/s in 0.83 s; the job was handed them over 1.87 s). Asking for a
+// bounded range at a time held the server to the cap, but a capped floor
+// then held 88% of its intervals on hla-goals' mixed set against 98%
+// (bench/results/hla-goals-ab-00f320a: each range's round trip showed as a
+// dip), and it was taken out; what is held there is a full bucket's worth
+// at each resume.
 double Job::Impl::held_at_most(const Request* r) const {
   const double rest = r->end_known && r->end > r->pos ? double(r->end - r->pos) : limit.burst();
   if (r->conn && multiplexed(*r->conn, *r->file)) return rest;

@@ -64,7 +64,7 @@ struct Request {
   uint64_t started_us = 0; // when it was handed to its connection (its rate, for split_inflight)
   bool rate_paused = false; // paused by the job's rate cap (Job::Impl::hold_for_rate)
   long rx_buffer = 0;       // its receive buffer, bytes (Job::Impl::size_receive_buffer): the most libcurl hands at once
-  bool asked_under_cap = false;  // sent while the job had a rate cap (cut_for_cap sized it)
+  bool asked_under_cap = false;  // sent while the job had a rate cap (its receive buffer sized for it)
   int resume_failed = 0;    // the CURLcode curl_easy_pause returned on its release (release_rate_held)
 
   // Set by the callbacks; read at completion.

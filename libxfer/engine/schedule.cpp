@@ -454,40 +454,10 @@ std::optional<Piece> Job::Impl::take_piece(Channel& ch, uint64_t now) {
   return std::nullopt;
 }
 
-// Under a rate cap, a request that shares its connection (HTTP/2) asks for
-// a bounded range; the rest waits at the front of the chunk's queue. Pausing
-// a stream (write_cb) holds nothing back on the wire in libcurl 7.88: the
-// server may send a 32-MB window ahead, and libcurl reads the socket for the
-// other streams and keeps the paused one's bytes. Measured here (engine test
-// TheRateCapHoldsTheWire): under a 48-Mbit/s cap nginx sent four images'
-// 9.6 MB at the link's 80 in 0.83 s, and the job was handed them over 1.87.
-// A range asked for only when the one before it has been handed over holds
-// the server to the cap, ahead by at most the ranges in flight. Over
-// HTTP/1.1 a paused transfer's socket is not read, and TCP's window holds
-// the sender: its requests are not cut. A range covers the bucket's burst
-// or two RTTs at the cap, whichever is more, so that one stream still
-// carries the cap across a round trip.
+// Its requests go as HTTP/2 streams (release_rate_held: what libcurl may
+// hold for one of them).
 bool Job::Impl::multiplexed(const Connection& s, const FileTask& f) const {
   return origins.at(f.origin).h2 && !(s.http1 && s.tls);
-}
-
-uint64_t Job::Impl::cap_range_bytes(const Connection& s, const FileTask& f) const {
-  if (!limit.active() || !f.ranges_ok || !multiplexed(s, f)) return 0;
-  constexpr uint64_t kLeast = 64 * 1024;
-  const double seconds = std::max(RateLimit::kBurstSeconds, 2 * info.rtt_s);
-  return std::max(kLeast, uint64_t(limit.rate() * seconds));
-}
-
-void Job::Impl::cut_for_cap(const Connection& s, Piece& p) {
-  const uint64_t most = p.end_known ? cap_range_bytes(s, *p.file) : 0;
-  if (!most || p.r.size() <= most + most / 2) return;  // no sliver left behind
-  // Cut on a 64-KiB boundary of the file where one lies in the range's
-  // second half: the writes on either side of it meet on no page.
-  constexpr uint64_t kCutAlign = 64 * 1024;
-  uint64_t cut = (p.r.begin + most) / kCutAlign * kCutAlign;
-  if (cut <= p.r.begin + most / 2) cut = p.r.begin + most;
-  requeue(p.file, {cut, p.r.end}, true, 0, true);
-  p.r.end = cut;
 }
 
 void Job::Impl::start_get(Connection& s, const Piece& p) {
@@ -630,7 +600,6 @@ void Job::Impl::pump() {
             log::warn("{}: server speaks HTTP/1.1 only; pp={} becomes back-to-back requests on one reused "
                       "connection", p->file->origin, pp);
           }
-          cut_for_cap(*s, *p);
           start_get(*s, *p);
           if (opens && origin_limit.count(p->file->origin)) ++open[p->file->origin];
           dealt = true;

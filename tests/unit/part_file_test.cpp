@@ -405,8 +405,8 @@ TEST_F(PartFileTest, LargeFilesAreWrittenDirectFromStagingAndRecordOnlyWhatIsOnT
 // alignment, 512 bytes on a loop device or on this machine's disk) go
 // through the cache. Written to the same page, a direct write could not
 // drop the page's cached copy ("Page cache invalidation failure on direct
-// I/O"), and the next fsync failed with EIO: a capped job's ranges end
-// every few hundred KB, at odd offsets (cut_for_cap), and a bench run
+// I/O"), and the next fsync failed with EIO: a capped job's ranges (tried
+// in c60352d) ended every few hundred KB at odd offsets, and a bench run
 // stopped on it. (The kernel's race does not come on demand: what is judged
 // is where direct writes begin; then many streams from odd offsets, in
 // turn, checked whole.)
