@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -65,6 +66,10 @@ struct Sim {
   double load = 0.05;
   double link = 100, per_channel = 40;
   double channel_w = 2;  // each channel's draw over the 20 W
+  // Instead of that draw: each look's J/GB as a function of cc, times the
+  // next of these factors in turn (a look's scatter).
+  std::function<double(int cc)> jgb_at;
+  std::vector<double> jgb_scatter = {1};
   uint64_t done = 0;
   int interval = 0;
   Observation step(const Params& p, bool changed) {
@@ -83,6 +88,9 @@ struct Sim {
     o.chunks = {c};
     o.ext_load = load;
     o.joules = o.dynamic_joules = 20 + channel_w * cc;  // no idle draw in the simulation
+    if (jgb_at)
+      o.joules = o.dynamic_joules =
+          jgb_at(cc) * jgb_scatter[size_t(interval - 1) % jgb_scatter.size()] * double(o.bytes_interval) / 1e9;
     o.energy_source = "test";
     o.settling = changed;
     return o;
@@ -94,12 +102,14 @@ struct SimJob {
   Params p;
   Sim sim;
   bool changed = true;
-  // Runs n intervals at the given load; returns cc at the end.
-  int at(double load, int n) {
+  // Runs n intervals at the given load; returns cc at the end. `seen` is
+  // shown each observation.
+  int at(double load, int n, const std::function<void(const Observation&)>& seen = {}) {
     sim.load = load;
     for (int i = 0; i < n; ++i) {
       Observation o = sim.step(p, changed);
       changed = false;
+      if (seen) seen(o);
       if (auto next = tuner->decide(o)) {
         changed = !(next->chunks == p.chunks);
         p = *next;
@@ -547,38 +557,18 @@ TEST(HlaTuner, ACeilingHoldsNineLooksInTenAgainstTheirScatter) {
   o.energy_budget_j_per_gb = 200;
   o.hla_table = steps_table();
   o.explore_share = 0;
-  auto t = make_tuner("hla-energy", o);
-  Params p = t->init(job());
-  ASSERT_EQ(p.chunks[0].cc, 10) << p.reason;
-  const double scatter[4] = {0.65, 1.35, 0.8, 1.2};
-  uint64_t done = 0;
+  SimJob r{make_tuner("hla-energy", o)};
+  r.sim.link = 1e6;  // 40 Mbit/s a channel, however many
+  r.sim.jgb_at = [](int cc) { return 100 + 10.0 * cc; };
+  r.sim.jgb_scatter = {0.65, 1.35, 0.8, 1.2};
+  r.p = r.tuner->init(job());
+  ASSERT_EQ(r.p.chunks[0].cc, 10) << r.p.reason;
   std::vector<double> looks;
-  bool changed = true;
-  for (int i = 0; i < 40; ++i) {
-    const int cc = p.chunks[0].cc;
-    Observation ob;
-    const double mbps = 40.0 * cc;
-    ob.interval_s = 1, ob.t_s = i + 1;
-    ob.throughput_bps = mbps * 1e6;
-    ob.bytes_interval = uint64_t(mbps * 1e6 / 8);
-    done += ob.bytes_interval;
-    ob.bytes_done = done, ob.bytes_total = uint64_t(1e12);
-    ob.params = p;
-    ChunkObservation c;
-    c.params = p.chunks[0], c.bytes_total = ob.bytes_total, c.bytes_done = done, c.throughput_bps = ob.throughput_bps;
-    ob.chunks = {c};
-    ob.ext_load = 0.05;
-    const double jgb = (100 + 10.0 * cc) * scatter[i % 4];
-    ob.joules = ob.dynamic_joules = jgb * double(ob.bytes_interval) / 1e9;
-    ob.energy_source = "test";
-    ob.settling = changed;
-    changed = false;
-    if (!ob.settling) looks.push_back(jgb);
-    if (auto next = t->decide(ob)) {
-      changed = !(next->chunks == p.chunks);
-      p = *next;
-    }
-  }
+  r.at(0.05, 40, [&](const Observation& ob) {
+    if (!ob.settling) looks.push_back(*ob.dynamic_joules / (double(ob.bytes_interval) / 1e9));
+  });
+  const Params& p = r.p;
+  const auto& t = r.tuner;
   ASSERT_GE(looks.size(), 16u);
   int within = 0;
   for (size_t i = looks.size() - 16; i < looks.size(); ++i) within += looks[i] <= 200 * 1.05;
