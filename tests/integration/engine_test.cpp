@@ -367,7 +367,6 @@ TEST_F(EngineTest, PipeliningMultiplexesStreamsOnOneH2cConnection) {
   for (const auto& l : g) {
     conns.insert(l.conn);
     EXPECT_EQ(l.proto, "HTTP/2.0");
-    if (getenv("XFER_DBG_CAP")) fprintf(stderr, "GET %s %s %.3f..%.3f %lu conn %ld\n", l.path.c_str(), l.range.c_str(), l.start_s(), l.end_s, (unsigned long)l.bytes, l.conn);
   }
   EXPECT_EQ(conns.size(), 1u);
   EXPECT_GE(max_overlap(g), 4) << "streams in flight at once on the connection";
