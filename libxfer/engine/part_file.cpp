@@ -153,9 +153,9 @@ PartFile::PartFile(int dir_fd, std::string name, std::string url, std::optional<
 // written both through the page cache (a head or a tail) and with O_DIRECT.
 // A direct write over a page another stream had just dirtied could not drop
 // its cached copy ("Page cache invalidation failure on direct I/O"), and the
-// next fsync failed with EIO: on a loop device (512-byte alignment) a
-// capped job's ranges, which end every few hundred KB at odd offsets,
-// stopped a bench run on it.
+// next fsync failed with EIO: on a loop device (512-byte alignment) the
+// ranges a capped job asked for in c60352d, which ended every few hundred
+// KB at odd offsets, stopped a bench run on it.
 void PartFile::open_direct() {
   static std::once_flag said;
   auto fallback = [&](const std::string& why) {

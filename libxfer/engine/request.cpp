@@ -521,6 +521,7 @@ void Job::Impl::hold_for_rate(Request* r) {
 // then held 88% of its intervals on hla-goals' mixed set against 98%
 // (bench/results/hla-goals-ab-00f320a: each range's round trip showed as a
 // dip), and it was taken out.
+//
 // At most 10 ms of the cap, though: the bytes a release waits for are
 // handed over together, and a wait that straddles the end of a control
 // interval moves them into the next look. Waiting for a full bucket (50 ms)
@@ -548,13 +549,13 @@ void Job::Impl::arm_rate_release() {
 }
 
 // A request is resumed only when the bucket holds what libcurl may have
-// held for it (held_at_most; a full bucket, where that is more). libcurl hands the held bytes
-// over inside curl_easy_pause, and when the bucket runs dry part-way it
-// keeps the rest in a new copy (7.88: pausewrite after chop_write). Resumed
-// whenever the bucket was merely above zero, a request took one 16-KiB write
-// and copied the rest again: a 256-KiB buffer was copied 16 times over, and
-// a capped HTTP/2 job spent 45% of its CPU there (bench/results/
-// floor-capped-profile-917dd56). Hence, too, a request started under a cap
+// held for it (held_at_most, 10 ms of the cap at most). libcurl hands the
+// held bytes over inside curl_easy_pause, and when the bucket runs dry
+// part-way it keeps the rest in a new copy (7.88: pausewrite after
+// chop_write). Resumed whenever the bucket was merely above zero, a request
+// took one 16-KiB write and copied the rest again: a 256-KiB buffer was
+// copied 16 times over, and a capped HTTP/2 job spent 45% of its CPU there
+// (bench/results/floor-capped-profile-917dd56). Hence, too, a request started under a cap
 // gets a buffer of a few ms of the rate (size_receive_buffer): what it
 // holds, copied once at a pause, stays small.
 void Job::Impl::release_rate_held() {

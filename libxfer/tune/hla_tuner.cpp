@@ -64,7 +64,7 @@ HlaTuner::HlaTuner(Goal goal, const TunerOptions& o) : goal_(goal), opts_(o) {}
 HlaTuner::~HlaTuner() = default;
 
 double HlaTuner::chunk_bound(size_t i) const {
-  if (goal_ == Goal::Energy) return ceiling();
+  if (goal_ == Goal::Energy) return ceiling_aim();
   if (sla_mbps_ <= 0) return 0;
   // The job's floor shared by the chunks as their bytes are (once one has
   // finished: as the bytes the running ones had left then).
@@ -231,22 +231,6 @@ void push_window(std::vector<double>& w, double v, size_t n) {
   if (w.size() > n) w.erase(w.begin());
 }
 
-struct MeanSd {
-  double mean = 0, sd = 0;
-  size_t n = 0;
-};
-MeanSd mean_sd(const std::vector<double>& v) {
-  MeanSd m;
-  for (double x : v)
-    if (x > 0) m.mean += x, ++m.n;
-  if (m.n == 0) return m;
-  m.mean /= double(m.n);
-  for (double x : v)
-    if (x > 0) m.sd += (x - m.mean) * (x - m.mean);
-  m.sd = m.n > 1 ? std::sqrt(m.sd / double(m.n - 1)) : 0;
-  return m;
-}
-
 }  // namespace
 
 // The ceiling a job aims its J/GB under: the one given, less the scatter of
@@ -261,7 +245,7 @@ MeanSd mean_sd(const std::vector<double>& v) {
 // change of load or path at one setting is, as the looks judged against
 // the ceiling see it, until it leaves the window). Until three looks beyond
 // one per setting, the ceiling as given.
-double HlaTuner::ceiling() const {
+double HlaTuner::ceiling_aim() const {
   const double given = opts_.energy_budget_j_per_gb;
   if (given <= 0) return given;
   std::map<int, std::pair<double, int>> sums;  // setting -> (sum, looks)
@@ -389,7 +373,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   bool worse_now = goal_ == Goal::Throughput
                        ? mbps < (1 - kAlpha) * ref_mbps_ || (sla_mbps_ > 0 && mbps < sla_mbps_)
                        : proj > 0 && ((ref_pred_ > 0 && proj > (1 + kBeta) * ref_pred_) ||
-                                      (opts_.energy_budget_j_per_gb > 0 && proj > ceiling()));
+                                      (opts_.energy_budget_j_per_gb > 0 && proj > ceiling_aim()));
   // A fall seen now counts while the load's median catches up with it.
   if (worse_now) worse_for_ = kLoadWindow;
   bool worse = worse_now || worse_for_ > 0;
@@ -420,7 +404,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
       goal_ == Goal::Throughput
           ? fmt::format("{:.1f} Mbit/s (then {:.1f}, floor {:.1f})", mbps, ref_mbps_, sla_mbps_)
           : fmt::format("projected {:.1f} J/GB (then {:.1f}, ceiling {:.1f}, aimed under {:.1f})", proj, ref_pred_,
-                        opts_.energy_budget_j_per_gb, ceiling()),
+                        opts_.energy_budget_j_per_gb, ceiling_aim()),
       up ? "higher" : "lower");
   events_.push_back({{"interval", intervals_}, {"event", up ? "higher-load surface" : "lower-load surface"},
                      {"ext_load", *load}, {"ref_load", ref_load_}});
@@ -462,7 +446,7 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   // 0.5 s scatters by 3x on the bench's path (hla-goals-959ac3c, where it
   // drove this adjustment into a channel a second).
   if (ceiling && proj <= 0) return std::nullopt;
-  double bound = floor ? sla_mbps_ : this->ceiling();
+  double bound = floor ? sla_mbps_ : ceiling_aim();
   double measured = floor ? mbps : proj;
   bool breach = floor ? measured < bound : measured > bound;
   // (A cap stays: it is at the need or over it, and hold_to_need moves it.)
@@ -620,7 +604,7 @@ std::optional<Params> HlaTuner::steady(const Observation& obs, double mbps, doub
   std::optional<Params> p = adjust(obs, mbps, proj);
   if (p) return p;
   bool ceiling = goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0;
-  if (ceiling && (proj <= 0 || proj > this->ceiling() / (1 + kMargin))) return std::nullopt;
+  if (ceiling && (proj <= 0 || proj > ceiling_aim() / (1 + kMargin))) return std::nullopt;
   return explore(obs);
 }
 
@@ -783,6 +767,25 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   return current_;
 }
 
+namespace {
+
+struct MeanSd {
+  double mean = 0, sd = 0;
+  size_t n = 0;
+};
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd m;
+  for (double x : v)
+    if (x > 0) m.mean += x, ++m.n;
+  if (m.n == 0) return m;
+  m.mean /= double(m.n);
+  for (double x : v)
+    if (x > 0) m.sd += (x - m.mean) * (x - m.mean);
+  m.sd = m.n > 1 ? std::sqrt(m.sd / double(m.n - 1)) : 0;
+  return m;
+}
+
+}  // namespace
 
 std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, std::optional<double> load) {
   Exploration& x = exploring_;
@@ -813,7 +816,7 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
   const MeanSd& ref = by_throughput ? ref_thr : ref_jgb;
   const MeanSd& got = by_throughput ? thr : jgb;
   bool within = floor ? !under && thr.mean >= sla_mbps_ * (1 + kMargin)
-                      : ceiling ? jgb.mean > 0 && jgb.mean <= this->ceiling() / (1 + kMargin) : true;
+                      : ceiling ? jgb.mean > 0 && jgb.mean <= ceiling_aim() / (1 + kMargin) : true;
   double gain = ref.mean > 0 && got.mean > 0 ? (by_throughput ? got.mean / ref.mean : ref.mean / got.mean) - 1 : -1;
   // Against the scatter: twice the standard error of the difference of
   // the two means, as a share of the reference.
@@ -875,7 +878,7 @@ std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
     if (pick >= current_.chunks.size()) return std::nullopt;
     ++current_.chunks[pick].cc;
   } else {
-    if (opts_.energy_budget_j_per_gb <= 0 || proj <= ceiling()) return std::nullopt;
+    if (opts_.energy_budget_j_per_gb <= 0 || proj <= ceiling_aim()) return std::nullopt;
     const std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
     int most = 1;
     for (size_t i = 0; i < current_.chunks.size() && i < active.size(); ++i)
@@ -922,7 +925,7 @@ nlohmann::json HlaTuner::summary() const {
   if (goal_ == Goal::Throughput) j["floor_mbps"] = sla_mbps_;
   else {
     j["ceiling_j_per_gb"] = opts_.energy_budget_j_per_gb;
-    if (opts_.energy_budget_j_per_gb > 0) j["ceiling_aimed_j_per_gb"] = ceiling();
+    if (opts_.energy_budget_j_per_gb > 0) j["ceiling_aimed_j_per_gb"] = ceiling_aim();
   }
   return j;
 }

@@ -57,7 +57,7 @@ class HlaTuner : public Tuner {
   static constexpr double kMargin = 0.1;
   static constexpr double kTrim = 0.25;
   // A ceiling is aimed under by kZ90 of its looks' relative scatter, taken
-  // over the last kScatterLooks looks (ceiling()).
+  // over the last kScatterLooks looks (ceiling_aim()).
   static constexpr double kZ90 = 1.28;
   static constexpr size_t kScatterLooks = 12;
   // Exploration within the SLA (issue 41): at most explore_share (the
@@ -133,7 +133,7 @@ class HlaTuner : public Tuner {
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
   double chunk_bound(size_t i) const;
-  double ceiling() const;  // the J/GB a ceiling job aims under (the given one less its looks' scatter)
+  double ceiling_aim() const;  // the J/GB a ceiling job aims under (the given one less its looks' scatter)
   void new_references(double load);
 
   Goal goal_;
@@ -206,7 +206,7 @@ class HlaTuner : public Tuner {
   int explored_intervals_ = 0, explorations_ = 0, explorations_kept_ = 0;
   double last_j_per_gb_ = 0;  // the last measured interval's J/GB (dynamic; 0: none)
   // The last kScatterLooks looks' J/GB, each with the setting it was taken
-  // at (a group: one more at each change): a ceiling's scatter (ceiling()).
+  // at (a group: one more at each change): a ceiling's scatter (ceiling_aim()).
   struct Look {
     int group = 0;
     double jgb = 0;
