@@ -48,6 +48,7 @@ json interval_json(const IntervalRecord& r) {
   }
   if (o.ext_load) e["ext_load"] = *o.ext_load;
   if (o.cpu_pct) e["cpu_pct"] = *o.cpu_pct;
+  if (o.one_off_cpu_s > 0) e["one_off_cpu_s"] = o.one_off_cpu_s;
   if (r.decided) e["decision"] = r.decided->reason;
   return e;
 }
@@ -144,6 +145,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
     FlowMonitor::Overhead o = f->overhead();
     j["flow_overhead"] = {{"bpf_run_ms", double(o.bpf_run_ns) / 1e6}, {"bpf_runs", o.bpf_runs},
                           {"reader_cpu_ms", double(o.reader_ns) / 1e6}};
+    if (o.load_ns > 0) j["flow_overhead"]["load_cpu_ms"] = double(o.load_ns) / 1e6;
   }
   return j;
 }

@@ -23,6 +23,8 @@
 #include <set>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "flowmon.h"
 #include "xfer/clock.h"
@@ -399,6 +401,7 @@ class DeferredFlowMonitor : public FlowMonitor {
       Overhead m = monitor_->overhead();
       o.bpf_run_ns += m.bpf_run_ns, o.bpf_runs += m.bpf_runs, o.reader_ns += m.reader_ns;
     }
+    o.load_ns = load_ns_;
     return o;
   }
 
@@ -408,17 +411,22 @@ class DeferredFlowMonitor : public FlowMonitor {
     if (monitor_) return;
     if (!pending_.valid()) {
       if (std::chrono::steady_clock::now() < load_at_) return;
-      pending_ = std::async(std::launch::async, [allow = allow_ebpf_] { return make_flow_monitor(allow); });
+      pending_ = std::async(std::launch::async, [allow = allow_ebpf_] {
+        const uint64_t before = thread_cpu_ns();
+        std::unique_ptr<FlowMonitor> m = make_flow_monitor(allow);
+        return std::make_pair(std::move(m), thread_cpu_ns() - before);
+      });
     }
     if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-    monitor_ = pending_.get();
+    std::tie(monitor_, load_ns_) = pending_.get();
     for (auto [fd, job] : tcp_.release_open()) monitor_->own(fd, job);
   }
   bool allow_ebpf_;
   std::chrono::steady_clock::time_point load_at_;
   TcpInfoFlowMonitor tcp_;
-  std::future<std::unique_ptr<FlowMonitor>> pending_;
+  std::future<std::pair<std::unique_ptr<FlowMonitor>, uint64_t>> pending_;  // the monitor, the load's CPU ns
   std::unique_ptr<FlowMonitor> monitor_;
+  uint64_t load_ns_ = 0;
 };
 
 }  // namespace

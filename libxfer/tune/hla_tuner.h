@@ -84,6 +84,16 @@ class HlaTuner : public Tuner {
   // intervals land in the history with their reason (hla::kExploreTag),
   // so the next analysis knows the setting and counts the trial against
   // the stratum's budget.
+  // A trial's looks that were its throughput's climb are dropped (a look
+  // past kExploreRamp over the one before it; kExploreRampLooks at most:
+  // judge_exploration). No trial before a job's kExploreWarm-th interval:
+  // its references would be the job's first looks, which read cheaper
+  // than the same setting later (a median 0.92x of looks 4-12 at the same
+  // load and setting over 36 html runs of static and min-energy in
+  // hla-goals-ab-00f320a and -10a9bb7; 0.47-0.67x at 4x1x4 on two cores).
+  static constexpr double kExploreRamp = 0.15;
+  static constexpr int kExploreRampLooks = 3;
+  static constexpr int kExploreWarm = 6;
   static constexpr double kExploreShare = 0.1;
   static constexpr int kExploreLooks = 3;
   static constexpr double kExploreGain = 0.1;
@@ -129,6 +139,8 @@ class HlaTuner : public Tuner {
   std::optional<Params> judge_exploration(double mbps, double seconds, std::optional<double> load);
   // The trial ends without keeping its setting: the one before it, for `why`.
   Params trial_back(std::string why);
+  // The trial measured something else than its setting: no verdict (event, detail: its record).
+  Params no_verdict(const char* event, const nlohmann::json& detail, std::string why);
   // The bound a chunk is asked at: its share of the SLA, corrected by what
   // the surfaces' predictions were worth (worth_).
   double asked_bound(size_t i) const;
@@ -175,6 +187,7 @@ class HlaTuner : public Tuner {
     double back_predicted = 0;
     std::vector<ChunkParams> back_table;
     bool formula = false;  // the formulas' setting (formula_), not a neighbour
+    int ramp = 0;          // looks dropped as the throughput's climb
     double load = -1;      // the external load's median when it began (-1: none measured)
     // The objective at each look before the trial (the reference) and at
     // each of its own: Mbit/s, J/GB (0: no energy), the look's seconds.

@@ -123,6 +123,11 @@ TEST(FlowMonitor, DeferredLoadHandsOpenFlowsOverUnbroken) {
   EXPECT_EQ(bytes_of(fs, later), 3000u);
   EXPECT_EQ(gone_seen, 1) << "the flow closed before the load is reported once";
   EXPECT_GT(m->overhead().bpf_runs, 0u);
+  // The load's own CPU (the BTF parsed, the programs verified), which the
+  // job's control loop shows as a one-off of its interval
+  // (Observation::one_off_cpu_s): more than a millisecond, less than a second.
+  EXPECT_GT(m->overhead().load_ns, 1000000u);
+  EXPECT_LT(m->overhead().load_ns, 1000000000u);
 }
 
 // With the load due later than the job lasts, nothing is loaded and the
@@ -137,6 +142,7 @@ TEST(FlowMonitor, AShortJobNeverLoadsEbpfAndSaysSo) {
   EXPECT_EQ(m->source(), "tcp_info");
   EXPECT_NE(m->source_note().find("ended before eBPF was loaded"), std::string::npos);
   EXPECT_EQ(m->overhead().bpf_runs, 0u);
+  EXPECT_EQ(m->overhead().load_ns, 0u);
 }
 
 class FlowMonitorOverLink : public ::testing::TestWithParam<int> {};
@@ -204,5 +210,16 @@ TEST(FlowMonitor, CrossTrafficShowsAsExternalLoad) {
   double m = xfer::median(ext);
   std::printf("external load: median %.3f over %zu intervals (configured 0.40)\n", m, ext.size());
   EXPECT_NEAR(m, 0.40, 0.10);
+  // eBPF was loaded 2 s into this job (xferctl's default): its CPU shows in
+  // one interval, as a one-off the tuners judge no setting's energy on.
+  int one_off = 0;
+  for (const auto& e : j["timeline"])
+    if (e.contains("one_off_cpu_s")) {
+      ++one_off;
+      EXPECT_GT(e["t"].get<double>(), 1.5) << e.dump();
+      EXPECT_NEAR(e["one_off_cpu_s"].get<double>() * 1e3, j["flow_overhead"]["load_cpu_ms"].get<double>(), 1e-6);
+    }
+  EXPECT_EQ(one_off, 1) << j["timeline"].dump();
+  EXPECT_EQ(j["flow_source_note"], "TCP_INFO until eBPF had loaded");
 }
 

@@ -807,6 +807,117 @@ TEST(HlaTuner, ATrialAcrossALoadChangeEndsWithNoVerdict) {
   EXPECT_EQ(s["explorations_kept"], 0) << s.dump();
 }
 
+// A trial's first looks that climb are its connections growing their
+// windows, not its setting (issue 55): on hla-goals' html set MinE's 1x1x8
+// tried from 4x1x4 moved 61, 88 and then 112 Mbit/s, and was judged on the
+// first two. Here cc 4 tried from cc 2 (80 Mbit/s) climbs 70, 100, 130 and
+// holds 130: judged on 130, 130, 130 (+62%), kept. The old rule judged 70,
+// 100 and 130 (+25% against a standard error of 22%): back.
+TEST(HlaTuner, ATrialIsJudgedOnceItsThroughputStopsClimbing) {
+  SimJob r = most_throughput_with_cc4_unknown();
+  ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
+  ASSERT_TRUE(until_a_trial(r, 20)) << r.tuner->summary().dump();
+  ASSERT_EQ(r.p.chunks[0].cc, 4) << r.p.reason;
+  EXPECT_FALSE(look(r, 50, true)) << "the settling look judges nothing";
+  std::optional<Params> end;
+  const std::vector<double> looks = {70, 100, 130, 130, 130};
+  for (size_t i = 0; i < looks.size() && !end; ++i) {
+    end = look(r, looks[i], false);
+    if (end) EXPECT_EQ(i + 1, looks.size()) << "judged after " << i + 1 << " looks: " << end->reason;
+  }
+  ASSERT_TRUE(end) << r.tuner->summary().dump();
+  const nlohmann::json judged = r.tuner->summary()["events"].back();
+  EXPECT_EQ(judged["event"], "explored: kept") << judged.dump();
+  EXPECT_EQ(judged["ramp_looks"], 2) << judged.dump();
+  EXPECT_NEAR(judged["mbps"].get<double>(), 130, 1e-6) << judged.dump();
+  EXPECT_EQ(end->chunks[0].cc, 4) << end->reason;
+}
+
+// A trial across a chunk's end measured another mix of bytes (issue 55):
+// on hla-goals' mixed set a trial on the large files read -33% because
+// the small files ran out under it. It ends with no verdict, the setting
+// before comes back, and no visit is counted.
+TEST(HlaTuner, ATrialAcrossAChunksEndHasNoVerdict) {
+  TunerOptions o;
+  auto t = std::make_shared<hla::ParamTable>(*measured_table());
+  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 600;  // cc 4 not measured
+  o.hla_table = t;
+  auto tuner = make_tuner("hla-throughput", o);
+  JobInfo info = job();
+  info.chunks.push_back(info.chunks[0]);
+  Params p = tuner->init(info);
+  ASSERT_EQ(p.chunks.size(), 2u);
+  auto interval = [&](int n, bool first_done, bool settling) {
+    Observation ob;
+    ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 80e6, ob.bytes_interval = uint64_t(80e6 / 8);
+    ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 80e6 / 8), ob.params = p, ob.ext_load = 0.05;
+    ob.joules = ob.dynamic_joules = 20, ob.energy_source = "test", ob.settling = settling;
+    for (int i = 0; i < 2; ++i) {
+      ChunkObservation c;
+      c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10), c.throughput_bps = 40e6;
+      c.finished = i == 0 && first_done;
+      c.bytes_done = c.finished ? c.bytes_total : uint64_t(i == 0 ? 9e9 : 1e9);  // the second has the most left
+      ob.chunks.push_back(c);
+    }
+    return ob;
+  };
+  const Params before = p;
+  int n = 0;
+  bool trial = false;
+  while (!trial && ++n < 30)
+    if (std::optional<Params> next = tuner->decide(interval(n, false, n == 1))) {
+      p = *next;
+      trial = p.reason.find(hla::kExploreTag) != std::string::npos;
+    }
+  ASSERT_TRUE(trial) << tuner->summary().dump();
+  ASSERT_EQ(p.chunks[1].cc, 4) << p.reason;
+  EXPECT_FALSE(tuner->decide(interval(++n, false, true))) << "the settling look judges nothing";
+  EXPECT_FALSE(tuner->decide(interval(++n, false, false))) << "one look of three";
+  std::optional<Params> end = tuner->decide(interval(++n, true, false));
+  ASSERT_TRUE(end) << "the first chunk finished under the trial: " << tuner->summary().dump();
+  EXPECT_EQ(end->chunks[1].cc, before.chunks[1].cc) << end->reason;
+  EXPECT_NE(end->reason.find("no verdict"), std::string::npos) << end->reason;
+  const nlohmann::json s = tuner->summary();
+  EXPECT_EQ(s["events"].back()["event"], "explored: a chunk finished") << s.dump();
+  EXPECT_EQ(s["explorations_kept"], 0) << s.dump();
+}
+
+// The look in which the flow monitor loaded its BPF programs (about 60 ms
+// of CPU, 2 s into an xferctl job) carries no setting's energy (issue 55):
+// in the bench it read a median 1.49x the looks beside it and was the
+// first judged look of every trial begun at the third interval. Here MinE's
+// cc 1 is tried against the table's cc 8 and draws a third of its power;
+// one of its looks holds the load at ten times a look's energy. Left out,
+// the trial is kept; taken in, its scatter sent it back.
+TEST(HlaTuner, TheFlowMonitorsLoadIsNoSettingsEnergy) {
+  auto t = std::make_shared<hla::ParamTable>(*table());
+  for (hla::TableStratum& st : t->strata) {
+    st.seconds = 40;
+    for (hla::TableEntry& e : st.entries)
+      if (e.sla == "energy") e.choice.knobs.cc = 8;
+    st.measured.push_back({{8, 1, 1, 2, 0}, 5, 50, 0.5, 95, 1, 8400});
+  }
+  TunerOptions o;
+  o.hla_table = t;
+  SimJob r{make_tuner("hla-energy", o)};
+  r.sim.per_channel = 100, r.sim.channel_w = 10;
+  r.p = r.tuner->init(job());
+  ASSERT_EQ(r.p.chunks[0].cc, 8) << r.p.reason;
+  ASSERT_TRUE(until_a_trial(r, 20)) << r.tuner->summary().dump();
+  ASSERT_EQ(r.p.chunks[0].cc, 1) << r.p.reason;
+  EXPECT_FALSE(r.tuner->decide(r.sim.step(r.p, true)));  // settling
+  Observation loaded = r.sim.step(r.p, false);
+  loaded.joules = loaded.dynamic_joules = *loaded.dynamic_joules * 10;
+  loaded.one_off_cpu_s = 0.06;
+  EXPECT_FALSE(r.tuner->decide(loaded));
+  std::optional<Params> end;
+  for (int i = 0; i < 2 && !end; ++i) end = r.tuner->decide(r.sim.step(r.p, false));
+  ASSERT_TRUE(end) << r.tuner->summary().dump();
+  const nlohmann::json judged = r.tuner->summary()["events"].back();
+  EXPECT_EQ(judged["event"], "explored: kept") << judged.dump();
+  EXPECT_EQ(end->chunks[0].cc, 1) << end->reason;
+}
+
 // hla-energy's first trial is the setting its formulas give (issue 55):
 // the default collect sweeps around 8x1x4 and never held MinE's 1x1x8, so
 // the table's least was dearer than min-energy's (hla-goals-b9d4751:

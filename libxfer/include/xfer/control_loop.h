@@ -107,6 +107,7 @@ class ControlLoop : public JobController {
   Params current_;
   bool running_ = false;
   bool settling_ = false;  // the next interval begins with new cc / p / pp
+  uint64_t monitor_load_ns_ = 0;  // the flow monitor's load CPU seen so far (Observation::one_off_cpu_s)
   bool left_ = false;  // the machine's shares
   bool joined_ = false;  // the arbiter's jobs
   Allotment allot_;

@@ -37,9 +37,11 @@ class FlowMonitor {
   virtual std::vector<FlowCounters> flows(uint32_t job) = 0;
 
   // What measuring costs: CPU time of the BPF programs (kernel BPF stats)
-  // and of this reader's sampling (thread CPU time).
+  // and of this reader's sampling (thread CPU time); load_ns: the one-off
+  // CPU time of loading the BPF programs, where this monitor loaded them
+  // while a job ran (make_flow_monitor_deferred; its thread's CPU time).
   struct Overhead {
-    uint64_t bpf_run_ns = 0, bpf_runs = 0, reader_ns = 0;
+    uint64_t bpf_run_ns = 0, bpf_runs = 0, reader_ns = 0, load_ns = 0;
   };
   virtual Overhead overhead() const = 0;
 };

@@ -95,6 +95,11 @@ struct Observation {
   // measures the change, not the params. (A rate cap or the kernel layer
   // changes no connection.) Set once, by the control loop, for every tuner.
   bool settling = false;
+  // CPU seconds this interval spent on one-off work of the measuring, no
+  // setting's: the flow monitor loading its BPF programs (about 60 ms, a
+  // process-scope look's whole energy again) while the job ran. A tuner
+  // judges no setting on such a look's energy; the job's totals keep it.
+  double one_off_cpu_s = 0;
 };
 
 struct TunerOptions {
