@@ -117,7 +117,8 @@ Preprocessed preprocess(const HistoryData& h) {
   enum Rule { NotDone, Settling, Partial, Idle, AboveLink, Impossible, Outlier, kRules };
   const char* names[kRules] = {
       "the run did not end done (failed, cancelled, interrupted or cut off)",
-      "settling: the interval began with new cc / p / pp (or was the run's first)",
+      "settling: the interval began with new cc / p / pp (or was the run's first), or held a one-off of the "
+      "measuring (kOneOffTag)",
       "partial: shorter than half the run's usual interval (the tail)",
       "idle: the chunk moved no byte",
       "throughput above the link rate (impossible: a measuring error)",
@@ -154,7 +155,7 @@ Preprocessed preprocess(const HistoryData& h) {
       ++removed[NotDone];
       continue;
     }
-    if (i.settling) soft = Settling;
+    if (i.settling || i.reason.find(kOneOffTag) != std::string::npos) soft = Settling;
     else if (i.interval_s < 0.5 * usual[r]) soft = Partial;
     if (i.bytes_interval <= 0 || i.throughput_bps <= 0) hard = Idle;
     else if (link_of(*r) > 0 && i.throughput_bps > link_of(*r) * 1e6 * 1.02) hard = AboveLink;

@@ -337,6 +337,11 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   if (exploring_.active) return judge_exploration(mbps, obs.interval_s, obs.ext_load);
   push_window(recent_bps_, obs.throughput_bps, kLoadWindow);
   push_window(recent_jgb_, last_j_per_gb_, kLoadWindow);
+  // A trial's reference: the last kExploreRefLooks looks at the setting in
+  // use (since it began), not only Algorithm 2's three.
+  if (!same_setting(obs.params, trial_ref_.setting)) trial_ref_ = {obs.params, {}, {}};
+  push_window(trial_ref_.mbps, mbps, kExploreRefLooks);
+  push_window(trial_ref_.jgb, last_j_per_gb_, kExploreRefLooks);
   if (energy_of_setting) push_window(recent_w_, *energy / obs.interval_s, kLoadWindow);
   // A floor's breach and slack are judged on T_avg (Algorithm 2), the
   // throughput averaged over the looks at these params (the window starts
@@ -440,6 +445,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
 void HlaTuner::new_references(double load) {
   ref_mbps_ = 0, ref_pred_ = 0, ref_load_ = load, worse_for_ = 0;
   recent_bps_.clear(), recent_w_.clear(), recent_jgb_.clear();
+  trial_ref_ = {};
 }
 
 const hla::TableStratum* HlaTuner::stratum_of(size_t chunk) const {
@@ -767,8 +773,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   exploring_ = {};
   exploring_.active = true, exploring_.chunk = pick, exploring_.back = current_;
   exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_, exploring_.formula = from_formula;
-  for (double b : recent_bps_) exploring_.ref_mbps.push_back(b / 1e6);
-  exploring_.ref_jgb = recent_jgb_;
+  exploring_.ref_mbps = trial_ref_.mbps, exploring_.ref_jgb = trial_ref_.jgb;
   exploring_.load = loads_.empty() ? -1 : median(loads_);
   ++explorations_;
   trial.reason.clear();

@@ -363,6 +363,29 @@ TEST(Hla, EachVisitToASettingIsOneSample) {
   EXPECT_NEAR(at4[1], 44, 1e-9);
 }
 
+// The interval that held a one-off of the measuring (the flow monitor's
+// load: its rows' reason holds kOneOffTag) is left out as a settling one
+// is, without cutting its setting's visit in two: cc 4 for seq 0-5 with the
+// load at seq 3, at ten times a look's energy, is one sample of four
+// intervals, its J/GB the other looks'.
+TEST(Hla, TheFlowMonitorsLoadIsNoSettingsEnergy) {
+  HistoryData h = one_run("job");
+  for (int seq = 0; seq < 6; ++seq) {
+    IntervalRow i = second_of(h, seq);
+    i.settling = seq == 0;
+    i.cc = 4;
+    i.throughput_bps = 40e6, i.bytes_interval = int64_t(40e6 / 8);
+    i.dynamic_joules = seq == 3 ? 5.0 : 0.5;
+    i.reason = std::string("static: fixed by the caller") + (seq == 3 ? std::string(kOneOffTag) : "");
+    h.intervals.push_back(i);
+  }
+  Preprocessed p = preprocess(h);
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].intervals, 4);
+  ASSERT_TRUE(p.samples[0].j_per_gb);
+  EXPECT_NEAR(*p.samples[0].j_per_gb, 0.5 / (40e6 / 8 / 1e9), 1e-6);
+}
+
 // An online tuner's trials are told from the rest by their rows' reason
 // (kExploreTag), and the table keeps, per stratum, the time its samples
 // held and of it the trials': the budget for trials is the stratum's,

@@ -50,6 +50,10 @@ struct Sample {
 // the history's rows of a trial are told from the others by it, so that
 // the budget for trials is kept per stratum across jobs.
 inline constexpr std::string_view kExploreTag = ": explore (";
+// What the recorder adds to the reason of an interval that held a one-off
+// of the measuring (Observation::one_off_cpu_s: the flow monitor's load):
+// the analysis keeps its row out of the samples, as it does a settling one.
+inline constexpr std::string_view kOneOffTag = " [a one-off of the measuring: no setting's energy]";
 
 struct RuleCount {
   std::string rule;
