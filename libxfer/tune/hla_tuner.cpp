@@ -659,7 +659,7 @@ Known known_at(const std::vector<hla::MeasuredSetting>& m, const ChunkParams& c)
 }  // namespace
 
 std::optional<Params> HlaTuner::explore(const Observation& obs) {
-  if (exploring_.active || obs.near_end || recent_bps_.size() < 2 || intervals_ < kExploreWarm) return std::nullopt;
+  if (exploring_.active || obs.near_end || recent_bps_.size() < 2) return std::nullopt;
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   // Never while the floor could be missed: the last intervals all above it by the margin.
   // (Under the cap that holds an overshoot, at the floor: the cap keeps the

@@ -840,7 +840,14 @@ TEST(HlaTuner, ATrialIsJudgedOnceItsThroughputStopsClimbing) {
 // in turn; cc 4 moves 135: +30-35% against a need of 25-28% over five or
 // six, kept (over three, 40%: back).
 TEST(HlaTuner, ATrialIsJudgedAgainstSixLooksBeforeIt) {
-  SimJob r = most_throughput_with_cc4_unknown();
+  TunerOptions o;
+  auto t = std::make_shared<hla::ParamTable>(*measured_table());
+  // cc 4 not measured; 33 s of history: a trial of 4 s fits 10% once the job has held 7 s
+  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 33;
+  o.hla_table = t;
+  SimJob r{make_tuner("hla-throughput", o)};
+  r.sim.link = 1000;
+  r.p = r.tuner->init(job());
   ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
   bool trial = false;
   for (int i = 0; i < 30 && !trial; ++i)
