@@ -660,6 +660,11 @@ Known known_at(const std::vector<hla::MeasuredSetting>& m, const ChunkParams& c)
 
 std::optional<Params> HlaTuner::explore(const Observation& obs) {
   if (exploring_.active || obs.near_end || recent_bps_.size() < 2) return std::nullopt;
+  if (intervals_ < kExploreWarm && obs.throughput_bps > 0 && obs.interval_s > 0) {
+    // Room for the trial after the wait: the looks left at this rate.
+    const double looks_left = double(obs.bytes_left()) * 8 / obs.throughput_bps / obs.interval_s;
+    if (looks_left > double(kExploreWarm - intervals_ + 1 + kExploreLooks)) return std::nullopt;
+  }
   bool floor = goal_ == Goal::Throughput && sla_mbps_ > 0;
   // Never while the floor could be missed: the last intervals all above it by the margin.
   // (Under the cap that holds an overshoot, at the floor: the cap keeps the

@@ -86,15 +86,19 @@ class HlaTuner : public Tuner {
   // the stratum's budget.
   // A trial's looks that were its throughput's climb are dropped (a look
   // past kExploreRamp over the one before it; kExploreRampLooks at most:
-  // judge_exploration). (A job's first looks read cheaper than the same
-  // setting later: a median 0.92x of looks 4-12 at the same load and
-  // setting over 36 html runs of static and min-energy in
-  // hla-goals-ab-00f320a and -10a9bb7, 0.47-0.67x at 4x1x4 on two cores.
-  // Waiting for the sixth interval before a trial was tried, and taken out:
-  // the learning bench's jobs last 3-10 intervals, and 21 of the 24 trials
-  // in hla-learning-e20fc80 began at the third to the fifth.)
+  // judge_exploration). A trial waits for the job's kExploreWarm-th
+  // interval where the job will still have room for it then: a job's first
+  // looks read cheaper than the same setting later (a median 0.92x of looks
+  // 4-12 at the same load and setting over 36 html runs of static and
+  // min-energy in hla-goals-ab-00f320a and -10a9bb7, 0.47-0.67x at 4x1x4 on
+  // two cores): MinE's setting tried on html at the third interval read -4%
+  // to -43% against them (hla-goals-ab-00f320a, -b8e7947's before runs and
+  // two of cdca29a's), at the sixth +23% to +53% (-b8e7947). A short job does not
+  // wait: the learning bench's jobs last 3-10 intervals, and 21 of the 24
+  // trials in hla-learning-e20fc80 began at the third to the fifth.
   static constexpr double kExploreRamp = 0.15;
   static constexpr int kExploreRampLooks = 3;
+  static constexpr int kExploreWarm = 6;
   // A trial is judged against up to kExploreRefLooks looks at the setting
   // before it (Algorithm 2's window is three: with the look that held the
   // flow monitor's load left out, two, whose scatter asked a trial that

@@ -823,7 +823,9 @@ TEST(HlaTuner, ATrialIsJudgedOnceItsThroughputStopsClimbing) {
   const std::vector<double> looks = {70, 100, 130, 130, 130};
   for (size_t i = 0; i < looks.size() && !end; ++i) {
     end = look(r, looks[i], false);
-    if (end) EXPECT_EQ(i + 1, looks.size()) << "judged after " << i + 1 << " looks: " << end->reason;
+    if (end) {
+      EXPECT_EQ(i + 1, looks.size()) << "judged after " << i + 1 << " looks: " << end->reason;
+    }
   }
   ASSERT_TRUE(end) << r.tuner->summary().dump();
   const nlohmann::json judged = r.tuner->summary()["events"].back();
@@ -831,6 +833,29 @@ TEST(HlaTuner, ATrialIsJudgedOnceItsThroughputStopsClimbing) {
   EXPECT_EQ(judged["ramp_looks"], 2) << judged.dump();
   EXPECT_NEAR(judged["mbps"].get<double>(), 130, 1e-6) << judged.dump();
   EXPECT_EQ(end->chunks[0].cc, 4) << end->reason;
+}
+
+// A job's first looks read cheaper than the same setting later, so a long
+// job's first trial waits for its sixth interval; a job that would have
+// no room for a trial by then does not wait (the learning bench's jobs
+// last 3-10 intervals).
+TEST(HlaTuner, ALongJobsFirstTrialWaitsForItsSixthInterval) {
+  auto first_trial = [](bool short_job) {
+    SimJob r = most_throughput_with_cc4_unknown();
+    for (int i = 0; i < 20; ++i) {
+      Observation o = r.sim.step(r.p, r.changed);
+      r.changed = false;
+      if (short_job) o.bytes_total = o.chunks[0].bytes_total = o.bytes_done + 6 * o.bytes_interval;
+      if (auto next = r.tuner->decide(o)) {
+        r.changed = !(next->chunks == r.p.chunks);
+        r.p = *next;
+        if (r.p.reason.find(hla::kExploreTag) != std::string::npos) return i + 1;
+      }
+    }
+    return 0;
+  };
+  EXPECT_EQ(first_trial(false), 6);  // HlaTuner::kExploreWarm
+  EXPECT_EQ(first_trial(true), 3) << "six looks left at the third: no room to wait";
 }
 
 // A trial is judged against up to six looks at the setting before it, not
