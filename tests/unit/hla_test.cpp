@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -337,6 +338,19 @@ IntervalRow second_of(const HistoryData& h, int seq) {
   i.node = h.runs[0].node, i.run = h.runs[0].run, i.seq = seq, i.interval_s = 1;
   return i;
 }
+// One run held at cc 4 for n intervals (the first settles), each row then
+// filled in by `fill`.
+HistoryData held_at_cc4(int n, const std::function<void(IntervalRow&, int seq)>& fill) {
+  HistoryData h = one_run("job");
+  for (int seq = 0; seq < n; ++seq) {
+    IntervalRow i = second_of(h, seq);
+    i.settling = seq == 0;
+    i.cc = 4;
+    fill(i, seq);
+    h.intervals.push_back(i);
+  }
+  return h;
+}
 }  // namespace
 
 TEST(Hla, EachVisitToASettingIsOneSample) {
@@ -369,16 +383,11 @@ TEST(Hla, EachVisitToASettingIsOneSample) {
 // load at seq 3, at ten times a look's energy, is one sample of four
 // intervals, its J/GB the other looks'.
 TEST(Hla, TheFlowMonitorsLoadIsNoSettingsEnergy) {
-  HistoryData h = one_run("job");
-  for (int seq = 0; seq < 6; ++seq) {
-    IntervalRow i = second_of(h, seq);
-    i.settling = seq == 0;
-    i.cc = 4;
+  HistoryData h = held_at_cc4(6, [](IntervalRow& i, int seq) {
     i.throughput_bps = 40e6, i.bytes_interval = int64_t(40e6 / 8);
     i.dynamic_joules = seq == 3 ? 5.0 : 0.5;
     i.reason = std::string("static: fixed by the caller") + (seq == 3 ? std::string(kOneOffTag) : "");
-    h.intervals.push_back(i);
-  }
+  });
   Preprocessed p = preprocess(h);
   ASSERT_EQ(p.samples.size(), 1u);
   EXPECT_EQ(p.samples[0].intervals, 4);
@@ -423,16 +432,11 @@ TEST(Hla, TrialsAreCountedPerStratum) {
 // it). It was summed from the "not known" -1, so every stratum said a load
 // under 0 and the predictor took its band's middle instead.
 TEST(Hla, AStratumsLoadIsTheMeanOfItsRows) {
-  HistoryData h = one_run("job");
-  for (int seq = 0; seq < 8; ++seq) {
-    IntervalRow i = second_of(h, seq);
-    i.settling = seq == 0;
-    i.cc = 4;
+  HistoryData h = held_at_cc4(8, [](IntervalRow& i, int seq) {
     i.reason = "hla-throughput: start: large chunk from P1/D1/L1";
     i.ext_load = 0.25;
     i.throughput_bps = (40 + seq % 2) * 1e6, i.bytes_interval = int64_t(i.throughput_bps / 8);
-    h.intervals.push_back(i);
-  }
+  });
   Analysis a = analyze(h, "load", 1);
   ASSERT_EQ(a.table.strata.size(), 1u);
   EXPECT_NEAR(a.table.strata[0].load_mean, 0.25, 1e-9);
