@@ -234,7 +234,7 @@ IntervalRecord ControlLoop::observe() {
     }
     chunk_accountants_.resize(chunks.size());
     for (size_t i = 0; i < chunks.size(); ++i) o.chunks[i].flow = chunk_accountants_[i].interval(by_chunk[i], dt);
-    const uint64_t load_ns = parts_.flows->overhead().load_ns;
+    const uint64_t load_ns = parts_.flows->load_ns();
     if (load_ns > monitor_load_ns_) o.one_off_cpu_s = double(load_ns - monitor_load_ns_) / 1e9;
     monitor_load_ns_ = load_ns;
   }

@@ -145,7 +145,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
     FlowMonitor::Overhead o = f->overhead();
     j["flow_overhead"] = {{"bpf_run_ms", double(o.bpf_run_ns) / 1e6}, {"bpf_runs", o.bpf_runs},
                           {"reader_cpu_ms", double(o.reader_ns) / 1e6}};
-    if (o.load_ns > 0) j["flow_overhead"]["load_cpu_ms"] = double(o.load_ns) / 1e6;
+    if (uint64_t load = f->load_ns(); load > 0) j["flow_overhead"]["load_cpu_ms"] = double(load) / 1e6;
   }
   return j;
 }

@@ -401,9 +401,9 @@ class DeferredFlowMonitor : public FlowMonitor {
       Overhead m = monitor_->overhead();
       o.bpf_run_ns += m.bpf_run_ns, o.bpf_runs += m.bpf_runs, o.reader_ns += m.reader_ns;
     }
-    o.load_ns = load_ns_;
     return o;
   }
+  uint64_t load_ns() const override { return load_ns_; }
 
  private:
   // Starts the load when it is due; hands the open sockets over when it is done.

@@ -37,13 +37,16 @@ class FlowMonitor {
   virtual std::vector<FlowCounters> flows(uint32_t job) = 0;
 
   // What measuring costs: CPU time of the BPF programs (kernel BPF stats)
-  // and of this reader's sampling (thread CPU time); load_ns: the one-off
-  // CPU time of loading the BPF programs, where this monitor loaded them
-  // while a job ran (make_flow_monitor_deferred; its thread's CPU time).
+  // and of this reader's sampling (thread CPU time).
   struct Overhead {
-    uint64_t bpf_run_ns = 0, bpf_runs = 0, reader_ns = 0, load_ns = 0;
+    uint64_t bpf_run_ns = 0, bpf_runs = 0, reader_ns = 0;
   };
   virtual Overhead overhead() const = 0;
+  // The one-off CPU time of loading the BPF programs, where this monitor
+  // loaded them while a job ran (make_flow_monitor_deferred: its loading
+  // thread's CPU time); 0 otherwise. Cheap: read at every interval
+  // (Observation::one_off_cpu_s), where overhead() asks the kernel.
+  virtual uint64_t load_ns() const { return 0; }
 };
 
 // eBPF when it loads and attaches (root, BTF), else TCP_INFO; says which.
