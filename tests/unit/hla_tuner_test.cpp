@@ -745,12 +745,18 @@ std::optional<Params> look(SimJob& r, double mbps, bool settling) {
   return r.tuner->decide(o);
 }
 
-SimJob most_throughput_with_cc4_unknown() {
+// Most throughput from a table whose strata never measured cc 4 and held
+// their settings `seconds` (the trials' budget is 10% of that and the job's).
+TunerOptions most_throughput_cc4_unknown_options(double seconds = 600) {
   TunerOptions o;
   auto t = std::make_shared<hla::ParamTable>(*measured_table());
-  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 600;  // cc 4 not measured
+  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = seconds;
   o.hla_table = t;
-  SimJob r{make_tuner("hla-throughput", o)};
+  return o;
+}
+
+SimJob most_throughput_with_cc4_unknown(double seconds = 600) {
+  SimJob r{make_tuner("hla-throughput", most_throughput_cc4_unknown_options(seconds))};
   r.sim.link = 1000;
   r.p = r.tuner->init(job());
   return r;
@@ -865,14 +871,8 @@ TEST(HlaTuner, ALongJobsFirstTrialWaitsForItsSixthInterval) {
 // in turn; cc 4 moves 135: +30-35% against a need of 25-28% over five or
 // six, kept (over three, 40%: back).
 TEST(HlaTuner, ATrialIsJudgedAgainstSixLooksBeforeIt) {
-  TunerOptions o;
-  auto t = std::make_shared<hla::ParamTable>(*measured_table());
-  // cc 4 not measured; 33 s of history: a trial of 4 s fits 10% once the job has held 7 s
-  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 33;
-  o.hla_table = t;
-  SimJob r{make_tuner("hla-throughput", o)};
-  r.sim.link = 1000;
-  r.p = r.tuner->init(job());
+  // 33 s of history: a trial of 4 s fits 10% once the job has held 7 s.
+  SimJob r = most_throughput_with_cc4_unknown(33);
   ASSERT_EQ(r.p.chunks[0].cc, 2) << r.p.reason;
   bool trial = false;
   for (int i = 0; i < 30 && !trial; ++i)
@@ -898,11 +898,7 @@ TEST(HlaTuner, ATrialIsJudgedAgainstSixLooksBeforeIt) {
 // the small files ran out under it. It ends with no verdict, the setting
 // before comes back, and no visit is counted.
 TEST(HlaTuner, ATrialAcrossAChunksEndHasNoVerdict) {
-  TunerOptions o;
-  auto t = std::make_shared<hla::ParamTable>(*measured_table());
-  for (hla::TableStratum& st : t->strata) st.measured.pop_back(), st.seconds = 600;  // cc 4 not measured
-  o.hla_table = t;
-  auto tuner = make_tuner("hla-throughput", o);
+  auto tuner = make_tuner("hla-throughput", most_throughput_cc4_unknown_options());
   JobInfo info = job();
   info.chunks.push_back(info.chunks[0]);
   Params p = tuner->init(info);
