@@ -393,6 +393,9 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   }
   m.train_rows = ktr.size(), m.test_rows = kte.size();
   for (size_t r : rows) m.t_cap = std::max(m.t_cap, s[r].link_mbps);
+  for (size_t r : rows)
+    if (std::find(m.measured.begin(), m.measured.end(), knobs_of(s[r])) == m.measured.end())
+      m.measured.push_back(knobs_of(s[r]));
   if (!ttr.empty()) m.t_floor = *std::min_element(ttr.begin(), ttr.end());
   if (m.has_energy) {
     m.e_floor = 1e300;
@@ -473,15 +476,25 @@ std::vector<Knobs> candidates(const StratumModel& m) {
   if (pp.empty()) pp.insert(1);
   if (cores.empty()) cores.insert(1);
   if (freq.empty()) freq.insert(0);
-  std::vector<Knobs> all, out;
+  std::vector<Knobs> all, near, out;
   for (int a : cc)
     for (int b : p)
       for (int c : pp)
         for (int d : cores)
           for (long f : freq) all.push_back({a, b, c, d, f});
   for (const Knobs& k : all)
+    if (std::any_of(m.measured.begin(), m.measured.end(),
+                    [&](const Knobs& x) { return knob_distance(k, x) <= kNearMeasured + 1e-9; }))
+      near.push_back(k);
+  if (near.empty()) near = std::move(all);
+  for (const Knobs& k : near)
     if (m.throughput(k) >= m.t_floor) out.push_back(k);
-  return out.empty() ? all : out;
+  return out.empty() ? near : out;
+}
+
+double knob_distance(const Knobs& a, const Knobs& b) {
+  auto d = [](double x, double y) { return x > 0 && y > 0 ? std::abs(std::log2(x / y)) : 0.0; };
+  return d(a.cc, b.cc) + d(a.p, b.p) + d(a.pp, b.pp) + d(a.cores, b.cores) + d(double(a.freq_khz), double(b.freq_khz));
 }
 
 std::vector<Choice> evaluate(const StratumModel& m, const std::vector<Knobs>& c) {

@@ -248,6 +248,13 @@ struct StratumModel {
   // by extrapolation); candidates() leaves it out, as its J/GB would be a
   // figure for bytes that no measurement moved.
   double t_floor = 0;
+  // The settings the stratum's rows measured (each once). The surfaces are
+  // trusted within kNearMeasured of them only: fitted to a dozen rows, a
+  // product of surfaces can put a corner no row came near at the link rate
+  // (hla-learning-115face, round 4: cc 1 p 2 pp 1 at 350 Mbit/s, whose
+  // neighbours measured 11-221). A setting further out is for a job's
+  // trials to measure, not for the table to promise.
+  std::vector<Knobs> measured;
   double throughput(const Knobs& k) const;
   double energy(const Knobs& k) const;
   // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
@@ -267,9 +274,14 @@ struct Choice {
 // the greatest the history has (evenly spread in the surfaces' coordinate
 // when there are more than fit in kMaxCandidates settings), the history's
 // own levels and frequencies, and the surfaces' interior extrema rounded to
-// whole values; those predicted below t_floor are left out (unless that
-// leaves none).
+// whole values; those further than kNearMeasured from every setting the
+// stratum measured, and those predicted below t_floor, are left out (unless
+// that leaves none).
 constexpr size_t kMaxCandidates = 60000;
+// How far a setting lies from a measured one: the sum over cc, p, pp, cores
+// and frequency of |log2| of their ratio (one doubling of one knob is 1).
+double knob_distance(const Knobs& a, const Knobs& b);
+constexpr double kNearMeasured = 1.0;
 std::vector<Knobs> candidates(const StratumModel& m);
 // eq. 10: least energy with throughput >= t_sla; eq. 11: most throughput
 // with energy <= e_sla. Settings whose objective is within kTie of the best
