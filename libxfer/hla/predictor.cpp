@@ -318,7 +318,7 @@ PredictorReport train_predictor(ParamTable& t, const std::vector<StratumModel>& 
         if (held < models.size() && models[held].fitted && t.strata[held].decided == "surfaces") {
           k.freq_khz = opt.freq_khz;
           want.push_back(test.entry[i]->choice.mbps);
-          got.push_back(models[held].throughput(k));
+          got.push_back(models[held].bounded_throughput(k));  // as the table's figures are
         }
       }
     }

@@ -369,6 +369,15 @@ double StratumModel::throughput(const Knobs& k) const {
   double v = std::exp(predict_log(mean_t, t, t_off, k));
   return t_cap > 0 ? std::min(v, t_cap) : v;
 }
+double StratumModel::bounded_throughput(const Knobs& k) const {
+  double v = throughput(k);
+  auto in_flight = [](const Knobs& x) { return double(x.cc) * x.p * x.pp; };
+  double slack = 1 + std::max(repeat_t, kTie);
+  for (const MeasuredSetting& x : measured)
+    if (x.mbps > 0 && in_flight(x.knobs) <= in_flight(k))
+      v = std::min(v, x.mbps * slack * in_flight(k) / in_flight(x.knobs));
+  return v;
+}
 double StratumModel::energy(const Knobs& k) const {
   return has_energy ? std::max(e_floor, std::exp(predict_log(mean_e, e, e_off, k))) : 0;
 }
@@ -393,9 +402,7 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   }
   m.train_rows = ktr.size(), m.test_rows = kte.size();
   for (size_t r : rows) m.t_cap = std::max(m.t_cap, s[r].link_mbps);
-  for (size_t r : rows)
-    if (std::find(m.measured.begin(), m.measured.end(), knobs_of(s[r])) == m.measured.end())
-      m.measured.push_back(knobs_of(s[r]));
+  m.measured = measured_settings(s, rows);
   if (!ttr.empty()) m.t_floor = *std::min_element(ttr.begin(), ttr.end());
   if (m.has_energy) {
     m.e_floor = 1e300;
@@ -484,7 +491,7 @@ std::vector<Knobs> candidates(const StratumModel& m) {
           for (long f : freq) all.push_back({a, b, c, d, f});
   for (const Knobs& k : all)
     if (std::any_of(m.measured.begin(), m.measured.end(),
-                    [&](const Knobs& x) { return knob_distance(k, x) <= kNearMeasured + 1e-9; }))
+                    [&](const MeasuredSetting& x) { return knob_distance(k, x.knobs) <= kNearMeasured + 1e-9; }))
       near.push_back(k);
   if (near.empty()) near = std::move(all);
   for (const Knobs& k : near)
@@ -500,7 +507,7 @@ double knob_distance(const Knobs& a, const Knobs& b) {
 std::vector<Choice> evaluate(const StratumModel& m, const std::vector<Knobs>& c) {
   std::vector<Choice> out;
   out.reserve(c.size());
-  for (const Knobs& k : c) out.push_back({k, m.throughput(k), m.energy(k), true});
+  for (const Knobs& k : c) out.push_back({k, m.bounded_throughput(k), m.energy(k), true});
   return out;
 }
 
