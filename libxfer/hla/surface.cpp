@@ -370,13 +370,17 @@ double StratumModel::throughput(const Knobs& k) const {
   return t_cap > 0 ? std::min(v, t_cap) : v;
 }
 double StratumModel::bounded_throughput(const Knobs& k) const {
-  double v = throughput(k);
   auto in_flight = [](const Knobs& x) { return double(x.cc) * x.p * x.pp; };
-  double slack = 1 + std::max(repeat_t, kTie);
-  for (const MeasuredSetting& x : measured)
-    if (x.mbps > 0 && in_flight(x.knobs) <= in_flight(k))
-      v = std::min(v, x.mbps * slack * in_flight(k) / in_flight(x.knobs));
-  return v;
+  double fewer = 0, fastest = 0;  // Mbit/s per request in flight
+  for (const MeasuredSetting& x : measured) {
+    if (x.mbps <= 0) continue;
+    double per = x.mbps / in_flight(x.knobs);
+    fastest = std::max(fastest, per);
+    if (in_flight(x.knobs) <= in_flight(k)) fewer = std::max(fewer, per);
+  }
+  double per = fewer > 0 ? fewer : fastest;
+  double v = throughput(k);
+  return per > 0 ? std::min(v, per * in_flight(k) * (1 + std::max(repeat_t, kTie))) : v;
 }
 double StratumModel::energy(const Knobs& k) const {
   return has_energy ? std::max(e_floor, std::exp(predict_log(mean_e, e, e_off, k))) : 0;

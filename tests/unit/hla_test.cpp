@@ -366,6 +366,11 @@ TEST(Hla, ASettingIsPutNoHigherThanItsRequestsInFlightAllow) {
   EXPECT_LE(m.bounded_throughput(Knobs{1, 2, 1, 1, 0}), 11 * slack + 1e-9);
   EXPECT_LE(m.bounded_throughput(Knobs{2, 2, 1, 1, 0}), 2 * 11 * slack + 1e-9);  // twice 2x1x1's requests
   EXPECT_LE(m.bounded_throughput(Knobs{1, 1, 1, 1, 0}), 4.5 * slack + 1e-9);  // its own measure
+  // A measured setting is never put below itself (1x1x31's 7 Mbit/s per
+  // request is more than 2x1x1's 5.5, with fewer requests in flight).
+  for (const MeasuredSetting& x : m.measured)
+    EXPECT_GE(m.bounded_throughput(x.knobs), std::min(m.throughput(x.knobs), x.mbps) - 1e-9)
+        << x.knobs.cc << "x" << x.knobs.p << "x" << x.knobs.pp;
   // Below every bound, the surfaces' own figure.
   EXPECT_DOUBLE_EQ(m.bounded_throughput(Knobs{32, 1, 31, 1, 0}), m.throughput(Knobs{32, 1, 31, 1, 0}));
   std::vector<Knobs> c = candidates(m);
@@ -385,6 +390,43 @@ TEST(Hla, ASettingIsPutNoHigherThanItsRequestsInFlightAllow) {
   const Knobs& k = e->choice.knobs;
   EXPECT_GT(k.cc * k.p * k.pp, 2) << k.cc << "x" << k.p << "x" << k.pp << ", predicted " << e->choice.mbps;
   EXPECT_GE(e->choice.mbps, 150) << k.cc << "x" << k.p << "x" << k.pp;
+}
+
+TEST(Hla, ASettingWithFewerRequestsThanAnyMeasuredIsPutNoFasterPerRequest) {
+  // Round 3 of hla-learning-5756485, curve 1: no row had fewer than two
+  // requests in flight, and the surfaces put 1x1x1 at 218 Mbit/s, a tie
+  // with 1x1x31's measured 222, so the cheapest-tie rule sent round 4's
+  // most-throughput job to it (17 Mbit/s; 1x1x1 measured 5.3 then). No
+  // measured request had moved faster than 1x1x31's 7 Mbit/s each.
+  std::vector<HtmlRow> rows{{1, 1, 31, 160, 395, 1.2}, {1, 1, 31, 190, 390, 1.2}, {1, 1, 31, 215, 395, 1.2},
+                            {1, 1, 31, 225, 400, 1.2}, {1, 1, 31, 240, 392, 1.3}, {1, 1, 31, 260, 398, 1.3},
+                            {1, 1, 31, 265, 395, 1.3}, {2, 1, 1, 11.1, 1029, 27},   {8, 1, 1, 44.6, 562, 6.5},
+                            {16, 2, 1, 175, 538, 1.5},  {17, 1, 31, 154.5, 825, 0.5}, {32, 1, 31, 132, 529, 1},
+                            {32, 1, 31, 215, 529, 1}};
+  StratumModel m = fitted_html_rows(rows, 4);
+  ASSERT_TRUE(m.fitted);
+  const Knobs one{1, 1, 1, 1, 0};
+  EXPECT_GT(m.throughput(one), 150);  // the surfaces' own figure
+  double fastest = 0;                 // Mbit/s per request in flight, over the measured settings
+  for (const MeasuredSetting& x : m.measured) fastest = std::max(fastest, x.mbps / (x.knobs.cc * x.knobs.p * x.knobs.pp));
+  EXPECT_NEAR(fastest, 225.0 / 31, 0.5);
+  EXPECT_LE(m.bounded_throughput(one), fastest * (1 + std::max(m.repeat_t, kTie)) + 1e-9);
+  std::vector<Knobs> c = candidates(m);
+  bool met = false;
+  {  // The surfaces' own figures: 1x1x1 ties with the best and is the cheapest.
+    std::vector<Choice> raw;
+    for (const Knobs& k : c) raw.push_back({k, m.throughput(k), m.energy(k), true});
+    TableStratum st;
+    st.entries = sla_entries(raw, true);
+    const Knobs& k = choose_level(st, "throughput", 1.0, met)->choice.knobs;
+    EXPECT_EQ(k.cc * k.p * k.pp, 1) << k.cc << "x" << k.p << "x" << k.pp;
+  }
+  TableStratum st;
+  st.entries = sla_entries(m, c);
+  const TableEntry* e = choose_level(st, "throughput", 1.0, met);
+  ASSERT_NE(e, nullptr);
+  const Knobs& k = e->choice.knobs;
+  EXPECT_GE(k.cc * k.p * k.pp, 31) << k.cc << "x" << k.p << "x" << k.pp << ", predicted " << e->choice.mbps;
 }
 
 TEST(Hla, PreprocessingSaysWhatEachRuleRemoved) {

@@ -256,15 +256,20 @@ struct StratumModel {
   // trials to measure, not for the table to promise.
   std::vector<MeasuredSetting> measured;
   double throughput(const Knobs& k) const;
-  // throughput(k), held to what the measured settings allow: requests in
-  // flight (cc x p x pp) at most multiply throughput by their own ratio
-  // (each request's bytes take a round trip however many share the link),
-  // so k is put no higher than any measured setting with fewer requests in
-  // flight, times that ratio and its repeat scatter (at least kTie). Round
-  // 4 of hla-learning-a9e0719 put 1x2x1 at 350 Mbit/s, one doubling of p
-  // from a measured 1x1x1, where 2x1x1 (two requests too) measured 11. What
-  // eq. 10 / 11 are solved on; the surfaces' own figure is what their fit
-  // is judged by.
+  // throughput(k), held to what the measured settings allow. A request in
+  // flight (cc x p x pp) moves no faster when more share the path (each
+  // one's bytes still take their round trips), so k's throughput per
+  // request is put no higher than the fastest per request among the
+  // measured settings with as many requests in flight or fewer (the
+  // fastest: how cc, p and pp share the requests changes what each moves,
+  // and a measured setting is never put below itself); below every
+  // measured count, than the fastest of all. Both times the repeat scatter
+  // (at least kTie). The surfaces had put 1x2x1 at 350 Mbit/s
+  // where 2x1x1 (two requests too) measured 11 (hla-learning-a9e0719,
+  // round 4), and 1x1x1 at 218 where no request had moved faster than 7
+  // (hla-learning-5756485, round 3); both jobs then ran at 17-31. What
+  // eq. 10 / 11 are solved on; the surfaces' fit is judged on their own
+  // figure.
   double bounded_throughput(const Knobs& k) const;
   double energy(const Knobs& k) const;
   // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
