@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -385,6 +386,57 @@ double StratumModel::bounded_throughput(const Knobs& k) const {
 double StratumModel::energy(const Knobs& k) const {
   return has_energy ? std::max(e_floor, std::exp(predict_log(mean_e, e, e_off, k))) : 0;
 }
+double StratumModel::bounded_energy(const Knobs& k) const {
+  double v = energy(k);
+  if (!has_energy) return v;
+  double t = throughput(k), cut = bounded_throughput(k);
+  if (!(cut < t) || cut <= 0) return v;
+  if (!time_cost.fitted) return v * t / cut;
+  double per_s = time_cost.per_s + time_cost.per_conn_s * double(k.cc) * k.p;
+  return v + per_s * 8000 * (1 / cut - 1 / t);  // 8000 Mbit a GB
+}
+
+StratumModel::TimeCost fit_time_cost(const std::vector<Sample>& s, const std::vector<size_t>& rows) {
+  StratumModel::TimeCost out;
+  std::vector<size_t> use;
+  std::set<std::tuple<int, int, int, int, long>> settings;
+  for (size_t r : rows)
+    if (s[r].j_per_gb && s[r].mbps > 0)
+      use.push_back(r), settings.insert({s[r].cc, s[r].p, s[r].pp, s[r].cores, s[r].freq_khz});
+  out.settings = settings.size();
+  if (settings.size() < kMinTimeCostSettings) return out;
+  // Columns: 1, seconds a GB, connection-seconds a GB; rows weighted by
+  // their seconds (as the surfaces weigh them).
+  Eigen::MatrixXd x(use.size(), 3);
+  Eigen::VectorXd y(use.size());
+  for (size_t i = 0; i < use.size(); ++i) {
+    const Sample& r = s[use[i]];
+    double w = std::sqrt(r.seconds > 0 ? r.seconds : 1.0), per_gb_s = 8000 / r.mbps;
+    x.row(Eigen::Index(i)) << w, w * per_gb_s, w * per_gb_s * r.cc * r.p;
+    y(Eigen::Index(i)) = w * *r.j_per_gb;
+  }
+  // No cost below zero: the least squares over each subset of the
+  // columns, the best whose coefficients are all at least zero (three
+  // columns: seven subsets; the mean alone always qualifies).
+  double best = std::numeric_limits<double>::infinity();
+  std::array<double, 3> coef{};
+  for (int mask = 1; mask < 8; ++mask) {
+    std::vector<Eigen::Index> cols;
+    for (Eigen::Index c = 0; c < 3; ++c)
+      if (mask & (1 << c)) cols.push_back(c);
+    Eigen::MatrixXd xs(x.rows(), Eigen::Index(cols.size()));
+    for (size_t c = 0; c < cols.size(); ++c) xs.col(Eigen::Index(c)) = x.col(cols[c]);
+    Eigen::VectorXd b = xs.colPivHouseholderQr().solve(y);
+    if ((b.array() < 0).any() || !b.allFinite()) continue;
+    double sse = (xs * b - y).squaredNorm();
+    if (sse >= best) continue;
+    best = sse, coef = {};
+    for (size_t c = 0; c < cols.size(); ++c) coef[size_t(cols[c])] = b(Eigen::Index(c));
+  }
+  out.fitted = std::isfinite(best);
+  out.per_gb = coef[0], out.per_s = coef[1], out.per_conn_s = coef[2];
+  return out;
+}
 
 StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed) {
   StratumModel m;
@@ -407,6 +459,7 @@ StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>
   m.train_rows = ktr.size(), m.test_rows = kte.size();
   for (size_t r : rows) m.t_cap = std::max(m.t_cap, s[r].link_mbps);
   m.measured = measured_settings(s, rows);
+  if (m.has_energy) m.time_cost = fit_time_cost(s, rows);
   if (!ttr.empty()) m.t_floor = *std::min_element(ttr.begin(), ttr.end());
   if (m.has_energy) {
     m.e_floor = 1e300;
@@ -511,7 +564,7 @@ double knob_distance(const Knobs& a, const Knobs& b) {
 std::vector<Choice> evaluate(const StratumModel& m, const std::vector<Knobs>& c) {
   std::vector<Choice> out;
   out.reserve(c.size());
-  for (const Knobs& k : c) out.push_back({k, m.bounded_throughput(k), m.energy(k), true});
+  for (const Knobs& k : c) out.push_back({k, m.bounded_throughput(k), m.bounded_energy(k), true});
   return out;
 }
 

@@ -89,7 +89,8 @@ int analyze(const std::string& where, const std::string& out, const std::string&
              "cores\n",
              below, surfaces);
   fmt::print("\nStep 4, SLA optima (eq. 10 at 90% of the best throughput; eq. 11 at 1.25x the least energy):\n");
-  for (const TableStratum& s : a.table.strata) {
+  for (size_t i = 0; i < a.table.strata.size(); ++i) {
+    const TableStratum& s = a.table.strata[i];
     fmt::print("  {:<12} decided by {}: {}\n", s.id, s.decided, s.why);
     size_t floors = 0, ceilings = 0;
     for (const TableEntry& e : s.entries) (e.sla == "throughput" ? floors : ceilings) += 1;
@@ -103,6 +104,16 @@ int analyze(const std::string& where, const std::string& out, const std::string&
     }
     fmt::print("  {:<12} {} steps of eq. 10 (floors), {} of eq. 11 (ceilings), solved over {}\n", s.id, floors, ceilings,
                s.decided == "surfaces" ? "the surfaces' samples" : fmt::format("{} measured settings", s.measured.size()));
+    const StratumModel::TimeCost& tc = a.models[i].time_cost;
+    if (s.decided == "surfaces" && a.models[i].has_energy)
+      fmt::print("  {:<12} {}\n", s.id,
+                 tc.fitted ? fmt::format("a GB costs {:.0f} J + {:.3g} J a second + {:.3g} J a connection-second "
+                                         "(fitted over {} measured settings): what a setting whose throughput the "
+                                         "bound cuts pays for the longer time",
+                                         tc.per_gb, tc.per_s, tc.per_conn_s, tc.settings)
+                           : fmt::format("the cost of time is not fitted ({} measured settings, {} needed): a setting "
+                                         "whose throughput the bound cuts is put at its J/GB times the time it adds",
+                                         tc.settings, kMinTimeCostSettings));
   }
   const PredictorReport& p = a.predictor;
   fmt::print("\nFastHLA predictor (leaving one stratum out): {:.1f}% of {} cases with every "

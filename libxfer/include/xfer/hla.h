@@ -272,9 +272,34 @@ struct StratumModel {
   // figure.
   double bounded_throughput(const Knobs& k) const;
   double energy(const Knobs& k) const;
+  // What a GB costs as bytes and time, fitted (least squares, no cost below
+  // zero, weighted by the rows' seconds) over the stratum's rows:
+  // J/GB = per_gb + (per_s + per_conn_s x cc x p) x 8000 / Mbit/s (the
+  // seconds a GB takes at that rate). The rows of hla-learning-fb4acd7's
+  // html stratum read so: 2x1x1 at 11 Mbit/s 690 J/GB, 8x1x1 at 44 550,
+  // 1x1x31 at 222 365. `fitted` false: fewer than kMinTimeCostSettings
+  // measured settings, or no energy figures.
+  struct TimeCost {
+    double per_gb = 0, per_s = 0, per_conn_s = 0;
+    size_t settings = 0;  // the measured settings it rests on
+    bool fitted = false;
+  };
+  TimeCost time_cost;
+  // energy(k) where the bound keeps k's throughput: the surfaces' figure is
+  // for bytes moved at throughput(k). Where bounded_throughput(k) cuts it,
+  // the same bytes take longer, and each added second costs what
+  // time_cost says (per_s + per_conn_s x channels); with no fitted time
+  // cost, the whole figure scales with the time (the most a cut can add).
+  // The surfaces' clamp at e_floor had put 1x1x1 at the least J/GB at 9.7
+  // Mbit/s where 2x1x1 measured 690 at 11 (hla-learning-fb4acd7, round 3),
+  // and round 4's hla-energy ran there at 0.33x min-energy's throughput.
+  double bounded_energy(const Knobs& k) const;
   // The coordinates of surface i (0: cores, GHz; 1: log2 cc, log2 p; 2: log2 pp).
   static std::array<double, 2> coords(int i, const Knobs& k);
 };
+constexpr size_t kMinTimeCostSettings = 3;
+// The time cost over `rows` (StratumModel::TimeCost).
+StratumModel::TimeCost fit_time_cost(const std::vector<Sample>& s, const std::vector<size_t>& rows);
 // Fits on a seeded 70% of the stratum's rows; tests on the other 30%.
 StratumModel fit_stratum(const std::vector<Sample>& s, const std::vector<size_t>& rows, uint64_t seed = 1);
 
