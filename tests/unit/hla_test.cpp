@@ -309,20 +309,22 @@ StratumModel fitted_html_rows(const std::vector<HtmlRow>& rows_in, uint64_t seed
   return fit_stratum(s, rows, seed);
 }
 
-// The table's most-throughput answer (level 1) over c: from the surfaces'
-// own figures (`bounded` false), or as analyze solves it.
-Choice most_throughput_answer(const StratumModel& m, const std::vector<Knobs>& c, bool bounded) {
+// The answer at level 1 of `sla` ("throughput": eq. 10's most;
+// "energy": eq. 11's least) among a table's entries.
+Choice level_one(std::vector<TableEntry> entries, const char* sla) {
   TableStratum st;
-  if (bounded) {
-    st.entries = sla_entries(m, c);
-  } else {
-    std::vector<Choice> raw;
-    for (const Knobs& k : c) raw.push_back({k, m.throughput(k), m.energy(k), true});
-    st.entries = sla_entries(raw, m.has_energy);
-  }
+  st.entries = std::move(entries);
   bool met = false;
-  const TableEntry* e = choose_level(st, "throughput", 1.0, met);
+  const TableEntry* e = choose_level(st, sla, 1.0, met);
   return e ? e->choice : Choice{};
+}
+// The table's most-throughput answer over c: from the surfaces' own
+// figures (`bounded` false), or as analyze solves it.
+Choice most_throughput_answer(const StratumModel& m, const std::vector<Knobs>& c, bool bounded) {
+  if (bounded) return level_one(sla_entries(m, c), "throughput");
+  std::vector<Choice> raw;
+  for (const Knobs& k : c) raw.push_back({k, m.throughput(k), m.energy(k), true});
+  return level_one(sla_entries(raw, m.has_energy), "throughput");
 }
 int in_flight(const Knobs& k) { return k.cc * k.p * k.pp; }
 std::string named(const Choice& x) {
@@ -417,21 +419,14 @@ TEST(Hla, ASettingWithFewerRequestsThanAnyMeasuredIsPutNoFasterPerRequest) {
   EXPECT_GE(in_flight(got.knobs), 31) << named(got);
 }
 
-// The table's least-energy answer (level 1 of eq. 11) over c: with the
-// surfaces' own J/GB beside the bounded throughput (`time` false, as
-// fb4acd7 solved it), or as analyze solves it.
+// The table's least-energy answer over c: with the surfaces' own J/GB
+// beside the bounded throughput (`time` false, as fb4acd7 solved it), or
+// as analyze solves it.
 Choice least_energy_answer(const StratumModel& m, const std::vector<Knobs>& c, bool time) {
-  TableStratum st;
-  if (time) {
-    st.entries = sla_entries(m, c);
-  } else {
-    std::vector<Choice> raw;
-    for (const Knobs& k : c) raw.push_back({k, m.bounded_throughput(k), m.energy(k), true});
-    st.entries = sla_entries(raw, m.has_energy);
-  }
-  bool met = false;
-  const TableEntry* e = choose_level(st, "energy", 1.0, met);
-  return e ? e->choice : Choice{};
+  if (time) return level_one(sla_entries(m, c), "energy");
+  std::vector<Choice> raw;
+  for (const Knobs& k : c) raw.push_back({k, m.bounded_throughput(k), m.energy(k), true});
+  return level_one(sla_entries(raw, m.has_energy), "energy");
 }
 
 TEST(Hla, TheCostOfTimeIsFittedFromTheRows) {
