@@ -399,12 +399,10 @@ double StratumModel::bounded_energy(const Knobs& k) const {
 StratumModel::TimeCost fit_time_cost(const std::vector<Sample>& s, const std::vector<size_t>& rows) {
   StratumModel::TimeCost out;
   std::vector<size_t> use;
-  std::set<std::tuple<int, int, int, int, long>> settings;
   for (size_t r : rows)
-    if (s[r].j_per_gb && s[r].mbps > 0)
-      use.push_back(r), settings.insert({s[r].cc, s[r].p, s[r].pp, s[r].cores, s[r].freq_khz});
-  out.settings = settings.size();
-  if (settings.size() < kMinTimeCostSettings) return out;
+    if (s[r].j_per_gb && s[r].mbps > 0) use.push_back(r);
+  out.settings = measured_settings(s, use).size();
+  if (out.settings < kMinTimeCostSettings) return out;
   // Columns: 1, seconds a GB, connection-seconds a GB; rows weighted by
   // their seconds (as the surfaces weigh them).
   Eigen::MatrixXd x(use.size(), 3);
