@@ -27,9 +27,11 @@
 // at the bound over what its predictions proved worth on this path (x 1 +
 // kMargin); a floor exceeded by more than kTrim over two intervals (a
 // ceiling undershot) asks again for a cheaper setting (more throughput);
-// what the predictions are worth only gets more careful, so a setting that
-// missed is not tried again. When the table has nothing else: channels one
-// at a time (fine-tuning: hla-throughput adds one to the chunk with the most
+// what the predictions are worth follows the path both ways (a breach
+// takes the look's word, slack the more careful of the last two). When the
+// table has nothing else: a ceiling missed tries MinE's whole setting once
+// on the stratum, judged on J/GB (rescue_ceiling); then channels one at a
+// time (fine-tuning: hla-throughput adds one to the chunk with the most
 // bytes left, hla-energy takes one from the chunk with the most).
 // Exploration (issue 41; hla_tuner.h kExploreShare): at most explore_share
 // of the intervals go to a neighbouring setting the stratum's history lacks
@@ -91,9 +93,10 @@ Params HlaTuner::init(const JobInfo& info) {
   }
   active_.assign(info.chunks.size(), true);
   places_.assign(info.chunks.size(), {});
-  if (goal_ == Goal::Energy && opts_.energy_budget_j_per_gb <= 0) {
+  if (goal_ == Goal::Energy) {
     // The formula beside hla-energy (its cold start): its whole setting is
-    // the first trial on each band where the stratum knows it poorly.
+    // the first trial on each band where the stratum knows it poorly, and
+    // under a ceiling the trial when the ceiling is missed (rescue_ceiling).
     formula_ = MinEnergyTuner(opts_).init(info);
   }
   for (size_t i = 0; i < info.chunks.size(); ++i)
@@ -425,6 +428,8 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   }
   if (!moved) return rising ? std::nullopt : steady(obs, t_avg, proj);
   ++switches_;
+  for (size_t i = 0; i < places_.size(); ++i)
+    if (const hla::TableStratum* s = stratum_of(i); s && tally_[s].formula > 0) tally_[s].back = true;
   std::string why = fmt::format(
       "{}: switch {} of {}: external load {:.2f} against {:.2f} when the band was taken, {}; the {}-load surfaces", name(),
       switches_, kMaxSwitches, *load, ref_load_,
@@ -688,8 +693,10 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   const hla::TableStratum* stratum = stratum_of(pick);
   const Tally& own = tally_[stratum];
   // A formula that beat the table on this stratum in this job is taken
-  // back at once when the job returns to it (the table knows no better).
-  if (formula_ && own.formula > 0) {
+  // back at once when the job returns to it (the table knows no better);
+  // not over a setting a later trial kept on the stratum.
+  if (formula_ && own.formula > 0 && own.back) {
+    tally_[stratum].back = false;
     Params f = formula_setting(active);
     if (!same_setting(f, current_)) {
       f.reason = fmt::format("{}: MinE's setting, which beat the table's on {} in this job's trial", name(),
@@ -758,10 +765,11 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   // hla-energy's formula arm first: MinE's whole setting (every running
   // chunk's cc, p and pp, and its cores and frequency), once on each band
   // the job is placed on (each is a stratum of its own), where the stratum
-  // knows it poorly and it fits the channel limit.
+  // knows it poorly and it fits the channel limit. (Under a ceiling the
+  // arm is the ceiling's rescue, not an exploration judged on throughput.)
   Params trial = current_;
   bool from_formula = false;
-  if (formula_ && own.formula == 0) {
+  if (formula_ && own.formula == 0 && opts_.energy_budget_j_per_gb <= 0) {
     tally_[stratum].formula = -1;  // considered here (a trial's verdict replaces it)
     trial = formula_setting(active);
     Known k = so_far(trial.chunks[pick]);
@@ -774,29 +782,81 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
     trial = current_;
     trial.chunks[pick] = *chosen;
   }
-  const ChunkParams tried = trial.chunks[pick];
   exploring_ = {};
+  exploring_.formula = from_formula;
+  const std::string known = chosen_known.visits == 0 ? "never measured in this stratum"
+                                                     : fmt::format("{} visits in this stratum, {:.0f} Mbit/s",
+                                                                   chosen_known.visits, chosen_known.mbps());
+  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", trial.chunks[pick].cc},
+                     {"p", trial.chunks[pick].p}, {"pp", trial.chunks[pick].pp}, {"cores", trial.cores},
+                     {"visits", chosen_known.visits}, {"arm", from_formula ? "formula" : "neighbour"}});
+  return begin_trial(std::move(trial), pick, known, from_formula ? "MinE's formulas' setting" : "UCB1 over the neighbours",
+                     fmt::format("kept if better by {:.0f}% and by twice the standard error, within the SLA",
+                                 100 * kExploreGain));
+}
+
+Params HlaTuner::begin_trial(Params trial, size_t pick, const std::string& known, const char* arm,
+                             const std::string& why) {
+  const ChunkParams from = current_.chunks[pick], tried = trial.chunks[pick];
   exploring_.active = true, exploring_.chunk = pick, exploring_.back = current_;
-  exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_, exploring_.formula = from_formula;
+  exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_;
   exploring_.ref_mbps = trial_ref_.mbps, exploring_.ref_jgb = trial_ref_.jgb;
   exploring_.load = loads_.empty() ? -1 : median(loads_);
   ++explorations_;
   trial.reason.clear();
   current_ = trial;
-  std::string known = chosen_known.visits == 0
-                          ? "never measured in this stratum"
-                          : fmt::format("{} visits in this stratum, {:.0f} Mbit/s", chosen_known.visits, chosen_known.mbps());
-  current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{}{} (from {}x{}x{}; {}), {} intervals, "
-                                "then kept if better by {:.0f}% and by twice the standard error, within the SLA ({})",
+  current_.reason = fmt::format("{}{}{} so far): the {} chunk at {}x{}x{}{} (from {}x{}x{}; {}), {} intervals, then {} ({})",
                                 name(), hla::kExploreTag, explorations_, to_string(info_.chunks[pick].kind), tried.cc,
-                                tried.p, tried.pp, from_formula && trial.cores > 0 ? fmt::format(", {} cores", trial.cores) : "",
-                                c.cc, c.p, c.pp, known, 1 + kExploreLooks, 100 * kExploreGain,
-                                from_formula ? "MinE's formulas' setting" : "UCB1 over the neighbours");
-  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", tried.cc},
-                     {"p", tried.p}, {"pp", tried.pp}, {"cores", trial.cores}, {"visits", chosen_known.visits},
-                     {"arm", from_formula ? "formula" : "neighbour"}});
+                                tried.p, tried.pp, exploring_.formula && trial.cores > 0 ? fmt::format(", {} cores", trial.cores) : "",
+                                from.cc, from.p, from.pp, known, 1 + kExploreLooks, why, arm);
   log::info("{}", current_.reason);
   return current_;
+}
+
+// A ceiling missed where the table has nothing cheaper (adjust: asked again
+// and answered the same, or nothing the table said runs): MinE's whole
+// setting, which the table's strata may never have measured (the default
+// collect sweeps around 8x1x4; MinE's html setting is 1x1x8 on one core).
+// Fine-tuning takes a channel at a time and moves neither pp nor cores.
+// Where it won on this stratum in this job it is taken again; where it has
+// not been tried there, a trial judged on J/GB (judge_exploration: kept
+// when cheaper by the gain and the looks' scatter, or within the aim and
+// cheaper at all), outside the exploration budget: a promise comes first.
+std::optional<Params> HlaTuner::rescue_ceiling(const Observation& obs) {
+  if (!formula_ || exploring_.active || opts_.energy_budget_j_per_gb <= 0) return std::nullopt;
+  const std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
+  size_t pick = current_.chunks.size();
+  uint64_t most = 0;
+  for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
+    if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+  if (pick >= current_.chunks.size()) return std::nullopt;
+  Params f = formula_setting(active);
+  if (same_setting(f, current_) || f.total_channels() > std::max(1, info_.max_channels)) return std::nullopt;
+  const hla::TableStratum* stratum = stratum_of(pick);
+  Tally& own = tally_[stratum];
+  if (own.formula < 0) return std::nullopt;  // tried here, and it did not do better
+  if (own.formula > 0) {
+    own.back = false;
+    f.reason = fmt::format("{}: the ceiling missed: MinE's setting, which met it on {} in this job's trial", name(),
+                           stratum ? stratum->id : "this chunk");
+    predicted_ = 0, ratios_.clear();
+    new_references(ref_load_);
+    current_ = f;
+    events_.push_back({{"interval", intervals_}, {"event", "formula: taken again"}});
+    log::info("{}", f.reason);
+    return current_;
+  }
+  own.formula = -1;  // considered here (the trial's verdict replaces it)
+  exploring_ = {};
+  exploring_.formula = true, exploring_.rescue = true;
+  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", f.chunks[pick].cc},
+                     {"p", f.chunks[pick].p}, {"pp", f.chunks[pick].pp}, {"cores", f.cores},
+                     {"arm", "formula"}, {"why", "ceiling missed"}});
+  return begin_trial(std::move(f), pick, "the ceiling missed, the table has nothing cheaper",
+                     "MinE's formulas' setting",
+                     fmt::format("kept if cheaper by {:.0f}% and by twice the standard error, or within the ceiling "
+                                 "aimed under",
+                                 100 * kExploreGain));
 }
 
 namespace {
@@ -850,12 +910,15 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
   x.active = false;
   // Most throughput (hla-throughput without a floor; hla-energy under a
   // ceiling), or least energy (a floor; hla-energy without a ceiling).
-  bool by_throughput = (goal_ == Goal::Throughput && !floor) || ceiling;
+  // A ceiling's rescue (rescue_ceiling) is judged on J/GB: it is there
+  // to bring the job under the ceiling.
+  bool by_throughput = (goal_ == Goal::Throughput && !floor) || (ceiling && !x.rescue);
   const MeanSd thr = mean_sd(x.mbps), jgb = mean_sd(x.jgb), ref_thr = mean_sd(x.ref_mbps), ref_jgb = mean_sd(x.ref_jgb);
   const MeanSd& ref = by_throughput ? ref_thr : ref_jgb;
   const MeanSd& got = by_throughput ? thr : jgb;
   bool within = floor ? !under && thr.mean >= sla_mbps_ * (1 + kMargin)
-                      : ceiling ? jgb.mean > 0 && jgb.mean <= ceiling_aim() / (1 + kMargin) : true;
+                : ceiling && !x.rescue ? jgb.mean > 0 && jgb.mean <= ceiling_aim() / (1 + kMargin)
+                                       : true;
   double gain = ref.mean > 0 && got.mean > 0 ? (by_throughput ? got.mean / ref.mean : ref.mean / got.mean) - 1 : -1;
   // Against the scatter: twice the standard error of the difference of
   // the two means, as a share of the reference.
@@ -863,7 +926,7 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
                   ? std::sqrt(ref.sd * ref.sd / double(ref.n) + got.sd * got.sd / double(got.n)) / ref.mean
                   : 0;
   const double need = std::max(kExploreGain, 2 * se);
-  bool keep = within && gain >= need;
+  bool keep = within && (gain >= need || (x.rescue && gain > 0 && jgb.mean <= ceiling_aim()));
   if (x.formula) tally_[stratum_of(x.chunk)].formula = keep ? 1 : -1;
   const ChunkParams& c = current_.chunks[x.chunk];
   Pulled& pulled = pulled_[{x.chunk, c.cc, c.p, c.pp}];
@@ -875,13 +938,14 @@ std::optional<Params> HlaTuner::judge_exploration(double mbps, double seconds, s
   events_.push_back({{"interval", intervals_}, {"event", keep ? "explored: kept" : "explored: back"}, {"chunk", x.chunk},
                      {"looks", x.mbps.size()}, {"mbps", thr.mean}, {"j_per_gb", jgb.mean},
                      {"ref_mbps", ref_thr.mean}, {"ref_j_per_gb", ref_jgb.mean}, {"ramp_looks", x.ramp},
-                     {"gain", gain}, {"needed", need}, {"arm", x.formula ? "formula" : "neighbour"}});
+                     {"gain", gain}, {"needed", need}, {"arm", x.formula ? "formula" : "neighbour"},
+                     {"judged_on", by_throughput ? "Mbit/s" : "J/GB"}});
   std::string what = fmt::format(
       "{}: explored {}x{}x{} ({}): {:.1f} Mbit/s, {:.0f} J/GB over {} looks against {:.1f} Mbit/s, {:.0f} J/GB "
-      "over {}: {:+.0f}% (needed {:+.0f}%)",
-      name(), c.cc, c.p, c.pp, x.formula ? "MinE's setting" : "a neighbour", thr.mean, jgb.mean, x.mbps.size(),
+      "over {}: {:+.0f}% (needed {:+.0f}%{})",
+      name(), c.cc, c.p, c.pp, x.rescue ? "MinE's setting, the ceiling missed" : x.formula ? "MinE's setting" : "a neighbour", thr.mean, jgb.mean, x.mbps.size(),
       ref_thr.mean, ref_jgb.mean, std::max(x.ref_mbps.size(), x.ref_jgb.size()), 100 * gain,
-      100 * need);
+      100 * need, x.rescue ? fmt::format(" in J/GB, or within {:.0f}", ceiling_aim()) : "");
   new_references(ref_load_);
   if (keep) {
     ++explorations_kept_;
@@ -932,6 +996,7 @@ std::optional<Params> HlaTuner::fine_tune(const Observation& obs, double proj) {
     ++current_.chunks[pick].cc;
   } else {
     if (opts_.energy_budget_j_per_gb <= 0 || proj <= ceiling_aim()) return std::nullopt;
+    if (std::optional<Params> r = rescue_ceiling(obs)) return r;
     const std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
     int most = 1;
     for (size_t i = 0; i < current_.chunks.size() && i < active.size(); ++i)

@@ -66,13 +66,18 @@ class HlaTuner : public Tuner {
   // and trials on that stratum), is spent on a setting next to the one in
   // use (cc, p or pp doubled or halved) that the stratum's history lacks or knows
   // poorly, picked by UCB1 over what the table measured (a setting never
-  // measured first). hla-energy's first trial on each band is the whole
-  // setting its formulas (MinE) give, cores too, where the stratum knows
-  // it poorly: the
-  // learned policy is then never left behind the formula beside it by a
-  // history that never held its setting (the default collect sweeps around
-  // 8x1x4 and never tried MinE's 1x1x8: hla-goals-b9d4751, 1.46x
-  // min-energy's J/GB). A trial is held 1 + kExploreLooks intervals (the
+  // measured first). hla-energy's first trial on each band (without a
+  // ceiling) is the whole setting its formulas (MinE) give, cores too,
+  // where the stratum knows it poorly: the learned policy is then never
+  // left behind the formula beside it by a history that never held its
+  // setting (the default collect sweeps around 8x1x4 and never tried MinE's
+  // 1x1x8: hla-goals-b9d4751, 1.46x min-energy's J/GB). Under a ceiling the
+  // same setting is tried when the ceiling is missed and the table has
+  // nothing cheaper, judged on J/GB (rescue_ceiling): on hla-goals' html set
+  // the table's answers cost 115-118 J/GB under a ceiling of 100, and
+  // fine-tuning took a channel at a time and never moved pp or cores, where
+  // min-energy's setting cost 66 at 0.9x their throughput
+  // (hla-goals-fb4acd7). A trial is held 1 + kExploreLooks intervals (the
   // first settles) and judged on the mean of the last kExploreLooks
   // against the mean of the looks before it: kept when it did better by
   // kExploreGain and by twice the standard error of the two means (one
@@ -147,6 +152,14 @@ class HlaTuner : public Tuner {
   // A look at the trial's setting (mbps; J/GB in last_j_per_gb_): once
   // kExploreLooks are in, keep the setting or go back.
   std::optional<Params> judge_exploration(double mbps, double seconds, std::optional<double> load);
+  // A trial of `trial` (its `pick` chunk's setting tried) begins: what ran
+  // before is kept to come back to; `known` is what the stratum's history
+  // and this job measured at it, `arm` says which arm chose it.
+  Params begin_trial(Params trial, size_t pick, const std::string& known, const char* arm, const std::string& why);
+  // A ceiling missed where the table has nothing cheaper: MinE's whole
+  // setting, taken again where it won on this stratum, else tried and
+  // judged on J/GB (none: not this time).
+  std::optional<Params> rescue_ceiling(const Observation& obs);
   // The trial ends without keeping its setting: the one before it, for `why`.
   Params trial_back(std::string why);
   // The trial measured something else than its setting: no verdict (event, detail: its record).
@@ -202,20 +215,27 @@ class HlaTuner : public Tuner {
     double back_predicted = 0;
     std::vector<ChunkParams> back_table;
     bool formula = false;  // the formulas' setting (formula_), not a neighbour
+    bool rescue = false;   // a ceiling missed (rescue_ceiling): judged on J/GB, not throughput
     int ramp = 0;          // looks dropped as the throughput's climb
     double load = -1;      // the external load's median when it began (-1: none measured)
     // The objective at each look before the trial (the reference) and at
     // each of its own: Mbit/s, J/GB (0: no energy), the look's seconds.
     std::vector<double> ref_mbps, ref_jgb, mbps, jgb, seconds;
   } exploring_;
-  // hla-energy's formula arm: MinE's whole setting (none: no arm).
+  // hla-energy's formula arm: MinE's whole setting (none: no arm). Without
+  // a ceiling it is the first trial on each band; under one it is tried
+  // when the ceiling is missed and the table has nothing cheaper.
   std::optional<Params> formula_;
   // This job on each stratum (nullptr: chunks the table lacks): its time
   // there and its trials' (the exploration budget), and the formula arm's
-  // verdict there (0: not yet considered, 1: it beat the table's, -1: not).
+  // verdict there (0: not yet considered, 1: it beat the table's, -1: not),
+  // and whether the job came back to the stratum since it won there (a band
+  // switch away and back: the formula's setting is taken again then, not
+  // over a setting a later trial kept).
   struct Tally {
     double held_s = 0, tried_s = 0;
     int formula = 0;
+    bool back = false;
   };
   std::map<const hla::TableStratum*, Tally> tally_;
   const hla::TableStratum* stratum_of(size_t chunk) const;
