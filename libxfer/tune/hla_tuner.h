@@ -218,6 +218,7 @@ class HlaTuner : public Tuner {
     bool rescue = false;   // a ceiling missed (rescue_ceiling): judged on J/GB, not throughput
     int ramp = 0;          // looks dropped as the throughput's climb
     double load = -1;      // the external load's median when it began (-1: none measured)
+    double moved_to = -1;  // a rescue's: the load it moved to during the trial (-1: it did not move)
     // The objective at each look before the trial (the reference) and at
     // each of its own: Mbit/s, J/GB (0: no energy), the look's seconds.
     std::vector<double> ref_mbps, ref_jgb, mbps, jgb, seconds;

@@ -116,14 +116,18 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
       if (a.goal == "min-energy" && mine.empty()) mine = name;
     }
     md << "\n### " << d << "\n\n";
-    if (best_static.empty()) {
-      md << "No static client ran: no reference to converge to.\n";
-      continue;
-    }
-    const Agg& bs = by[best_static];
+    // Without a static client (a run of some clients only: --client) the
+    // rows that need none are still given: the SLAs' adherence and energy
+    // against min-energy.
+    const bool have_static = !best_static.empty();
+    const Agg none;
+    const Agg& bs = have_static ? by[best_static] : none;
     double target = bs.steady > 0 ? bs.steady : bs.thr;
-    md << fmt::format("Best static: {} ({:.1f} Mbit/s whole run, {:.1f} sustained; convergence at >= {:.1f}).", best_static,
-                      bs.thr, bs.steady, 0.9 * target);
+    if (have_static)
+      md << fmt::format("Best static: {} ({:.1f} Mbit/s whole run, {:.1f} sustained; convergence at >= {:.1f}).",
+                        best_static, bs.thr, bs.steady, 0.9 * target);
+    else
+      md << "No static client ran: no reference to converge to; the rows below that need none.";
     if (!best_peer.empty())
       md << fmt::format(" Best peer: {} ({:.1f} Mbit/s). Least energy among peers: {} ({:.1f} J/GB).", best_peer,
                         by[best_peer].thr, least_peer, by[least_peer].jpg);
@@ -138,7 +142,7 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
     for (const auto& name : order) {
       const Agg& a = by[name];
       std::string c = "-";
-      if (a.kind == "xferctl") {
+      if (a.kind == "xferctl" && have_static) {
         std::vector<double> at;
         std::string each;
         for (const RunRow* r : a.runs) {
@@ -164,7 +168,7 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
         if (!std::isnan(r->budget_j_per_gb)) budget = r->budget_j_per_gb;
         if (a.goal == "target" && !std::isnan(r->target_mbps)) floor = r->target_mbps;
       }
-      if (a.goal == "hla-throughput" || a.goal == "hla-energy") {
+      if (have_static && (a.goal == "hla-throughput" || a.goal == "hla-energy")) {
         // The first interval holds the connections' set-up and slow start:
         // the best static itself may need more than one. "The first" is
         // read as: no later than the best static parameters set from the start.
@@ -173,7 +177,7 @@ std::string hla_markdown(const std::vector<RunRow>& rows, const HlaContext& ctx)
                           k > 0 ? fmt::format("{:g}", k) : "never", ks > 0 ? fmt::format("{:g}", ks) : "never",
                           yes(k > 0 && (k == 1 || (ks > 0 && k <= ks))));
       }
-      if (a.goal == "hla-throughput" && std::isnan(floor)) {
+      if (have_static && a.goal == "hla-throughput" && std::isnan(floor)) {
         double r = a.thr / bs.thr;
         md << fmt::format("| throughput vs best static | {} | {:.1f} / {:.1f} = {:.2f}x | >= 0.95x | {} |\n", name, a.thr,
                           bs.thr, r, yes(r >= 0.95));
