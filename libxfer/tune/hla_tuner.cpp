@@ -479,6 +479,16 @@ Params HlaTuner::formula_setting(const std::vector<bool>& active) const {
   return f;
 }
 
+Params HlaTuner::formula_again(Params f, std::string why) {
+  f.reason = std::move(why);
+  predicted_ = 0, ratios_.clear();
+  new_references(ref_load_);
+  current_ = std::move(f);
+  events_.push_back({{"interval", intervals_}, {"event", "formula: taken again"}});
+  log::info("{}", current_.reason);
+  return current_;
+}
+
 bool HlaTuner::same_setting(const Params& a, const Params& b) {
   return a.chunks == b.chunks && a.cores == b.cores && a.freq_khz == b.freq_khz;
 }
@@ -693,10 +703,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
       if (b / 1e6 < need) return std::nullopt;
   }
   std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
-  size_t pick = current_.chunks.size();
-  uint64_t most = 0;
-  for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
-    if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+  const size_t pick = tune::most_left(obs, current_.chunks.size());
   if (pick >= current_.chunks.size()) return std::nullopt;
   const hla::TableStratum* stratum = stratum_of(pick);
   const Tally& own = tally_[stratum];
@@ -706,16 +713,9 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   if (formula_ && own.formula > 0 && own.back) {
     tally_[stratum].back = false;
     Params f = formula_setting(active);
-    if (!same_setting(f, current_)) {
-      f.reason = fmt::format("{}: MinE's setting, which beat the table's on {} in this job's trial", name(),
-                             stratum ? stratum->id : "this chunk");
-      predicted_ = 0, ratios_.clear();
-      new_references(ref_load_);
-      current_ = f;
-      events_.push_back({{"interval", intervals_}, {"event", "formula: taken again"}});
-      log::info("{}", f.reason);
-      return current_;
-    }
+    if (!same_setting(f, current_))
+      return formula_again(std::move(f), fmt::format("{}: MinE's setting, which beat the table's on {} in this job's trial",
+                                                     name(), stratum ? stratum->id : "this chunk"));
   }
   const double look_s = intervals_ > 0 ? seconds_ / double(intervals_) : 0;
   // A trial waits while another chunk will finish within it: the end of a
@@ -856,10 +856,7 @@ Params HlaTuner::begin_trial(Params trial, size_t pick, const std::string& known
 std::optional<Params> HlaTuner::rescue_ceiling(const Observation& obs) {
   if (!formula_ || exploring_.active || opts_.energy_budget_j_per_gb <= 0) return std::nullopt;
   const std::vector<bool> active = tune::active_chunks(&obs, current_.chunks.size());
-  size_t pick = current_.chunks.size();
-  uint64_t most = 0;
-  for (size_t i = 0; i < obs.chunks.size() && i < active.size(); ++i)
-    if (active[i] && obs.chunks[i].bytes_left() > most) most = obs.chunks[i].bytes_left(), pick = i;
+  const size_t pick = tune::most_left(obs, current_.chunks.size());
   if (pick >= current_.chunks.size()) return std::nullopt;
   Params f = formula_setting(active);
   if (same_setting(f, current_) || f.total_channels() > std::max(1, info_.max_channels)) return std::nullopt;
@@ -868,14 +865,9 @@ std::optional<Params> HlaTuner::rescue_ceiling(const Observation& obs) {
   if (own.formula < 0) return std::nullopt;  // tried here, and it did not do better
   if (own.formula > 0) {
     own.back = false;
-    f.reason = fmt::format("{}: the ceiling missed: MinE's setting, which met it on {} in this job's trial", name(),
-                           stratum ? stratum->id : "this chunk");
-    predicted_ = 0, ratios_.clear();
-    new_references(ref_load_);
-    current_ = f;
-    events_.push_back({{"interval", intervals_}, {"event", "formula: taken again"}});
-    log::info("{}", f.reason);
-    return current_;
+    return formula_again(std::move(f), fmt::format("{}: the ceiling missed: MinE's setting, which met it on {} in this "
+                                                   "job's trial",
+                                                   name(), stratum ? stratum->id : "this chunk"));
   }
   own.formula = -1;  // considered here (the trial's verdict replaces it)
   exploring_ = {};

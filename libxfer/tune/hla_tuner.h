@@ -243,6 +243,9 @@ class HlaTuner : public Tuner {
   // The formula's setting on the running chunks (the rest as they are).
   Params formula_setting(const std::vector<bool>& active) const;
   static bool same_setting(const Params& a, const Params& b);
+  // The formula's setting `f`, which won a trial on this stratum in this
+  // job, taken again (no trial), for `why`.
+  Params formula_again(Params f, std::string why);
   // This job's own trials (judge_exploration), added to what the stratum's
   // history measured when UCB1 picks the next one: by (chunk, cc, p, pp).
   // (With the table's counts alone, frozen, a trial that went back left its
