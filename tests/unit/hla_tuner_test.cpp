@@ -899,25 +899,40 @@ TEST(HlaTuner, ATrialIsJudgedAgainstSixLooksBeforeIt) {
 // on hla-goals' mixed set a trial on the large files read -33% because
 // the small files ran out under it. It ends with no verdict, the setting
 // before comes back, and no visit is counted.
-TEST(HlaTuner, ATrialAcrossAChunksEndHasNoVerdict) {
+namespace {
+// A look at a job of two chunks of 10 GB at 40 Mbit/s each: the first with
+// first_left bytes left (finished at 0), the second with 9 GB.
+Observation two_chunks_look(const Params& p, int n, uint64_t first_left, bool settling) {
+  Observation ob;
+  ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 80e6, ob.bytes_interval = uint64_t(80e6 / 8);
+  ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 80e6 / 8), ob.params = p, ob.ext_load = 0.05;
+  ob.joules = ob.dynamic_joules = 20, ob.energy_source = "test", ob.settling = settling;
+  for (int i = 0; i < 2; ++i) {
+    ChunkObservation c;
+    c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10), c.throughput_bps = 40e6;
+    c.bytes_done = c.bytes_total - (i == 0 ? first_left : uint64_t(9e9));
+    c.finished = i == 0 && first_left == 0;
+    ob.chunks.push_back(c);
+  }
+  return ob;
+}
+
+// hla-throughput started on two chunks like job()'s, on the table of
+// most_throughput_cc4_unknown_options().
+std::pair<std::unique_ptr<Tuner>, Params> two_chunks_started() {
   auto tuner = make_tuner("hla-throughput", most_throughput_cc4_unknown_options());
   JobInfo info = job();
   info.chunks.push_back(info.chunks[0]);
   Params p = tuner->init(info);
+  return {std::move(tuner), std::move(p)};
+}
+}  // namespace
+
+TEST(HlaTuner, ATrialAcrossAChunksEndHasNoVerdict) {
+  auto [tuner, p] = two_chunks_started();
   ASSERT_EQ(p.chunks.size(), 2u);
   auto interval = [&](int n, bool first_done, bool settling) {
-    Observation ob;
-    ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 80e6, ob.bytes_interval = uint64_t(80e6 / 8);
-    ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 80e6 / 8), ob.params = p, ob.ext_load = 0.05;
-    ob.joules = ob.dynamic_joules = 20, ob.energy_source = "test", ob.settling = settling;
-    for (int i = 0; i < 2; ++i) {
-      ChunkObservation c;
-      c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10), c.throughput_bps = 40e6;
-      c.finished = i == 0 && first_done;
-      c.bytes_done = c.finished ? c.bytes_total : uint64_t(i == 0 ? 9e9 : 1e9);  // the second has the most left
-      ob.chunks.push_back(c);
-    }
-    return ob;
+    return two_chunks_look(p, n, first_done ? 0 : uint64_t(1e9), settling);  // the second has the most left
   };
   const Params before = p;
   int n = 0;
@@ -974,26 +989,10 @@ TEST(HlaTuner, ATrialDoesNotDoubleCcPastTheFilesLeft) {
 // 10 MB left at 40 Mbit/s (2 s, under a trial's 5 looks of 1 s): nothing
 // is tried until it has finished; then the second chunk's trial begins.
 TEST(HlaTuner, ATrialWaitsForAChunkAboutToFinish) {
-  auto tuner = make_tuner("hla-throughput", most_throughput_cc4_unknown_options());
-  JobInfo info = job();
-  info.chunks.push_back(info.chunks[0]);
-  Params p = tuner->init(info);
+  auto [tuner, p] = two_chunks_started();
   ASSERT_EQ(p.chunks.size(), 2u);
   uint64_t first_left = uint64_t(1e7);
-  auto interval = [&](int n, bool settling) {
-    Observation ob;
-    ob.interval_s = 1, ob.t_s = n, ob.throughput_bps = 80e6, ob.bytes_interval = uint64_t(80e6 / 8);
-    ob.bytes_total = uint64_t(2e10), ob.bytes_done = uint64_t(n * 80e6 / 8), ob.params = p, ob.ext_load = 0.05;
-    ob.joules = ob.dynamic_joules = 20, ob.energy_source = "test", ob.settling = settling;
-    for (int i = 0; i < 2; ++i) {
-      ChunkObservation c;
-      c.params = p.chunks[size_t(i)], c.bytes_total = uint64_t(1e10), c.throughput_bps = 40e6;
-      c.bytes_done = c.bytes_total - (i == 0 ? first_left : uint64_t(9e9));
-      c.finished = i == 0 && first_left == 0;
-      ob.chunks.push_back(c);
-    }
-    return ob;
-  };
+  auto interval = [&](int n, bool settling) { return two_chunks_look(p, n, first_left, settling); };
   const int finished_at = 20;  // the first chunk is held at 10 MB left until then (a slow tail)
   int n = 0, tried_at = 0;
   while (!tried_at && ++n < 40) {
