@@ -123,7 +123,7 @@ double floor_need_bps(double target_bps, const Observation& obs, double make_up)
 int files_left(const Observation& obs) {
   int n = 0;
   for (const ChunkObservation& c : obs.chunks)
-    if (!c.finished) n += int(c.files_total - std::min(c.files_total, c.files_done));
+    if (!c.finished) n += int(c.files_left());
   return n;
 }
 

@@ -764,8 +764,7 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   // not a cc that moves no more files at once than the chunk has left (on
   // hla-goals' mixed set the large chunk's trials doubled cc past its two
   // files, where only p opens more connections).
-  const ChunkObservation* mine = pick < obs.chunks.size() ? &obs.chunks[pick] : nullptr;
-  const int files = mine && mine->files_total > 0 ? int(mine->files_total - std::min(mine->files_total, mine->files_done)) : 0;
+  const int files = pick < obs.chunks.size() ? int(obs.chunks[pick].files_left()) : 0;  // 0: not said
   auto at_once = [&](int cc) { return files > 0 ? std::min(cc, files) : cc; };
   std::vector<ChunkParams> next;
   for (int dir : energy_objective ? std::vector<int>{-1, 1} : std::vector<int>{1, -1})
@@ -818,17 +817,20 @@ std::optional<Params> HlaTuner::explore(const Observation& obs) {
   const std::string known = chosen_known.visits == 0 ? "never measured in this stratum"
                                                      : fmt::format("{} visits in this stratum, {:.0f} Mbit/s",
                                                                    chosen_known.visits, chosen_known.mbps());
-  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", trial.chunks[pick].cc},
-                     {"p", trial.chunks[pick].p}, {"pp", trial.chunks[pick].pp}, {"cores", trial.cores},
-                     {"visits", chosen_known.visits}, {"arm", from_formula ? "formula" : "neighbour"}});
   return begin_trial(std::move(trial), pick, known, from_formula ? "MinE's formulas' setting" : "UCB1 over the neighbours",
                      fmt::format("kept if better by {:.0f}% and by twice the standard error, within the SLA",
-                                 100 * kExploreGain));
+                                 100 * kExploreGain),
+                     {{"visits", chosen_known.visits}});
 }
 
 Params HlaTuner::begin_trial(Params trial, size_t pick, const std::string& known, const char* arm,
-                             const std::string& why) {
+                             const std::string& why, const nlohmann::json& detail) {
   const ChunkParams from = current_.chunks[pick], tried = trial.chunks[pick];
+  nlohmann::json e = {{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", tried.cc},
+                      {"p", tried.p}, {"pp", tried.pp}, {"cores", trial.cores},
+                      {"arm", exploring_.formula ? "formula" : "neighbour"}};
+  e.update(detail);
+  events_.push_back(std::move(e));
   exploring_.active = true, exploring_.chunk = pick, exploring_.back = current_;
   exploring_.back_predicted = predicted_, exploring_.back_table = table_chunks_;
   exploring_.ref_mbps = trial_ref_.mbps, exploring_.ref_jgb = trial_ref_.jgb;
@@ -872,14 +874,12 @@ std::optional<Params> HlaTuner::rescue_ceiling(const Observation& obs) {
   own.formula = -1;  // considered here (the trial's verdict replaces it)
   exploring_ = {};
   exploring_.formula = true, exploring_.rescue = true;
-  events_.push_back({{"interval", intervals_}, {"event", "explore"}, {"chunk", pick}, {"cc", f.chunks[pick].cc},
-                     {"p", f.chunks[pick].p}, {"pp", f.chunks[pick].pp}, {"cores", f.cores},
-                     {"arm", "formula"}, {"why", "ceiling missed"}});
   return begin_trial(std::move(f), pick, "the ceiling missed, the table has nothing cheaper",
                      "MinE's formulas' setting",
                      fmt::format("kept if cheaper by {:.0f}% and by twice the standard error, or within the ceiling "
                                  "aimed under",
-                                 100 * kExploreGain));
+                                 100 * kExploreGain),
+                     {{"why", "ceiling missed"}});
 }
 
 namespace {

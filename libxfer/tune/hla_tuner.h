@@ -154,8 +154,10 @@ class HlaTuner : public Tuner {
   std::optional<Params> judge_exploration(double mbps, double seconds, std::optional<double> load);
   // A trial of `trial` (its `pick` chunk's setting tried) begins: what ran
   // before is kept to come back to; `known` is what the stratum's history
-  // and this job measured at it, `arm` says which arm chose it.
-  Params begin_trial(Params trial, size_t pick, const std::string& known, const char* arm, const std::string& why);
+  // and this job measured at it, `arm` says which arm chose it; its
+  // "explore" event carries `detail` too.
+  Params begin_trial(Params trial, size_t pick, const std::string& known, const char* arm, const std::string& why,
+                     const nlohmann::json& detail);
   // A ceiling missed where the table has nothing cheaper: MinE's whole
   // setting, taken again where it won on this stratum, else tried and
   // judged on J/GB (none: not this time).

@@ -55,6 +55,7 @@ struct ChunkObservation {
   bool finished = false;
   std::optional<FlowInterval> flow;  // its TCP flows, when the job has a FlowMonitor
   uint64_t bytes_left() const { return bytes_total - std::min(bytes_total, bytes_done); }
+  size_t files_left() const { return files_total - std::min(files_total, files_done); }  // in flight or queued
 };
 
 // One control interval: everything the loop measured, what every tuner sees
