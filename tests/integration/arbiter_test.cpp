@@ -63,31 +63,35 @@ void floor_holds_beside_a_bulk_job(double link_mbps, const char* name, int index
     met += mbps >= 0.95 * 120;
     std::printf("floor job interval %zu: %.1f Mbit/s\n", i, mbps);
   }
-  // What the bulk job moved beside the floor: over its allotment where the
-  // link's rate is configured; where it is measured, the allotment probes
-  // above it (an estimate that caps doubles while the capped jobs move at
-  // their caps without a queue), so over what the floor leaves of the
-  // emulated link (95% of 300 for bodies, less the 132 set aside).
-  std::vector<double> bulk_share;
+  // What the bulk job moved beside the floor, over its allotment. Where the
+  // link's rate is measured the allotment probes above the link (an estimate
+  // that caps doubles while the capped jobs move at their caps without a
+  // queue), so there it is taken up to what the floor leaves of the emulated
+  // link (95% of 300 for bodies, less the 132 set aside), and the allotment
+  // itself is judged against that: an estimate that holds the bulk job far
+  // under what the floor leaves fails here, and a link emulator slowed by
+  // other work beside the test (its packets late, the link carrying less than
+  // 300: a CI run measured the path full at 240 Mbit/s) does not.
+  const double leaves = 0.95 * 300 - 1.1 * 120;
+  std::vector<double> bulk_share, allotted_share;
   for (const auto& e : bulk_tl)
-    if (e.value("allotted_mbps", 0.0) > 0 && !e.value("near_end", false))
-      bulk_share.push_back(e["throughput_mbps"].get<double>() /
-                           (link_mbps > 0 ? e["allotted_mbps"].get<double>() : 0.95 * 300 - 1.1 * 120));
+    if (e.value("allotted_mbps", 0.0) > 0 && !e.value("near_end", false)) {
+      const double allotted = e["allotted_mbps"].get<double>();
+      bulk_share.push_back(e["throughput_mbps"].get<double>() / (link_mbps > 0 ? allotted : std::min(allotted, leaves)));
+      allotted_share.push_back(allotted / leaves);
+    }
   std::sort(bulk_share.begin(), bulk_share.end());
+  std::sort(allotted_share.begin(), allotted_share.end());
   const double bulk_median = bulk_share.empty() ? 0 : bulk_share[bulk_share.size() / 2];
+  const double allotted_median = allotted_share.empty() ? 0 : allotted_share[allotted_share.size() / 2];
   std::printf("floor met (>= 114 Mbit/s) in %d of %d intervals after the first two; bulk job moved a median %.0f%% "
-              "of its allotment over %zu capped intervals\n",
-              met, counted, bulk_median * 100, bulk_share.size());
-  // The issue's goals are 95% of the intervals and 90% of what the floors
-  // leave; measured here 6/7 to 9/9 and 90-101% of the allotment (the README
-  // and issue 39's notes give the runs). The test holds a margin under them
-  // for a loaded CI machine, far above the 29% measured without an arbiter.
-  // The bulk job's share once measured 84.9% here (the floor job overshooting
-  // to 138 Mbit/s takes it: issue 54's overshoot), hence 0.8.
+              "of its allotment over %zu capped intervals; its allotment a median %.0f%% of what the floor leaves\n",
+              met, counted, bulk_median * 100, bulk_share.size(), allotted_median * 100);
   ASSERT_GE(counted, 5);
   EXPECT_GE(met, counted * 8 / 10);
   ASSERT_GE(bulk_share.size(), 3u) << "the bulk job was never capped";
   EXPECT_GE(bulk_median, 0.8);
+  if (link_mbps <= 0) EXPECT_GE(allotted_median, 0.8) << "the measured link holds the bulk job under what the floor leaves";
 }
 
 TEST(ArbiterLink, AFloorHoldsWhileABulkJobSharesTheLink) { floor_holds_beside_a_bulk_job(300, "arb", 246); }
