@@ -72,6 +72,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["source_restarts"] = p.source_restarts;
   j["files_no_validator"] = p.files_unvalidated;
   j["requests_reissued"] = p.requests_reissued;
+  j["retried_fresh"] = {{"not_http", p.retried_not_http}, {"http2_framing", p.retried_http2_framing}};
   j["preconnected"] = {{"opened", p.preconnected}, {"used", p.preconnected_used}};
   j["seconds"] = p.seconds;
   j["throughput_mbps"] = p.seconds > 0 ? double(p.bytes_fetched) * 8 / p.seconds / 1e6 : 0.0;

@@ -316,7 +316,8 @@ void Discovery::on_head_done(std::unique_ptr<Request> r, CURLcode code) {
     } else if (code == CURLE_HTTP_RETURNED_ERROR && (http == 405 || http == 501)) {
       log::info("{}: server refuses HEAD ({}); size learned from the download", f->entry->name, why.reason);
     } else if (why.retryable && (!counts_as_attempt(f, why) || ++f->failures <= job_.spec.opts.max_retries)) {
-      heads_.push_back({f, probe, job_.eng.now_us() + backoff_us(std::max(1, f->failures)), why.fresh_connection});
+      job_.fresh_retries.note(why);
+      heads_.push_back({f, probe, job_.eng.now_us() + backoff_us(std::max(1, f->failures)), why.fresh_connection()});
       dispatch();
       return;
     } else {

@@ -610,6 +610,11 @@ void Job::Impl::finish_job(JobState s) {
   retry_src.reset();
   log::info("job {}: {} of {} files done, {} skipped, {} failed, {} bytes fetched in {:.2f} s", to_string(s),
             files_done, files.size(), files_skipped, files_failed, bytes_fetched, to_s(end_us - start_us));
+  if (fresh_retries.http2_framing > 0)
+    log::warn("job: {} request{} failed with libcurl's HTTP/2 framing error on a reused connection and {} retried on "
+              "a fresh one (libcurl before 8.0.0: curl/curl#10634)",
+              fresh_retries.http2_framing, fresh_retries.http2_framing == 1 ? "" : "s",
+              fresh_retries.http2_framing == 1 ? "was" : "were");
   if (self && self->on_finished) self->on_finished();
 }
 
@@ -813,11 +818,12 @@ void Job::Impl::on_get_done(std::unique_ptr<Request> r, CURLcode code) {
         fail_file(f, why.reason + " (after " + std::to_string(f->failures) + " attempts)");
       } else {
         log::info("{}: {}; retrying bytes {}-{}", f->entry->name, why.reason, r->pos, r->end);
+        fresh_retries.note(why);
         if (r->end_known)
-          requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
+          requeue(f, {r->pos, r->end}, true, backoff_us(std::max(1, f->failures)), false, why.fresh_connection());
         else {
           reset_file(f);
-          requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false, why.fresh_connection);
+          requeue(f, {0, 0}, false, backoff_us(std::max(1, f->failures)), false, why.fresh_connection());
         }
       }
     }
@@ -847,6 +853,8 @@ JobProgress Job::Impl::progress() const {
   p.source_restarts = source_restarts;
   p.files_unvalidated = files_unvalidated;
   p.requests_reissued = requests_reissued;
+  p.retried_not_http = fresh_retries.not_http;
+  p.retried_http2_framing = fresh_retries.http2_framing;
   p.seconds = to_s((end_us ? end_us : eng.now_us()) - start_us);
   return p;
 }

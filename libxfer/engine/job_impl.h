@@ -71,6 +71,27 @@ struct FileTask {
   const std::string& url_origin() const { return location.empty() ? origin : location_origin; }
 };
 
+// Human-readable reason for a failed request and whether it is worth a retry.
+struct Failure {
+  // Why a retry runs on a new connection rather than one from the pool.
+  enum class Fresh { No, NotHttp, Http2Framing };
+  std::string reason;
+  bool retryable = true;
+  Fresh fresh = Fresh::No;
+  bool fresh_connection() const { return fresh != Fresh::No; }
+};
+
+// The retries made on a fresh connection, by why: reported with the job
+// (JobProgress::retried_not_http, retried_http2_framing), so that how often
+// libcurl 7.88's HTTP/2 reuse bug fires is seen, not only logged at info.
+struct FreshRetries {
+  size_t not_http = 0, http2_framing = 0;
+  void note(const Failure& f) {
+    if (f.fresh == Failure::Fresh::NotHttp) ++not_http;
+    if (f.fresh == Failure::Fresh::Http2Framing) ++http2_framing;
+  }
+};
+
 // A byte range of one file waiting for a connection.
 struct Piece {
   FileTask* file = nullptr;
@@ -319,6 +340,7 @@ struct Job::Impl : RequestOwner {
   size_t source_restarts = 0;   // files started again for a changed source (restart_file)
   size_t files_unvalidated = 0; // resumed files whose version nothing vouches for (no validator, no sha256)
   size_t requests_reissued = 0; // given up by reissue_stalled
+  FreshRetries fresh_retries;   // failed requests (and HEADs) retried on a new connection
   uint64_t watched_us = 0;      // reissue_stalled's last tick
 
   std::vector<std::unique_ptr<Channel>> retired_channels;
@@ -359,12 +381,6 @@ struct Job::Impl : RequestOwner {
   EventSource checkpoint_src, retry_src, reap_src, commit_gather_src, rate_src, resume_ended_src;
 };
 
-// Human-readable reason for a failed request and whether it is worth a retry.
-struct Failure {
-  std::string reason;
-  bool retryable = true;
-  bool fresh_connection = false;  // retry on a new connection, not one from the pool
-};
 Failure classify(CURLcode code, CURL* easy, const char* errbuf);
 
 // Whether a failure counts against the file's max_retries. A garbled answer
@@ -375,7 +391,7 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf);
 // free, up to a bound that stops a server that only ever answers garbage.
 constexpr int kFreeGarbledRetries = 4;
 inline bool counts_as_attempt(FileTask* f, const Failure& why) {
-  return !why.fresh_connection || ++f->garbled > kFreeGarbledRetries;
+  return !why.fresh_connection() || ++f->garbled > kFreeGarbledRetries;
 }
 
 }  // namespace xfer

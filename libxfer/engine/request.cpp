@@ -628,7 +628,7 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
         // overlong answer on a reused connection. curl closes that connection,
         // so a retry runs on a fresh one.
         f.reason = "the server's answer is not HTTP (" + f.reason + ")";
-        f.fresh_connection = true;
+        f.fresh = Failure::Fresh::NotHttp;
         break;
       }
       f.reason = "redirected where this job may not follow: not http or https, or https to http (" + f.reason + ")";
@@ -654,7 +654,7 @@ Failure classify(CURLcode code, CURL* easy, const char* errbuf) {
       // same way. On hla-goals' mixed set a file failed all 7 attempts in 3
       // of 35 runs, nginx logging none of the 6 retries. A retry runs on a
       // fresh connection.
-      f.fresh_connection = true;
+      f.fresh = Failure::Fresh::Http2Framing;
       break;
     default:  // connect, resolve, resets, truncation, timeouts, HTTP/2 stream errors
       break;

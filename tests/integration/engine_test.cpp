@@ -300,6 +300,7 @@ TEST_F(EngineTest, ARequestSplitWhileTheRateCapHoldsItEndsAtItsNewEnd) {
   EXPECT_GE(connections("image-00"), 2u) << "nothing was split";
   EXPECT_EQ(r.summary["requests_reissued"].get<int>(), 0)
       << "a request that had every byte it asked for waited for reissue_stalled";
+  EXPECT_EQ(r.summary["retried_fresh"]["not_http"].get<int>(), 0) << r.summary.dump();
   // Nor did one wait for libcurl's next look of its own (its low-speed
   // check, once a second): under the cap every 100-ms interval moves bytes
   // until the last file is whole. (Without the fix, 0.8 s of intervals at

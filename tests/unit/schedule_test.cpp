@@ -342,8 +342,23 @@ TEST(Scheduler, ABackedOffPieceWaitsForItsTime) {
 TEST(Classify, AnHttp2FramingErrorIsRetriedOnAFreshConnection) {
   const xfer::Failure framing = xfer::classify(CURLE_HTTP2, nullptr, nullptr);
   EXPECT_TRUE(framing.retryable);
-  EXPECT_TRUE(framing.fresh_connection);
+  EXPECT_TRUE(framing.fresh_connection());
   const xfer::Failure stream = xfer::classify(CURLE_HTTP2_STREAM, nullptr, nullptr);
   EXPECT_TRUE(stream.retryable);
-  EXPECT_FALSE(stream.fresh_connection);
+  EXPECT_FALSE(stream.fresh_connection());
+}
+
+// Each retry on a fresh connection is counted by why, for the job's report
+// (retried_fresh): an answer that was not HTTP, or libcurl's HTTP/2 framing
+// error; other failures are not.
+TEST(Classify, RetriesOnAFreshConnectionAreCountedByWhy) {
+  xfer::FreshRetries n;
+  n.note(xfer::classify(CURLE_HTTP2, nullptr, nullptr));
+  n.note(xfer::classify(CURLE_HTTP2, nullptr, nullptr));
+  char errbuf[] = "Received HTTP/0.9 when not allowed";
+  n.note(xfer::classify(CURLE_UNSUPPORTED_PROTOCOL, nullptr, errbuf));
+  n.note(xfer::classify(CURLE_HTTP2_STREAM, nullptr, nullptr));
+  n.note(xfer::classify(CURLE_RECV_ERROR, nullptr, nullptr));
+  EXPECT_EQ(n.http2_framing, 2u);
+  EXPECT_EQ(n.not_http, 1u);
 }

@@ -272,6 +272,9 @@ struct JobProgress {
   size_t source_restarts = 0;    // files started again from zero: their source changed (validator.h)
   size_t files_unvalidated = 0;  // resumed with no validator and no sha256 (fetched whole unless trusted)
   size_t requests_reissued = 0;  // requests that received nothing for reissue_after_s, asked again
+  // Failed requests retried on a fresh connection: an answer that was not
+  // HTTP on a reused one; libcurl 7.88's HTTP/2 framing error (curl/curl#10634).
+  size_t retried_not_http = 0, retried_http2_framing = 0;
   double seconds = 0;
 };
 
