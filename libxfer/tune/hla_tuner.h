@@ -73,7 +73,8 @@ class HlaTuner : public Tuner {
   // setting (the default collect sweeps around 8x1x4 and never tried MinE's
   // 1x1x8: hla-goals-b9d4751, 1.46x min-energy's J/GB). Under a ceiling the
   // same setting is tried when the ceiling is missed and the table has
-  // nothing cheaper, judged on J/GB (rescue_ceiling): on hla-goals' html set
+  // nothing cheaper, judged on J/GB and kept unless dearer by the need
+  // (the setting before it missed the ceiling) (rescue_ceiling): on hla-goals' html set
   // the table's answers cost 115-118 J/GB under a ceiling of 100, and
   // fine-tuning took a channel at a time and never moved pp or cores, where
   // min-energy's setting cost 66 at 0.9x their throughput
