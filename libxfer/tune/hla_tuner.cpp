@@ -456,6 +456,26 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   log::info("{}", why);
   new_references(*load);
   worth_ = 0;  // a new surface: what the last one's predictions were worth says nothing of it
+  // A floor that holds at the higher load keeps its flows: the higher-load
+  // band's setting is taken only with as many connections (cc x p) as hold
+  // it now. On hla-goals' html set the band's 1x2x3 replaced a 7x1x4 that
+  // held 54.7 Mbit/s at load 0.59, and moved 27 against a floor of 50.
+  if (up && goal_ == Goal::Throughput && sla_mbps_ > 0 && t_avg >= sla_mbps_) {
+    auto flows = [this](const Params& p) {
+      int n = 0;
+      for (size_t i = 0; i < p.chunks.size(); ++i)
+        if (active_.empty() || (i < active_.size() && active_[i])) n += p.chunks[i].cc * p.chunks[i].p;
+      return n;
+    };
+    const int had = flows(current_);
+    if (std::optional<Params> next = table_if(why, [&](const Params& n) { return flows(n) >= had; })) return *next;
+    events_.push_back({{"interval", intervals_}, {"event", "higher-load surface: flows kept"}});
+    current_.reason = fmt::format("{}: the band's setting has fewer connections than the {} holding the floor "
+                                  "({:.1f} Mbit/s): kept",
+                                  why, had, t_avg);
+    log::info("{}", current_.reason);
+    return current_;
+  }
   return from_table(why);
 }
 
@@ -546,15 +566,20 @@ std::optional<Params> HlaTuner::adjust(const Observation& obs, double mbps, doub
   return current_;
 }
 
-bool HlaTuner::ask_table_again(const std::string& why, const char* event,
-                               const std::function<bool(const Params& next)>& keep) {
+std::optional<Params> HlaTuner::table_if(const std::string& why,
+                                         const std::function<bool(const Params& next)>& keep) {
   const Params was = current_;
   const std::vector<ChunkParams> was_table = table_chunks_;
   const double was_predicted = predicted_;
-  if (!keep(from_table(why))) {
-    current_ = was, table_chunks_ = was_table, predicted_ = was_predicted;
-    return false;
-  }
+  Params next = from_table(why);
+  if (keep(next)) return next;
+  current_ = was, table_chunks_ = was_table, predicted_ = was_predicted;
+  return std::nullopt;
+}
+
+bool HlaTuner::ask_table_again(const std::string& why, const char* event,
+                               const std::function<bool(const Params& next)>& keep) {
+  if (!table_if(why, keep)) return false;
   ++adjustments_;
   recent_bps_.clear(), recent_w_.clear(), recent_jgb_.clear();  // the projection's averages start again at the new params
   events_.push_back({{"interval", intervals_}, {"event", event}, {"worth", worth_}});
@@ -572,6 +597,10 @@ bool HlaTuner::ask_table_again(const std::string& why, const char* event,
 //     and the table, not yet told what its predictions are worth here, is
 //     asked for a cheaper setting at once (the cap hides slack afterwards),
 //     with a quarter over what this look measured kept;
+//   - under the floor under a cap two looks in a row, before the tail: the
+//     channels at least doubled on the chunk with the most bytes left (a
+//     share of the path lost to cross traffic: flows win it back, the cap
+//     holds the rate);
 //   - under the floor in the tail, where nothing else decides (the cap not
 //     binding): throughput-target's jump, on the chunk with the most bytes
 //     left (the engine splits the last files over them: split_tail);
@@ -595,6 +624,15 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
   const double rtt = tune::LeftChannels::rtt_s(obs, info_.rtt_s);
   files_left_.note(obs, obs.near_end, rtt);
   std::string why;
+  // Looks in a row under the floor under a cap (the interval after a
+  // change neither counts nor breaks the run): one is noise, two are a
+  // share of the path lost.
+  if (thr >= floor || cap <= 0 || obs.near_end) under_capped_ = 0;
+  else if (!obs.settling) ++under_capped_;
+  if (thr >= floor) doubled_at_bps_ = 0;
+  // Channels doubled once that brought no tenth more: what the path leaves
+  // is the bound (cross traffic that does not yield), not the flows' share.
+  const bool flows_help = doubled_at_bps_ <= 0 || thr >= 1.1 * doubled_at_bps_;
   if (thr > over) {
     if (at_held) return std::nullopt;  // the engine's bucket is settling
     why = fmt::format("{}: {:.1f} Mbit/s over a floor of {:.1f}", name(), thr / 1e6, sla_mbps_);
@@ -615,6 +653,37 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
     current_.rate_cap_bps = held;
     events_.push_back({{"interval", intervals_}, {"event", "overshoot: rate capped"}});
     why += fmt::format("; receive rate held at {:.1f} (the need {:.1f})", held / 1e6, need / 1e6);
+  } else if (under_capped_ >= 2 && flows_help && !exploring_.active) {
+    // Under the floor while capped, two looks in a row: the path's share
+    // was lost (cross traffic rose), not the cap's leave. Flows win share
+    // back, and the cap holds the rate, so the channels at least double
+    // (or take throughput-target's jump) and stay. On hla-goals' html set
+    // the floor job held 50 Mbit/s on the table's 2 channels under a cap of
+    // 51.5 and fell to 43-47 at every rise of the cross traffic (the cap
+    // "followed", raised over what nothing could use); with the 10-16
+    // channels a later correction gave it, no rise took it under.
+    under_capped_ = 0;
+    doubled_at_bps_ = thr;
+    const int total = current_.total_channels();
+    const size_t pick = tune::most_left(obs, current_.chunks.size());
+    if (pick < current_.chunks.size()) {
+      ChunkParams& c = current_.chunks[pick];
+      int more = std::min(info_.max_channels, std::max(2 * total, Floor::jump(total, need, thr, info_.max_channels))) -
+                 total;
+      if (pick < obs.chunks.size() && obs.chunks[pick].files_total > 0)
+        more = std::min(more, std::max(0, int(obs.chunks[pick].files_left()) - c.cc));  // no cc past its files
+      c.cc += std::max(0, more);
+      events_.push_back({{"interval", intervals_}, {"event", "under the floor under a cap: channels added"},
+                         {"chunk", pick}, {"cc", c.cc}});
+      why = fmt::format("{}: {:.1f} Mbit/s under a floor of {:.1f} under a cap of {:.1f}: the path's share was lost, "
+                        "not the cap's leave: {} channel{} more to the {} chunk, held by the cap",
+                        name(), thr / 1e6, sla_mbps_, cap / 1e6, std::max(0, more), more == 1 ? "" : "s",
+                        to_string(info_.chunks[pick].kind));
+    }
+    current_.rate_cap_bps = std::max(cap, held);
+    if (why.empty())
+      why = fmt::format("{}: {:.1f} Mbit/s under a floor of {:.1f}: the cap follows, at {:.1f}", name(), thr / 1e6,
+                        sla_mbps_, current_.rate_cap_bps / 1e6);
   } else if (thr < floor && !obs.settling && obs.near_end && !binds) {
     const int total = current_.total_channels();
     if (total >= info_.max_channels) return std::nullopt;

@@ -144,6 +144,9 @@ class HlaTuner : public Tuner {
   // keep(answer) says so (an adjustment, logged as `event`), else what ran
   // before comes back and false is returned.
   bool ask_table_again(const std::string& why, const char* event, const std::function<bool(const Params& next)>& keep);
+  // The table's answer for `why` (from_table) where keep(answer) says so;
+  // else what ran before comes back and nothing is returned.
+  std::optional<Params> table_if(const std::string& why, const std::function<bool(const Params& next)>& keep);
   // A floor held as the job's average, as throughput-target holds it (the
   // cap over the need, channels where it does not bind); at every look.
   std::optional<Params> hold_to_need(const Observation& obs);
@@ -183,6 +186,8 @@ class HlaTuner : public Tuner {
   tune::KernelPlan kernel_;
   tune::CapMargin margin_;  // a floor's cap over its need (hold_to_need)
   tune::LeftChannels files_left_;  // the channels a floor's files left need (hold_to_need)
+  int under_capped_ = 0;           // looks in a row under the floor under a cap (hold_to_need)
+  double doubled_at_bps_ = 0;      // the throughput when hold_to_need last doubled the channels (0: not since the floor held)
   double sla_mbps_ = 0;  // hla-throughput's floor (0: most throughput)
   // Which chunks are still running, and the bytes they had left when one
   // finished (empty: the plan's bytes): the floor's shares (chunk_bound).
