@@ -668,16 +668,26 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
     const size_t pick = tune::most_left(obs, current_.chunks.size());
     if (pick < current_.chunks.size()) {
       ChunkParams& c = current_.chunks[pick];
-      int more = std::min(info_.max_channels, std::max(2 * total, Floor::jump(total, need, thr, info_.max_channels))) -
-                 total;
-      if (pick < obs.chunks.size() && obs.chunks[pick].files_total > 0)
-        more = std::min(more, std::max(0, int(obs.chunks[pick].files_left()) - c.cc));  // no cc past its files
-      c.cc += std::max(0, more);
+      const int more = std::max(0, std::min(info_.max_channels,
+                                            std::max(2 * total, Floor::jump(total, need, thr, info_.max_channels))) -
+                                       total);
+      // cc up to the chunk's files left (past them cc opens nothing); the
+      // rest of the flows by p, the ranges of its files (on hla-goals'
+      // mixed set the large chunk's cc was at its two files).
+      const int files = pick < obs.chunks.size() && obs.chunks[pick].files_total > 0
+                            ? int(obs.chunks[pick].files_left())
+                            : 0;  // 0: not said
+      const int add_cc = files > 0 ? std::min(more, std::max(0, files - c.cc)) : more;
+      const int p_was = c.p;
+      c.cc += add_cc;
+      if (more > add_cc)
+        c.p = std::min(hla::Knobs::kMaxP, (c.cc * c.p + (more - add_cc) + c.cc - 1) / c.cc);
       events_.push_back({{"interval", intervals_}, {"event", "under the floor under a cap: channels added"},
-                         {"chunk", pick}, {"cc", c.cc}});
+                         {"chunk", pick}, {"cc", c.cc}, {"p", c.p}});
       why = fmt::format("{}: {:.1f} Mbit/s under a floor of {:.1f} under a cap of {:.1f}: the path's share was lost, "
-                        "not the cap's leave: {} channel{} more to the {} chunk, held by the cap",
-                        name(), thr / 1e6, sla_mbps_, cap / 1e6, std::max(0, more), more == 1 ? "" : "s",
+                        "not the cap's leave: {} channel{} more{} to the {} chunk, held by the cap",
+                        name(), thr / 1e6, sla_mbps_, cap / 1e6, add_cc, add_cc == 1 ? "" : "s",
+                        c.p != p_was ? fmt::format(" and p {} -> {}", p_was, c.p) : "",
                         to_string(info_.chunks[pick].kind));
     }
     current_.rate_cap_bps = std::max(cap, held);

@@ -483,7 +483,26 @@ TEST(HlaTuner, AFloorMissedUnderACapDoublesItsChannels) {
   EXPECT_EQ(once.p.total_channels(), held.total_channels()) << once.p.reason;
 }
 
-// A floor that holds at a higher load keeps its flows across Algorithm 2's
+// Where the chunk's cc is at its files left, the flows come from p: on
+// hla-goals' mixed set the rule fired on the large chunk, cc at its two
+// files, and added nothing.
+TEST(HlaTuner, AFloorMissedUnderACapOnAChunkAtItsFilesDoublesP) {
+  SimJob r = on_steps(floor_of(100), 80);
+  Observation first = r.sim.step(r.p, true);
+  if (std::optional<Params> d = r.tuner->decide(first)) r.p = *d;
+  ASSERT_GT(r.p.rate_cap_bps, 0) << r.p.reason;
+  const ChunkParams was = r.p.chunks[0];
+  r.sim.files_total = r.sim.files_left = size_t(was.cc);
+  r.changed = true;
+  r.at(0.05, 3);
+  r.sim.per_channel = 48;
+  r.at(0.05, 3);
+  EXPECT_EQ(r.p.chunks[0].cc, was.cc) << r.p.reason;
+  EXPECT_GE(r.p.chunks[0].cc * r.p.chunks[0].p, 2 * was.cc * was.p) << r.p.reason;
+  EXPECT_NE(r.p.reason.find("and p 1 -> 2"), std::string::npos) << r.p.reason;
+}
+
+
 // band switch: the higher-load band's setting is taken only with as many
 // connections (cc x p). On hla-goals' html set the band's 1x2x3 replaced a
 // 7x1x4 that held 54.7 Mbit/s at load 0.59, and moved 27 against a floor
