@@ -1243,13 +1243,19 @@ namespace {
 // = 2 and predict 50-82 J/GB, while on this path p = 2 costs 1.5x and J/GB
 // is 70 + 5 cc (cc 16 at p 2: 225; cc 1 at p 2: 112.5). MinE's setting is
 // 1x1x1 (75 J/GB here, or 150 with `dear_formula`: p 1 costs 2x).
-SimJob ceiling_out_of_the_tables_reach(double formula_factor = 1.0) {
+SimJob ceiling_out_of_the_tables_reach(double formula_factor = 1.0, bool two_bands = false) {
   auto t = std::make_shared<hla::ParamTable>(*steps_table());
   for (hla::TableEntry& e : t->strata[0].entries) {
     const int cc = e.choice.knobs.cc;
     e.choice.knobs.p = 2;
     e.choice.j_per_gb = 50 + 2.0 * cc;
     if (e.sla == "energy") e.bound = e.choice.j_per_gb;
+  }
+  if (two_bands) {  // the same answers on a light (0-0.3) and a heavy (0.3-1) band
+    t->strata[0].load_hi = 0.3;
+    hla::TableStratum heavy = t->strata[0];
+    heavy.id = "P1/D1/L2", heavy.load_lo = 0.3, heavy.load_hi = 1;
+    t->strata.push_back(heavy);
   }
   TunerOptions o;
   o.energy_budget_j_per_gb = 100;
@@ -1332,6 +1338,32 @@ TEST(HlaTuner, ACeilingsRescueIsKeptUnlessClearlyDearer) {
   EXPECT_LT(verdict["gain"].get<double>(), verdict["needed"].get<double>()) << "the trial was cheaper by the need: "
                                                                                "this test judges the other case";
   EXPECT_EQ(verdict["event"], "explored: kept") << verdict.dump();
+  EXPECT_EQ(r.p.chunks[0].p, 1) << r.p.reason;
+}
+
+// A ceiling met by MinE's setting, which won the rescue on the band the
+// job leaves, keeps it across Algorithm 1's band switch: the new band's
+// table answer is what missed the ceiling before. On hla-goals' html set
+// the switch to the heavy band's 1x2x5 on 2 cores, from MinE's 1x1x8 on 1
+// core at 74-90 J/GB, read 147-207 J/GB under a ceiling of 100. Here every
+// setting costs 30% more at the heavy load: MinE's 97.5, the table's 146.
+TEST(HlaTuner, MinEsSettingThatMetACeilingIsKeptAcrossABandSwitch) {
+  SimJob r = ceiling_out_of_the_tables_reach(1.0, true);
+  const auto base = r.sim.jgb_at;
+  r.sim.jgb_at = [&r, base](const ChunkParams& c) { return base(c) * (r.sim.load > 0.3 ? 1.3 : 1.0); };
+  r.at(0.05, 20);
+  ASSERT_EQ(r.p.chunks[0].p, 1) << "the rescue kept MinE's setting: " << r.p.reason;
+  int dear = 0;
+  r.at(0.6, 12, [&](const Observation& ob) { dear += ob.params.chunks[0].p >= 2; });
+  const nlohmann::json s = r.tuner->summary();
+  int switched = 0, kept = 0;
+  for (const auto& e : s["events"]) {
+    switched += e["event"] == "higher-load surface";
+    kept += e["event"] == "load surface: MinE's setting kept";
+  }
+  EXPECT_EQ(switched, 1) << s.dump();
+  EXPECT_EQ(kept, 1) << s.dump();
+  EXPECT_EQ(dear, 0) << "looks at the table's dearer setting after the switch";
   EXPECT_EQ(r.p.chunks[0].p, 1) << r.p.reason;
 }
 
