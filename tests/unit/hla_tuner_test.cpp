@@ -138,6 +138,13 @@ TunerOptions floor_of(double mbps) {
   return o;
 }
 
+// How many of a tuner summary's events are named `name`.
+int events_named(const nlohmann::json& summary, const std::string& name) {
+  int n = 0;
+  for (const auto& e : summary["events"]) n += e["event"] == name;
+  return n;
+}
+
 }  // namespace
 
 TEST(HlaTuner, ThroughputFollowsTheLoadBandsAndSwitchesAtMostThreeTimes) {
@@ -465,10 +472,8 @@ TEST(HlaTuner, AFloorMissedUnderACapDoublesItsChannels) {
   EXPECT_LE(under, 2) << r.p.reason;
   EXPECT_GE(r.p.total_channels(), 2 * before) << r.p.reason;
   EXPECT_GE(r.p.rate_cap_bps, cap) << "the cap holds the rate";
-  int added = 0;
   const nlohmann::json sum = r.tuner->summary();
-  for (const auto& e : sum["events"]) added += e["event"] == "under the floor under a cap: channels added";
-  EXPECT_EQ(added, 1) << sum.dump();
+  EXPECT_EQ(events_named(sum, "under the floor under a cap: channels added"), 1) << sum.dump();
   // One look under the floor is noise: nothing moves.
   SimJob once = on_steps(floor_of(100), 80);
   Observation f1 = once.sim.step(once.p, true);
@@ -527,13 +532,8 @@ TEST(HlaTuner, ABandSwitchKeepsTheFlowsThatHoldAFloor) {
   r.at(0.3, 6, [&](const Observation& ob) { under += !ob.settling && ob.throughput_bps < 50e6; });
   EXPECT_EQ(under, 0) << r.p.reason;
   const nlohmann::json s = r.tuner->summary();
-  int kept = 0, switched = 0;
-  for (const auto& e : s["events"]) {
-    kept += e["event"] == "higher-load surface: flows kept";
-    switched += e["event"] == "higher-load surface";
-  }
-  EXPECT_EQ(switched, 1) << s.dump();
-  EXPECT_EQ(kept, 1) << s.dump();
+  EXPECT_EQ(events_named(s, "higher-load surface"), 1) << s.dump();
+  EXPECT_EQ(events_named(s, "higher-load surface: flows kept"), 1) << s.dump();
   EXPECT_GE(r.p.chunks[0].cc, 2) << r.p.reason;
   Observation after = r.sim.step(r.p, false);
   EXPECT_GE(after.throughput_bps / 1e6, 50) << r.p.reason;
@@ -1356,13 +1356,8 @@ TEST(HlaTuner, MinEsSettingThatMetACeilingIsKeptAcrossABandSwitch) {
   int dear = 0;
   r.at(0.6, 12, [&](const Observation& ob) { dear += ob.params.chunks[0].p >= 2; });
   const nlohmann::json s = r.tuner->summary();
-  int switched = 0, kept = 0;
-  for (const auto& e : s["events"]) {
-    switched += e["event"] == "higher-load surface";
-    kept += e["event"] == "load surface: MinE's setting kept";
-  }
-  EXPECT_EQ(switched, 1) << s.dump();
-  EXPECT_EQ(kept, 1) << s.dump();
+  EXPECT_EQ(events_named(s, "higher-load surface"), 1) << s.dump();
+  EXPECT_EQ(events_named(s, "load surface: MinE's setting kept"), 1) << s.dump();
   EXPECT_EQ(dear, 0) << "looks at the table's dearer setting after the switch";
   EXPECT_EQ(r.p.chunks[0].p, 1) << r.p.reason;
 }
