@@ -465,11 +465,9 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
   // set the switch to the heavy band's 1x2x5 on 2 cores, from MinE's 1x1x8
   // on 1 core at 74-90 J/GB, read 147-207 J/GB under a ceiling of 100.
   if (goal_ == Goal::Energy && opts_.energy_budget_j_per_gb > 0 && formula_) {
-    const std::vector<bool> active =
-        active_.empty() ? std::vector<bool>(current_.chunks.size(), true) : active_;
     bool won = false;
     for (const hla::TableStratum* s : left) won = won || (s && tally_[s].formula > 0);
-    if (won && same_setting(formula_setting(active), current_)) {
+    if (won && same_setting(formula_setting(active_), current_)) {  // active_: this look's running chunks
       for (size_t i = 0; i < places_.size(); ++i)
         if (const hla::TableStratum* s = stratum_of(i)) tally_[s].formula = 1, tally_[s].back = false;
       events_.push_back({{"interval", intervals_}, {"event", "load surface: MinE's setting kept"}});
@@ -486,7 +484,7 @@ std::optional<Params> HlaTuner::decide(const Observation& obs) {
     auto flows = [this](const Params& p) {
       int n = 0;
       for (size_t i = 0; i < p.chunks.size(); ++i)
-        if (active_.empty() || (i < active_.size() && active_[i])) n += p.chunks[i].cc * p.chunks[i].p;
+        if (i < active_.size() && active_[i]) n += p.chunks[i].cc * p.chunks[i].p;
       return n;
     };
     const int had = flows(current_);
@@ -696,9 +694,7 @@ std::optional<Params> HlaTuner::hold_to_need(const Observation& obs) {
       // cc up to the chunk's files left (past them cc opens nothing); the
       // rest of the flows by p, the ranges of its files (on hla-goals'
       // mixed set the large chunk's cc was at its two files).
-      const int files = pick < obs.chunks.size() && obs.chunks[pick].files_total > 0
-                            ? int(obs.chunks[pick].files_left())
-                            : 0;  // 0: not said
+      const int files = pick < obs.chunks.size() ? int(obs.chunks[pick].files_left()) : 0;  // 0: not said
       const int add_cc = files > 0 ? std::min(more, std::max(0, files - c.cc)) : more;
       const int p_was = c.p;
       c.cc += add_cc;
