@@ -185,8 +185,22 @@ std::string Nginx::url(bool h2c, const std::string& path) const {
 }
 
 std::vector<LogLine> Nginx::log() const {
+  // nginx logs a request after it sent the response, so a client that has
+  // its answer can read the log a moment before the line is written (seen
+  // in CI: a 401 answered, the job over, its line not yet there). Read once
+  // the file has not grown for 100 ms; a request made before the caller
+  // asked has been logged by then.
+  std::error_code ec;
+  const std::string path = run + "/access.log";
+  auto size = fs::file_size(path, ec);
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto now = fs::file_size(path, ec);
+    if (now == size) break;
+    size = now;
+  }
   std::vector<LogLine> out;
-  std::ifstream f(run + "/access.log");
+  std::ifstream f(path);
   static const std::regex re(
       R"re(^(\S+) (\S+) (\d+) (\d+) (\S+) (\d+) (\d+) "(\S+) (\S+)[^"]*" "([^"]*)" (\d+)$)re");
   for (std::string line; std::getline(f, line);) {
