@@ -27,6 +27,8 @@ PACKAGES=(
   e2fsprogs
   # fault injection (xfer/faults.h): libfiu's library and fiu-run
   libfiu-dev fiu-utils
+  # the layering check (scripts/include-graph.py) and the scripts beside it
+  python3
 )
 
 if [ "$(id -u)" -ne 0 ]; then

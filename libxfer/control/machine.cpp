@@ -5,6 +5,7 @@
 
 #include "xfer/clock.h"
 #include "xfer/flow_monitor.h"
+#include "xfer/proc_stat.h"
 
 namespace xfer {
 

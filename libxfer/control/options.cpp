@@ -239,6 +239,51 @@ std::optional<double> as_number(const nlohmann::json& v) {
   return v.get<double>();
 }
 
+bool names_have(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// "a", "a / b", "a, b and c"
+std::string listed_names(const std::vector<std::string>& v, const char* two) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i)
+    out += (i == 0 ? "" : i + 1 < v.size() ? ", " : v.size() == 2 ? two : " and ") + v[i];
+  return out;
+}
+
+// The entries that take option k, in registry order.
+std::vector<std::string> option_takers(const std::string& k) {
+  std::vector<std::string> out;
+  for (const TunerEntry& e : tuner_registry())
+    if (names_have(e.takes, k)) out.push_back(e.name);
+  return out;
+}
+
+// "" or why the options given (one layer: a table of names and values) do
+// not go with the algorithm: an option of another policy's own
+// ("target_mbps / target_pct go with the throughput-target and
+// hla-throughput algorithms, not min-energy").
+std::string tuner_option_problem(const std::string& algorithm, const nlohmann::json& given) {
+  const TunerEntry* self = find_tuner(algorithm);
+  for (const OptionSpec& o : option_table()) {
+    const std::string& k = o.name;
+    if (!given.contains(k) || (self && names_have(self->takes, k))) continue;
+    std::vector<std::string> by = option_takers(k);
+    if (by.empty()) continue;  // an option of every policy
+    // Its fellows: the options taken by exactly the same policies.
+    std::vector<std::string> group;
+    for (const OptionSpec& f : option_table())
+      if (option_takers(f.name) == by) group.push_back(f.name);
+    std::string note;
+    for (const std::string& t : by) {
+      const std::string& n = find_tuner(t)->takes_note;
+      if (t == by.front()) note = n;
+      else if (n != note) note.clear();
+    }
+    return (note.empty() ? "" : k + " " + note + "; ") + listed_names(group, " / ") + (group.size() == 1 ? " goes" : " go") +
+           " with the " + listed_names(by, " and ") + (by.size() == 1 ? " algorithm" : " algorithms") + ", not " + algorithm;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string OptionSpec::flag_name() const {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "xfer/energy.h"
 #include "xfer/kernel.h"
+#include "xfer/proc_stat.h"
 
 namespace xfer {
 namespace {

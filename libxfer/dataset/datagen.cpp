@@ -11,7 +11,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "xfer/part_file.h"
+#include "xfer/safe_open.h"
 #include "xfer/sha256.h"
 
 namespace xfer {

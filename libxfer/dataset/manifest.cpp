@@ -10,7 +10,7 @@
 #include <memory>
 #include <sstream>
 
-#include "xfer/part_file.h"
+#include "xfer/part_names.h"
 #include "xfer/text.h"
 
 namespace xfer {
@@ -101,9 +101,9 @@ std::string file_name_from_url(const std::string& url) {
     if (c == '/' || c == '\\') throw std::invalid_argument("decoded file name contains a path separator");
     if (c < 0x20 || c == 0x7f) throw std::invalid_argument("decoded file name contains a control character");
   }
-  if (name.size() + PartFile::kLongestSuffix > 255)
-    throw std::invalid_argument("file name longer than " + std::to_string(255 - PartFile::kLongestSuffix) + " bytes");
-  if (PartFile::is_engine_name(name))
+  if (name.size() + part_names::kLongestSuffix > 255)
+    throw std::invalid_argument("file name longer than " + std::to_string(255 - part_names::kLongestSuffix) + " bytes");
+  if (part_names::is_engine_name(name))
     throw std::invalid_argument("file name '" + name + "' ends in a suffix xferd uses for partial files");
   return name;
 }

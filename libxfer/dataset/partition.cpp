@@ -5,15 +5,6 @@
 
 namespace xfer {
 
-const char* to_string(ChunkKind k) {
-  switch (k) {
-    case ChunkKind::Small: return "small";
-    case ChunkKind::Medium: return "medium";
-    case ChunkKind::Large: return "large";
-  }
-  return "?";
-}
-
 std::vector<ChunkPlan> partition_files(const std::vector<uint64_t>& sizes, const PartitionConfig& cfg) {
   std::array<ChunkPlan, 3> c;
   for (int k = 0; k < 3; ++k) c[k].kind = static_cast<ChunkKind>(k);

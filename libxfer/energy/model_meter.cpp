@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "xfer/proc_stat.h"
 #include "xfer/nesting.h"
 #include "xfer/clock.h"
 #include "xfer/energy.h"
@@ -120,19 +121,6 @@ void PowerCoefficients::save(const std::string& path) const {
 UtilisationProbe::UtilisationProbe(std::string proc, std::string sys, double nic_capacity_mbps, EnergyScope scope)
     : scope_(scope), proc_(std::move(proc)), sys_(std::move(sys)), nic_mbps_(nic_capacity_mbps) {
   sample();  // prime the counters
-}
-
-CpuTimes read_cpu_times(const std::string& proc) {
-  // The "cpu" line: user nice system idle iowait irq softirq steal (clock ticks).
-  std::ifstream f(proc + "/stat");
-  std::string label;
-  uint64_t v[8] = {0};
-  f >> label;
-  for (auto& x : v) f >> x;
-  CpuTimes t;
-  for (auto x : v) t.total += x;
-  t.busy = t.total - v[3] - v[4];
-  return t;
 }
 
 Utilisation UtilisationProbe::sample() {

@@ -13,6 +13,7 @@
 
 #include "job_impl.h"
 #include "xfer/log.h"
+#include "xfer/partition.h"
 #include "xfer/sha256.h"
 #include "xfer/text.h"
 
@@ -53,10 +54,6 @@ std::optional<JobState> job_state_from(std::string_view text) {
                      JobState::Failed, JobState::Cancelled, JobState::NeedsCredentials})
     if (text == to_string(s)) return s;
   return std::nullopt;
-}
-
-std::string to_string(const ChunkParams& p) {
-  return "cc=" + std::to_string(p.cc) + " p=" + std::to_string(p.p) + " pp=" + std::to_string(p.pp);
 }
 
 Job::Impl::Impl(Job* s, Engine& e, Spec sp) : self(s), eng(e), spec(std::move(sp)) {

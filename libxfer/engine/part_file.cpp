@@ -30,19 +30,6 @@ namespace xfer {
 
 static_assert(PartFile::kStageBytes == kStageBytes, "the staging buffers are the write backend's");
 
-namespace {
-
-bool ends_with(const std::string& s, const char* suffix) {
-  std::string_view sv(suffix);
-  return s.size() >= sv.size() && s.compare(s.size() - sv.size(), sv.size(), sv) == 0;
-}
-
-}  // namespace
-
-bool PartFile::is_engine_name(const std::string& name) {
-  return ends_with(name, kPartSuffix) || ends_with(name, kProgressSuffix) || ends_with(name, ".tmp");
-}
-
 bool name_exists(int dir_fd, const std::string& name, uint64_t* size) {
   struct stat st;
   if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;

@@ -2,9 +2,10 @@
 #include <cmath>
 
 #include "xfer/clock.h"
-#include "xfer/control_loop.h"
 #include "xfer/engine.h"
 #include "xfer/history.h"
+#include "xfer/hla.h"
+#include "xfer/interval_record.h"
 #include "xfer/log.h"
 #include "xfer/text.h"
 

@@ -8,7 +8,6 @@
 #include "min_energy.h"
 #include "static_tuner.h"
 #include "throughput_target.h"
-#include "xfer/options.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
@@ -59,51 +58,6 @@ const TunerEntry* find_tuner(const std::string& name) {
   for (const TunerEntry& e : tuner_registry())
     if (e.name == name) return &e;
   return nullptr;
-}
-
-namespace {
-
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-
-// "a", "a / b", "a, b and c"
-std::string listed(const std::vector<std::string>& v, const char* two) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i)
-    out += (i == 0 ? "" : i + 1 < v.size() ? ", " : v.size() == 2 ? two : " and ") + v[i];
-  return out;
-}
-
-// The entries that take option k, in registry order.
-std::vector<std::string> takers(const std::string& k) {
-  std::vector<std::string> out;
-  for (const TunerEntry& e : tuner_registry())
-    if (has(e.takes, k)) out.push_back(e.name);
-  return out;
-}
-
-}  // namespace
-
-std::string tuner_option_problem(const std::string& algorithm, const nlohmann::json& given) {
-  const TunerEntry* self = find_tuner(algorithm);
-  for (const OptionSpec& o : option_table()) {
-    const std::string& k = o.name;
-    if (!given.contains(k) || (self && has(self->takes, k))) continue;
-    std::vector<std::string> by = takers(k);
-    if (by.empty()) continue;  // an option of every policy
-    // Its fellows: the options taken by exactly the same policies.
-    std::vector<std::string> group;
-    for (const OptionSpec& f : option_table())
-      if (takers(f.name) == by) group.push_back(f.name);
-    std::string note;
-    for (const std::string& t : by) {
-      const std::string& n = find_tuner(t)->takes_note;
-      if (t == by.front()) note = n;
-      else if (n != note) note.clear();
-    }
-    return (note.empty() ? "" : k + " " + note + "; ") + listed(group, " / ") + (group.size() == 1 ? " goes" : " go") +
-           " with the " + listed(by, " and ") + (by.size() == 1 ? " algorithm" : " algorithms") + ", not " + algorithm;
-  }
-  return "";
 }
 
 std::string tuner_needs_problem(const std::string& algorithm, const nlohmann::json& given) {

@@ -1,5 +1,5 @@
 // libFuzzer: the credentials a caller gives with Submit or SetCredentials
-// (daemon/credentials_args.cpp): any keys, types and values are taken or
+// (protocol/credentials_args.cpp): any keys, types and values are taken or
 // refused with InvalidArguments; a refusal never quotes a value, and what is
 // taken binds to the job's origins or is refused.
 #include <fuzzer/FuzzedDataProvider.h>

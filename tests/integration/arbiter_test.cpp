@@ -91,7 +91,9 @@ void floor_holds_beside_a_bulk_job(double link_mbps, const char* name, int index
   EXPECT_GE(met, counted * 8 / 10);
   ASSERT_GE(bulk_share.size(), 3u) << "the bulk job was never capped";
   EXPECT_GE(bulk_median, 0.8);
-  if (link_mbps <= 0) EXPECT_GE(allotted_median, 0.8) << "the measured link holds the bulk job under what the floor leaves";
+  if (link_mbps <= 0) {
+    EXPECT_GE(allotted_median, 0.8) << "the measured link holds the bulk job under what the floor leaves";
+  }
 }
 
 TEST(ArbiterLink, AFloorHoldsWhileABulkJobSharesTheLink) { floor_holds_beside_a_bulk_job(300, "arb", 246); }

@@ -19,6 +19,7 @@
 
 namespace fs = std::filesystem;
 using xtest::bin;
+using xtest::file_bytes;
 using xtest::make_temp_dir;
 using xtest::run;
 using xtest::Shell;

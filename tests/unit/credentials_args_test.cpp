@@ -1,4 +1,4 @@
-// daemon/credentials_args.cpp: what a caller may give as credentials, and
+// protocol/credentials_args.cpp: what a caller may give as credentials, and
 // how they bind to the job's origins. Refusals name the key, never a value.
 #include "credentials_args.h"
 

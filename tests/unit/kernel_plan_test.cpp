@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel_plan.h"
+#include "max_throughput.h"
 #include "min_energy.h"
 #include "tuner_sim.h"
 

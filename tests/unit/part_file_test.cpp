@@ -424,7 +424,9 @@ TEST_F(PartFileTest, NoPageIsWrittenBothThroughTheCacheAndDirect) {
       try {
         PartFile p(dfd, name, "http://h/" + name, size, "", {}, true);
         direct = p.direct();
-        if (direct) EXPECT_GE(p.direct_align(), uint64_t(sysconf(_SC_PAGESIZE)));
+        if (direct) {
+          EXPECT_GE(p.direct_align(), uint64_t(sysconf(_SC_PAGESIZE)));
+        }
         std::vector<uint64_t> pos(kStreams);
         for (int s = 0; s < kStreams; ++s) pos[s] = uint64_t(s) * kEach;
         for (bool more = true; more;) {

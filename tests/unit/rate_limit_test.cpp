@@ -90,10 +90,11 @@ TEST(RateLimit, AnIntervalMovesNoMoreThanTheRateOverIt) {
     ASSERT_EQ(l.held_us(), 0u);
     if (dropped) l.new_interval(now);
     const double taken = run(l, now, 0.5, 1460, 100);  // as fast as they come
-    if (dropped)
+    if (dropped) {
       EXPECT_LE(taken, 0.5e6 + 1460 + 1);
-    else
+    } else {
       EXPECT_GT(taken, 0.5e6 + 1e6 * RateLimit::kBurstSeconds * 0.9);  // the kept credit, spent
+    }
   }
   // Under the rate, the waits for dropped credit hold nothing back.
   RateLimit l;

@@ -45,6 +45,7 @@
 #include "report.h"
 #include "scenario.h"
 #include "testbed.h"
+#include "xfer/proc_stat.h"
 #include "xfer/datagen.h"
 #include "xfer/energy.h"
 

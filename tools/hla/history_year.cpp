@@ -5,8 +5,9 @@
 // does every night; on the days named it times analyze and writes a CSV row:
 //   day,jobs,runs_left,rows_left,folded_rows,history_mb,compact_s,read_s,analyze_s,samples,strata
 //
-//   xfer-history-year --history H.db --days 365 --jobs-per-day 1000 \
+//   xfer-history-year --history H.db --days 365 --jobs-per-day 1000
 //     --analyze-on 1,7,30,90,180,365 --out year.csv [--no-compact]
+// (one command line)
 // With --no-compact nothing is folded (the history as it grew before).
 #include <sys/stat.h>
 

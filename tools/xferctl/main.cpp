@@ -19,6 +19,7 @@
 #include "credentials.h"
 #include "paths.h"
 #include "progress.h"
+#include "xfer/calibration_run.h"
 #include "xfer/control_loop.h"
 #include "xfer/energy.h"
 #include "xfer/engine.h"

@@ -24,22 +24,13 @@
 #include "xfer/arbiter.h"
 #include "xfer/engine.h"
 #include "xfer/flow_monitor.h"
+#include "xfer/interval_record.h"
 #include "xfer/kernel.h"
 #include "xfer/kernel_share.h"
 #include "xfer/machine.h"
 #include "xfer/tuner.h"
 
 namespace xfer {
-
-// One interval as kept: what was observed (with the params in effect), what
-// the tuner chose at its end (nullopt: it kept them), and the job's progress
-// and chunk status at that moment, so that no reader goes back to the Job.
-struct IntervalRecord {
-  Observation obs;
-  std::optional<Params> decided;
-  JobProgress progress;
-  std::vector<ChunkStatus> chunks;
-};
 
 // What the loop works with besides the job and its tuner; each may be absent.
 struct LoopParts {

@@ -10,18 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "xfer/measures.h"
 #include "xfer/sysfs.h"
 
 namespace xfer {
 
-// The two energies of a transfer (issue 16; energy-aware eq. 4):
-// end-system: what the client machine draws over the transfer's wall time,
-//   the idle draw of its online cores plus the dynamic part (the
-//   energy-aware and http-sla papers' figure);
-// dynamic: above the idle draw only (cross-layer-hla and fasthla subtract the
-//   baseline).
-enum class EnergyKind { EndSystem, Dynamic };
-inline const char* energy_kind_name(EnergyKind k) { return k == EnergyKind::Dynamic ? "dynamic" : "end-system"; }
 
 struct EnergySample {
   double interval_s = 0;
@@ -103,11 +96,6 @@ struct Utilisation {
   double cpu = 0, memory = 0, disk = 0, nic = 0;  // percent
   int cores = 1;                                   // online CPUs
 };
-// Busy and total clock ticks of every CPU since boot (/proc/stat).
-struct CpuTimes {
-  uint64_t busy = 0, total = 0;
-};
-CpuTimes read_cpu_times(const std::string& proc = "/proc");
 
 // Machine: /proc/stat, every CPU. Process: this process's CPU time
 // (CLOCK_PROCESS_CPUTIME_ID) over the online CPUs; for test beds where the
@@ -218,12 +206,5 @@ struct CalibrationSample {
 // identified (when they do not, a = b = 0 and c carries it). Throws
 // std::invalid_argument when the samples cannot determine the model.
 PowerCoefficients fit_power_model(const std::vector<CalibrationSample>& samples);
-
-// The calibration run: idle, then CPU load at each core count (hotplug,
-// journalled and restored) and duty level, memory, disk and loopback network
-// load, sampling RAPL and utilisation every second; fits and writes the
-// coefficient file. Needs RAPL. Returns false (and logs why) on failure.
-// kernel_state: the kernel layer's journal (cores are changed and restored).
-bool run_calibration(const std::string& out_path, const std::string& kernel_state, double seconds_per_level = 4);
 
 }  // namespace xfer

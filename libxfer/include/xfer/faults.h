@@ -25,6 +25,8 @@
 //   xfer/io/ftruncate   a .part emptied (a reset, an unusable record)
 #pragma once
 
+#include <cstddef>  // NULL, which fiu-local.h's points are without XFER_FAULTS
+
 #ifdef XFER_FAULTS
 #define FIU_ENABLE 1
 #endif
@@ -37,7 +39,7 @@ namespace xfer {
 // The errno the point `name` fails with now, 0 when it does not fire.
 inline int injected_fault([[maybe_unused]] const char* name) {
   if (!fiu_fail(name)) return 0;
-  long e = reinterpret_cast<long>(fiu_failinfo());
+  long e = reinterpret_cast<long>(static_cast<void*>(fiu_failinfo()));
   return e > 0 ? int(e) : EIO;
 }
 

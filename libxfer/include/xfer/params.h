@@ -3,12 +3,33 @@
 // outstanding per connection), cores, freq.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "xfer/partition.h"
-
 namespace xfer {
+
+// The size class of a chunk of a job's files (dataset/partition.cpp sorts
+// the files into them; every tuner turns its knobs per chunk).
+enum class ChunkKind { Small = 0, Medium = 1, Large = 2 };
+inline const char* to_string(ChunkKind k) {
+  switch (k) {
+    case ChunkKind::Small: return "small";
+    case ChunkKind::Medium: return "medium";
+    case ChunkKind::Large: return "large";
+  }
+  return "?";
+}
+
+// One chunk of a job's files, as dataset/partition.cpp makes them.
+struct ChunkPlan {
+  ChunkKind kind = ChunkKind::Small;
+  std::vector<size_t> files;  // indices into the size vector given
+  uint64_t bytes = 0;
+  double size_sd = 0;  // standard deviation of its files' sizes (bytes)
+  double avg_size() const { return files.empty() ? 0.0 : double(bytes) / double(files.size()); }
+};
 
 struct ChunkParams {
   int cc = 1;
@@ -45,6 +66,8 @@ struct KernelCaps {
   long freq_now_khz = 0;
 };
 
-std::string to_string(const ChunkParams& p);
+inline std::string to_string(const ChunkParams& p) {
+  return "cc=" + std::to_string(p.cc) + " p=" + std::to_string(p.p) + " pp=" + std::to_string(p.pp);
+}
 
 }  // namespace xfer

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "xfer/group_commit.h"
+#include "xfer/part_names.h"
 #include "xfer/progress_record.h"
 #include "xfer/ranges.h"
 #include "xfer/safe_open.h"
@@ -54,9 +55,9 @@ class WriteBackend;
 
 class PartFile {
  public:
-  static constexpr const char* kPartSuffix = ".part";
-  static constexpr const char* kProgressSuffix = ".part.progress";
-  static constexpr size_t kLongestSuffix = 18;  // ".part.progress.tmp"
+  static constexpr const char* kPartSuffix = part_names::kPartSuffix;
+  static constexpr const char* kProgressSuffix = part_names::kProgressSuffix;
+  static constexpr size_t kLongestSuffix = part_names::kLongestSuffix;
   // Files of this size or more get their space reserved when opened (a full
   // disk fails before a byte is fetched, and the file is laid out whole).
   // Below it a full disk fails at the first write, as soon: a fallocate per
@@ -72,7 +73,7 @@ class PartFile {
   // a file is done synchronously by ext4, one within it is not.
   static_assert(kDirectFrom >= kReserveFrom);
   // True for names the engine writes itself (a manifest may not ask for them).
-  static bool is_engine_name(const std::string& name);
+  static bool is_engine_name(const std::string& name) { return part_names::is_engine_name(name); }
 
   // Opens or creates NAME.part in dir_fd (open_regular: no symlink, no FIFO,
   // the owner's own file) and takes an exclusive lock on it, so that no other

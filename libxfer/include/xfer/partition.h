@@ -7,10 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace xfer {
+#include "xfer/params.h"
 
-enum class ChunkKind { Small = 0, Medium = 1, Large = 2 };
-const char* to_string(ChunkKind k);
+namespace xfer {
 
 struct PartitionConfig {
   uint64_t bdp_bytes = 0;
@@ -24,14 +23,6 @@ struct PartitionConfig {
   // of the dataset's bytes cannot use its own cc / pp and joins a neighbour.
   size_t min_chunk_files = 3;
   double min_chunk_share = 0.05;
-};
-
-struct ChunkPlan {
-  ChunkKind kind = ChunkKind::Small;
-  std::vector<size_t> files;  // indices into the size vector given
-  uint64_t bytes = 0;
-  double size_sd = 0;  // standard deviation of its files' sizes (bytes)
-  double avg_size() const { return files.empty() ? 0.0 : double(bytes) / double(files.size()); }
 };
 
 // Returns the non-empty chunks, ordered Small, Medium, Large.

@@ -12,10 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "xfer/energy.h"
-#include "xfer/flow_monitor.h"
+#include "xfer/measures.h"
 #include "xfer/params.h"
-#include "xfer/partition.h"
 
 namespace xfer {
 
@@ -166,11 +164,6 @@ struct TunerEntry {
 };
 const std::vector<TunerEntry>& tuner_registry();
 const TunerEntry* find_tuner(const std::string& name);
-// "" or why the options given (one layer: a table of names and values) do
-// not go with the algorithm: an option of another policy's own
-// ("target_mbps / target_pct go with the throughput-target and
-// hla-throughput algorithms, not min-energy").
-std::string tuner_option_problem(const std::string& algorithm, const nlohmann::json& given);
 // "" or what the algorithm still needs of the options given ("needs
 // target_mbps or target_pct").
 std::string tuner_needs_problem(const std::string& algorithm, const nlohmann::json& given);

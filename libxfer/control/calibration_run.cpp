@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "xfer/calibration_run.h"
 #include "xfer/energy.h"
 #include "xfer/kernel.h"
 #include "xfer/log.h"
