@@ -139,6 +139,30 @@ double HlaTuner::asked_bound(size_t i) const {
   return goal_ == Goal::Throughput ? b * (1 + kMargin) / worth_ : b / (1 + kMargin) / worth_;
 }
 
+namespace {
+
+// Clears the kernel knobs of k (cores, frequency) that no setting the
+// stratum measured ran at another level of, and says which. (A table that
+// lists no measured settings says nothing of it: k is kept.)
+std::string unturned_kernel_knobs(const hla::TableStratum& s, hla::Knobs& k) {
+  if (s.measured.empty()) return "";
+  std::set<int> cores;
+  std::set<long> freqs;
+  for (const hla::MeasuredSetting& m : s.measured) cores.insert(m.knobs.cores), freqs.insert(m.knobs.freq_khz);
+  std::string said;
+  if (k.cores > 0 && cores.size() < 2) {
+    said = fmt::format("its rows all ran on {} cores, so not the table's to set", k.cores);
+    k.cores = 0;
+  }
+  if (k.freq_khz > 0 && freqs.size() < 2) {
+    said += fmt::format("{}its rows all ran at {} kHz, so not the table's to set", said.empty() ? "" : "; ", k.freq_khz);
+    k.freq_khz = 0;
+  }
+  return said;
+}
+
+}  // namespace
+
 // The params of every chunk's current band (or the predictor's), scaled to
 // the channel limit.
 Params HlaTuner::from_table(const std::string& why) {
@@ -176,6 +200,11 @@ Params HlaTuner::from_table(const std::string& why) {
                                     to_string(c.kind), s.id, e->sla, e->level,
                                     bound > 0 ? fmt::format(", bound {:.3g}", bound) : "", k[i].cc, k[i].p, k[i].pp,
                                     k[i].cores, e->choice.mbps, e->choice.j_per_gb, met ? "" : "; the SLA is out of its reach"));
+        // A kernel knob the stratum's history never turned is not the
+        // table's to set: its entry carries the one level every row ran at
+        // (hla-goals' html stratum: 2 cores, where one core costs 0.83x
+        // the CPU a GB: energy-sweep-1cc13fb). Left to the formulas.
+        if (std::string unlearnt = unturned_kernel_knobs(s, k[i]); !unlearnt.empty()) parts.back() += "; " + unlearnt;
         continue;
       }
     }
@@ -221,6 +250,13 @@ Params HlaTuner::from_table(const std::string& why) {
   }
   Params want;
   want.cores = cores, want.freq_khz = freq;
+  // No chunk's stratum learnt them: hla-energy takes MinE's (its formula
+  // arm); hla-throughput leaves the kernel as it is.
+  if (formula_ && cores == 0 && formula_->cores > 0) {
+    want.cores = formula_->cores;
+    parts.push_back(fmt::format("cores: MinE's {} (no chunk's history turned them)", want.cores));
+  }
+  if (formula_ && freq == 0 && formula_->freq_khz > 0) want.freq_khz = formula_->freq_khz;
   std::string kernel = kernel_.hold(info_.kernel, opts_.kernel, want, p);  // the one controller of the kernel knobs
   if (!kernel.empty()) parts.push_back("kernel: " + kernel);
   bool scaled_down = false;

@@ -1486,3 +1486,41 @@ TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
   Params configured = start(info);
   EXPECT_NE(configured.reason.find("P3/D1/L1"), std::string::npos) << configured.reason;
 }
+
+// A kernel knob the stratum's history never turned is not the table's to
+// set. On hla-goals' html stratum every row ran on 2 cores, so the table's
+// least-energy entry said 2 cores; one core costs 0.83x the CPU a GB there
+// (energy-sweep-1cc13fb). hla-energy takes MinE's cores where no chunk's
+// stratum turned them, and the table's where one did.
+TEST(HlaTuner, CoresNoRowTurnedAreLeftToTheFormulas) {
+  auto with_rows_on = [](std::vector<int> cores) {
+    auto t = std::const_pointer_cast<hla::ParamTable>(table());
+    for (hla::TableStratum& s : t->strata) {
+      for (hla::TableEntry& e : s.entries) e.choice.knobs.cores = 2;
+      for (int c : cores) s.measured.push_back({{kBandCc[0], 1, 1, c, 0}, 2, 4, 0.1, 60, 2, 300});
+    }
+    TunerOptions o;
+    o.hla_table = t;
+    o.explore_share = 0;
+    JobInfo info = job();
+    info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
+    info.kernel.cores_online = 2;
+    SimJob r{make_tuner("hla-energy", o)};
+    r.p = r.tuner->init(info);
+    return r;
+  };
+  const int mine = make_tuner("min-energy", TunerOptions{})->init([] {
+    JobInfo info = job();
+    info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
+    info.kernel.cores_online = 2;
+    return info;
+  }()).cores;
+  ASSERT_EQ(mine, 1) << "MinE starts on one core";
+  SimJob only_two = with_rows_on({2, 2});
+  EXPECT_EQ(only_two.p.cores, mine) << only_two.p.reason;
+  EXPECT_NE(only_two.p.reason.find("not the table's to set"), std::string::npos) << only_two.p.reason;
+  EXPECT_NE(only_two.p.reason.find("cores: MinE's 1"), std::string::npos) << only_two.p.reason;
+  SimJob turned = with_rows_on({1, 2});
+  EXPECT_EQ(turned.p.cores, 2) << turned.p.reason;
+  EXPECT_EQ(turned.p.reason.find("not the table's to set"), std::string::npos) << turned.p.reason;
+}
