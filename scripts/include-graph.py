@@ -55,8 +55,14 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def tracked():
-    out = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()
-    return [p for p in out if p.endswith((".cpp", ".h")) and p.startswith(("libxfer/", "protocol/", "daemon/", "tools/"))]
+    """The sources of the four trees: git's list, or (no git checkout) the files there."""
+    roots = ("libxfer/", "protocol/", "daemon/", "tools/")
+    r = subprocess.run(["git", "ls-files"], capture_output=True, text=True)
+    if r.returncode == 0:
+        out = r.stdout.split()
+    else:
+        out = [os.path.relpath(os.path.join(d, f)) for root in roots for d, _, fs in os.walk(root) for f in fs]
+    return sorted(p for p in out if p.endswith((".cpp", ".h")) and p.startswith(roots))
 
 
 def homes(paths):

@@ -201,9 +201,10 @@ Params HlaTuner::from_table(const std::string& why) {
                                     bound > 0 ? fmt::format(", bound {:.3g}", bound) : "", k[i].cc, k[i].p, k[i].pp,
                                     k[i].cores, e->choice.mbps, e->choice.j_per_gb, met ? "" : "; the SLA is out of its reach"));
         // A kernel knob the stratum's history never turned is not the
-        // table's to set: its entry carries the one level every row ran at
-        // (hla-goals' html stratum: 2 cores, where one core costs 0.83x
-        // the CPU a GB: energy-sweep-1cc13fb). Left to the formulas.
+        // table's to set: its entry carries the one level every row ran
+        // at, which says nothing of the others (on hla-goals' link one core
+        // costs 0.83x the CPU a GB of two at 1x1x16: energy-sweep-1cc13fb).
+        // Left to the formulas.
         if (std::string unlearnt = unturned_kernel_knobs(s, k[i]); !unlearnt.empty()) parts.back() += "; " + unlearnt;
         continue;
       }
@@ -250,8 +251,10 @@ Params HlaTuner::from_table(const std::string& why) {
   }
   Params want;
   want.cores = cores, want.freq_khz = freq;
-  // No chunk's stratum learnt them: hla-energy takes MinE's (its formula
-  // arm); hla-throughput leaves the kernel as it is.
+  // No chunk's stratum learnt them (nor did the predictor, or the chunks
+  // took MinE's formulas): hla-energy takes MinE's (its formula arm), as
+  // it takes MinE's cc where nothing else speaks; hla-throughput leaves
+  // the kernel as it is.
   if (formula_ && cores == 0 && formula_->cores > 0) {
     want.cores = formula_->cores;
     parts.push_back(fmt::format("cores: MinE's {} (no chunk's history turned them)", want.cores));

@@ -1488,10 +1488,11 @@ TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
 }
 
 // A kernel knob the stratum's history never turned is not the table's to
-// set. On hla-goals' html stratum every row ran on 2 cores, so the table's
-// least-energy entry said 2 cores; one core costs 0.83x the CPU a GB there
-// (energy-sweep-1cc13fb). hla-energy takes MinE's cores where no chunk's
-// stratum turned them, and the table's where one did.
+// set: a stratum whose rows all ran on 2 cores puts 2 cores in every entry,
+// which says nothing of one core (on hla-goals' link one core costs 0.83x
+// the CPU a GB of two at 1x1x16: energy-sweep-1cc13fb). hla-energy takes
+// MinE's cores where no chunk's stratum turned them, and the table's where
+// one did.
 TEST(HlaTuner, CoresNoRowTurnedAreLeftToTheFormulas) {
   auto with_rows_on = [](std::vector<int> cores) {
     auto t = std::const_pointer_cast<hla::ParamTable>(table());
