@@ -1494,7 +1494,13 @@ TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
 // MinE's cores where no chunk's stratum turned them, and the table's where
 // one did.
 TEST(HlaTuner, CoresNoRowTurnedAreLeftToTheFormulas) {
-  auto with_rows_on = [](std::vector<int> cores) {
+  auto on_two_cores = [] {  // the job, on a machine whose cores the tuner may turn
+    JobInfo info = job();
+    info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
+    info.kernel.cores_online = 2;
+    return info;
+  };
+  auto with_rows_on = [&](std::vector<int> cores) {
     auto t = std::const_pointer_cast<hla::ParamTable>(table());
     for (hla::TableStratum& s : t->strata) {
       for (hla::TableEntry& e : s.entries) e.choice.knobs.cores = 2;
@@ -1503,19 +1509,11 @@ TEST(HlaTuner, CoresNoRowTurnedAreLeftToTheFormulas) {
     TunerOptions o;
     o.hla_table = t;
     o.explore_share = 0;
-    JobInfo info = job();
-    info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
-    info.kernel.cores_online = 2;
     SimJob r{make_tuner("hla-energy", o)};
-    r.p = r.tuner->init(info);
+    r.p = r.tuner->init(on_two_cores());
     return r;
   };
-  const int mine = make_tuner("min-energy", TunerOptions{})->init([] {
-    JobInfo info = job();
-    info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
-    info.kernel.cores_online = 2;
-    return info;
-  }()).cores;
+  const int mine = make_tuner("min-energy", TunerOptions{})->init(on_two_cores()).cores;
   ASSERT_EQ(mine, 1) << "MinE starts on one core";
   SimJob only_two = with_rows_on({2, 2});
   EXPECT_EQ(only_two.p.cores, mine) << only_two.p.reason;

@@ -16,9 +16,7 @@ inline constexpr std::size_t kLongestSuffix = 18;  // ".part.progress.tmp"
 
 // True for names the engine writes itself.
 inline bool is_engine_name(std::string_view name) {
-  for (std::string_view suffix : {std::string_view(kPartSuffix), std::string_view(kProgressSuffix), std::string_view(".tmp")})
-    if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
-  return false;
+  return name.ends_with(kPartSuffix) || name.ends_with(kProgressSuffix) || name.ends_with(".tmp");
 }
 
 }  // namespace xfer::part_names
