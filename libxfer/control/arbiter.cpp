@@ -356,10 +356,15 @@ void Arbiter::join(const ArbiterJob& j, Apply apply) {
   Member& m = members_[j.id];
   m.job = j;
   m.apply = std::move(apply);
+  // What the others moved before it, over two looks each as the taking is
+  // judged: a job looked at once moved its first interval, a burst of a
+  // server that sends a second's worth at once (46 Mbit/s from a job held
+  // to 16 once read as the link), and is no measure to take from.
   double others = 0;
+  bool measured = true;
   for (const auto& [id, o] : members_)
-    if (id != j.id) others += o.recent_bps();
-  if (others > 0) arrival_ = Arrival{j.id, others, size_t(cfg_.arrival_rounds) * members_.size()};
+    if (id != j.id) others += o.recent_bps(), measured = measured && o.seen >= 2;
+  if (others > 0 && measured) arrival_ = Arrival{j.id, others, size_t(cfg_.arrival_rounds) * members_.size()};
   log::info("arbiter: job {} joins: {} class, user {}{}", j.id, to_string(j.cls), j.user,
             j.floor_bps > 0 ? fmt::format(", floor {:.0f} Mbit/s", mbps(j.floor_bps)) : "");
   divide();

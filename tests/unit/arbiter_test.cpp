@@ -395,6 +395,22 @@ TEST(Arbiter, ANewcomerTakingItsRateFromTheOthersShowsTheLinkFull) {
   EXPECT_EQ(held.capacity_bps(), 0) << held.capacity_basis();
 }
 
+// And what it met next (two CPU hogs beside it, 3 runs of 3): the second
+// job joined when the first had been looked at once, at the 46 Mbit/s of
+// its first burst; the first's 33 and 0 beside it read as taken from it.
+// A rate of one look is no "before".
+TEST(Arbiter, AJobLookedAtOnceIsNoRateToTakeFrom) {
+  xfer::Arbiter arb;
+  arb.join(ArbiterJob{1, 0, JobClass::Normal}, [](const Allotment&) {});
+  arb.observe(1, 45.5 * M, 1, 0, 7);
+  arb.join(ArbiterJob{2, 0, JobClass::Normal}, [](const Allotment&) {});
+  for (int i = 0; i < 6; ++i) {
+    arb.observe(1, (i % 2 ? 33 : 0) * M, 1, 0, 7);
+    arb.observe(2, (i % 2 ? 0 : 54) * M, 1, 0, 7);
+    EXPECT_EQ(arb.capacity_bps(), 0) << "look " << i << ": " << arb.capacity_basis();
+  }
+}
+
 // What ManyJobs.AGuessedCapacityNeverHoldsConcurrentJobsBack met with both
 // cores busy beside it. nginx's limit_rate sends a second's worth at once, so
 // each job a server holds to 16 Mbit/s moves 33 and 0 Mbit/s in turn: one
