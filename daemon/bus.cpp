@@ -171,7 +171,7 @@ int prop_machine(sd_bus*, const char*, const char*, const char* property, sd_bus
   std::string_view n = property;
   if (n == "OnlineCpus") return sd_bus_message_append(reply, "u", uint32_t(s.online_cpus()));
   if (n == "CpuFrequencyKHz") return sd_bus_message_append(reply, "t", uint64_t(std::max(0L, s.cpu_khz())));
-  if (n == "LinkCapacityBps") return sd_bus_message_append(reply, "d", s.arbiter.capacity_bps());
+  if (n == "LinkCapacityBps") return sd_bus_message_append(reply, "d", s.node.arbiter().capacity_bps());
   return -ENOENT;
 }
 

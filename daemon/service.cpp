@@ -158,8 +158,24 @@ void Service::check_state_dir(const std::string& dir) {
   }
 }
 
+namespace {
+
+// The node's parts as the config sets them: [daemon] flows (auto is eBPF
+// here: loaded once for every job the daemon runs) and the power model.
+xfer::Node::Config node_config(const Config& cfg) {
+  xfer::Node::Config n;
+  const std::string flows = cfg.text("flows");
+  n.flows = flows == "off"        ? xfer::Node::Config::Flows::Off
+            : flows == "tcp_info" ? xfer::Node::Config::Flows::TcpInfo
+                                  : xfer::Node::Config::Flows::Ebpf;
+  n.power = xfer::load_power_model(cfg.text("power_model"));
+  return n;
+}
+
+}  // namespace
+
 Service::Service(sd_event* l, Options o, Config c)
-    : loop(l), opts(std::move(o)), cfg(std::move(c)), checks(l), engine(l) {
+    : loop(l), opts(std::move(o)), cfg(std::move(c)), checks(l), node(l, node_config(cfg)) {
   std::string dir = opts.state_dir.empty() ? cfg.state_dir : opts.state_dir;
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw StoreError("state directory " + dir + ": " + strerror(errno));
@@ -176,9 +192,6 @@ Service::Service(sd_event* l, Options o, Config c)
   });
   open_history(dir);
   load_hla_table();
-  // auto is eBPF here: loaded once for every job the daemon runs.
-  if (cfg.text("flows") != "off") flows = xfer::make_flow_monitor(cfg.text("flows") != "tcp_info");
-  machine = xfer::make_machine(xfer::load_power_model(cfg.text("power_model")), xfer::EnergyScope::Machine);
   apply_link_config();
   sd_event_add_time_relative(
       loop, &schedule_timer_, CLOCK_MONOTONIC, 30'000'000, 1'000'000,
@@ -189,7 +202,7 @@ Service::Service(sd_event* l, Options o, Config c)
       },
       this);
   sd_event_source_set_enabled(schedule_timer_, SD_EVENT_ON);
-  if (arbiter.capacity_measured())
+  if (node.arbiter().capacity_measured())
     log::info("arbiter: no network.bandwidth_mbps in the config: the link's capacity is measured from what the jobs "
               "move while their flows show it full (their RTT rising above its least); until then no job is capped "
               "and no floor refused by it");
@@ -223,23 +236,16 @@ Service::~Service() {
   log::set_job_fields(nullptr);
   sd_event_source_unref(reap_);
   sd_event_source_disable_unref(schedule_timer_);
-  jobs.clear();
-  kernel_share.reset();
-  kernel.reset();
+  jobs.clear();  // before the node: their runs borrow its parts
 }
 
 void Service::retire(JobEntry& j) {
   bool had_job = j.run != nullptr;
-  bool held_kernel = had_job && j.run->holds_kernel();
   log::JobScope scope(j.row.id);
   count(j);
-  j.run.reset();  // the loop, the recorder, then the Job
+  node.retire(j.run);  // the last job holding the kernel layer restores cores and frequency
   if (j.dir_fd >= 0) close(j.dir_fd);
   j.dir_fd = -1;
-  if (held_kernel && kernel_users > 0 && --kernel_users == 0) {
-    kernel_share.reset();
-    kernel.reset();  // restores cores and frequency
-  }
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
 
@@ -257,15 +263,15 @@ std::string JobEntry::allotment() const {
 }
 
 void Service::apply_link_config() {
-  arbiter.set_capacity(link_capacity_bps());
-  arbiter.set_origin_connections(int(cfg.values["max_connections_per_origin"].get<double>()));
+  node.arbiter().set_capacity(link_capacity_bps());
+  node.arbiter().set_origin_connections(int(cfg.values["max_connections_per_origin"].get<double>()));
   schedule = xfer::BandwidthSchedule::parse(cfg.text("bandwidth_schedule"));  // checked by load_config
   apply_schedule();
 }
 
 void Service::apply_schedule() {
   std::optional<double> mbps = schedule.mbps_now();
-  arbiter.set_limit(mbps ? *mbps * 1e6 : 0);
+  node.arbiter().set_limit(mbps ? *mbps * 1e6 : 0);
 }
 
 double Service::link_capacity_bps() const {
@@ -276,7 +282,7 @@ double Service::admitted_floors(const JobEntry* except) const {
   double f = 0;
   for (const auto& [id, j] : jobs)
     if (j.get() != except && (j->run || j->check) && !j->finished() && j->state != xfer::JobState::Paused &&
-        j->state != xfer::JobState::NeedsCredentials && !arbiter.floor_released(uint32_t(id)))
+        j->state != xfer::JobState::NeedsCredentials && !node.arbiter().floor_released(uint32_t(id)))
       f += j->floor_bps;
   return f;
 }
@@ -512,7 +518,7 @@ void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   double floor = xfer::job_floor_bps(p.algorithm, setup.tuner);
   check_user_floors(c, floor);
   if (floor > 0 && !setup.queue_unfit)
-    if (std::string why = arbiter.admit(floor, admitted_floors()); !why.empty())
+    if (std::string why = node.arbiter().admit(floor, admitted_floors()); !why.empty())
       throw Refusal(err::kFloorDoesNotFit, why + "; nothing fetched (policy '" + p.name + "')");
   check_user_limits(c, req.manifest.entries.size());
   if (checks.pending(c.uid) >= kMaxChecksPerUser)
@@ -678,7 +684,7 @@ void Service::start_queued() {
         continue;
       }
       if (j->floor_bps > 0) {
-        std::string why = arbiter.admit(j->floor_bps, admitted_floors(j));
+        std::string why = node.arbiter().admit(j->floor_bps, admitted_floors(j));
         if (!why.empty()) {
           if (j->waiting != why) log::info("job {}: waits: {}", j->row.id, why);
           j->waiting = why;
@@ -792,20 +798,20 @@ std::string Service::job_ca(JobEntry& j, std::string* why) {
 // any asks is set); the others tune the application layer only, and
 // kernel_note says why. It is opened with the widest range (the [kernel]
 // section's mode and journal); each job asks within its policy's.
-xfer::KernelLayer* Service::lend_kernel(JobEntry& j, const xfer::JobSetup& setup) {
+const xfer::KernelLayer::Config* Service::kernel_for(JobEntry& j, const xfer::JobSetup& setup,
+                                                     xfer::KernelLayer::Config* widest) {
   j.kernel_note.clear();
   if (!j.policy.kernel) {
     j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
   } else if (!setup.kernel) {
     j.kernel_note = "kernel layer off in the config ([kernel] mode)";
-  } else if (!kernel) {
-    xfer::KernelLayer::Config widest = setup.kernel_config;
-    widest.min_cores = 1, widest.max_cores = 0, widest.min_freq_khz = 0, widest.max_freq_khz = 0;
-    kernel = xfer::open_kernel_layer(widest, &j.kernel_note);
-    if (kernel) kernel_share = std::make_unique<xfer::KernelShare>(*kernel);
+  } else {
+    *widest = setup.kernel_config;
+    widest->min_cores = 1, widest->max_cores = 0, widest->min_freq_khz = 0, widest->max_freq_khz = 0;
+    return widest;
   }
-  if (!j.kernel_note.empty()) log::info("job {}: {}", j.row.id, j.kernel_note);
-  return j.kernel_note.empty() ? kernel.get() : nullptr;
+  log::info("job {}: {}", j.row.id, j.kernel_note);
+  return nullptr;
 }
 
 void Service::start(JobEntry& j) {
@@ -847,8 +853,7 @@ void Service::start(JobEntry& j) {
   spec.algorithm = j.policy.algorithm;
   spec.tuner = setup.tuner;
   spec.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
-  spec.kernel = lend_kernel(j, setup);
-  if (spec.kernel) spec.kernel_share = kernel_share.get(), spec.kernel_range = setup.kernel_config;
+  spec.kernel_range = setup.kernel_config;
   spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
   j.cls = setup.cls;
   j.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
@@ -861,20 +866,18 @@ void Service::start(JobEntry& j) {
   spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
   spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
   spec.run.link_source = cfg.configured("bandwidth_mbps") ? "configured" : "assumed";
-  bool lent = spec.kernel != nullptr;
+  xfer::KernelLayer::Config widest;
+  const xfer::KernelLayer::Config* kernel = kernel_for(j, setup, &widest);
   try {
-    j.run = std::make_unique<xfer::RunningJob>(engine, std::move(spec),
-                                               xfer::SharedParts{flows.get(), machine.get(), history.get(), &arbiter});
+    j.run = node.run(std::move(spec), history.get(), kernel, &j.kernel_note);
   } catch (const std::invalid_argument& e) {  // the tuner
-    if (lent && kernel_users == 0) kernel_share.reset(), kernel.reset();
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
   } catch (const std::exception& e) {  // the Job: its destination
-    if (lent && kernel_users == 0) kernel_share.reset(), kernel.reset();
     return fail(j, e.what());
   }
-  if (lent) ++kernel_users;
+  if (kernel && !j.kernel_note.empty()) log::info("job {}: {}", id, j.kernel_note);
   j.counted.fetched = 0, j.counted.kernel_changes = 0;  // a new run counts from 0
-  j.energy_source = machine->meter() ? machine->meter()->source() : "none";
+  j.energy_source = node.energy_source();
   follow(j);
   log::info("job {}: started, policy {} ({}){}", id, j.policy.name, j.policy.algorithm,
             j.label.empty() ? std::string() : ", label " + xfer::shown(j.label, 256));
@@ -905,7 +908,7 @@ void Service::follow(JobEntry& j) {
     // A job that moves almost nothing (stalled, or a server dripping) while
     // another waits for a slot gives its slot up after a while; it goes on
     // later from where it is.
-    const uint64_t now = engine.now_us();
+    const uint64_t now = node.engine().now_us();
     if (x.state == xfer::JobState::Running && o.throughput_bps < kYieldBelowBps && slot_wanted()) {
       if (!x.slow_since_us) {
         x.slow_since_us = now;
@@ -1181,7 +1184,7 @@ std::string Service::reload() {
         c.metrics_textfile_interval_s != cfg.metrics_textfile_interval_s)
       log::warn("reload: [metrics] changed; it takes effect when xferd starts again (systemctl restart xferd)");
     cfg = std::move(c);
-    machine->replace_meter(xfer::make_energy_meter(model, xfer::EnergyScope::Machine));
+    node.machine().replace_meter(xfer::make_energy_meter(model, xfer::EnergyScope::Machine));
   } catch (const std::runtime_error& e) {  // ConfigError, or the model file changed meanwhile
     log::error("reload: {}; the configuration in use is kept", e.what());
     return e.what();

@@ -21,17 +21,12 @@
 #include "config.h"
 #include "store.h"
 #include "submit_args.h"
-#include "xfer/arbiter.h"
 #include "xfer/bw_schedule.h"
 #include "xfer/control_loop.h"
-#include "xfer/energy.h"
-#include "xfer/engine.h"
 #include "xfer/history.h"
 #include "xfer/hla.h"
-#include "xfer/flow_monitor.h"
-#include "xfer/kernel.h"
-#include "xfer/machine.h"
 #include "xfer/options.h"
+#include "xfer/node.h"
 #include "xfer/running_job.h"
 
 namespace xferd {
@@ -168,20 +163,14 @@ struct Service {
   // For GetPolicies: "table FILE: N strata, learnt H hours ago" or that there
   // is none (the hla policies then start cold, on the heuristics).
   std::string hla_table_state() const;
-  xfer::Engine engine;
-  std::unique_ptr<xfer::FlowMonitor> flows;
-  // Energy, interface bytes and CPU, measured once and shared among the jobs.
-  std::unique_ptr<xfer::Machine> machine;
-  // The kernel layer, opened while a job that may turn it runs and shared by
-  // all such jobs: the most any asks is set (xfer/kernel_share.h); closed
-  // (cores and frequency restored) when the last of them ends.
-  std::unique_ptr<xfer::KernelLayer> kernel;
-  std::unique_ptr<xfer::KernelShare> kernel_share;
-  size_t kernel_users = 0;
-  // The link among the running jobs: floors first, then classes, users by
-  // weight (xfer/arbiter.h). Its capacity is network.bandwidth_mbps when the
-  // config sets it, else measured.
-  xfer::Arbiter arbiter;
+  // The node's shared parts (xfer/node.h), as the arbiter's tests and the
+  // bench run them: the engine, the flow monitor, the machine (energy,
+  // interface bytes and CPU, measured once and shared), the arbiter (the
+  // link among the running jobs: floors first, then classes, users by
+  // weight; its capacity network.bandwidth_mbps when the config sets it,
+  // else measured) and the kernel layer, lent while a job whose policy may
+  // turn it runs.
+  xfer::Node node;
   double link_capacity_bps() const;
   // [network] schedule: the link's rate by day and hour, applied as a limit
   // the arbiter divides; looked at every 30 s and at Reload.
@@ -284,7 +273,9 @@ struct Service {
   void start(JobEntry& j);
   bool reopen_as_owner(JobEntry& j);  // true: its files are being opened again as its owner
   std::string job_ca(JobEntry& j, std::string* why);
-  xfer::KernelLayer* lend_kernel(JobEntry& j, const xfer::JobSetup& setup);
+  // The kernel layer's config for a job whose policy may turn it (null,
+  // with j.kernel_note saying why, for one that may not).
+  const xfer::KernelLayer::Config* kernel_for(JobEntry& j, const xfer::JobSetup& setup, xfer::KernelLayer::Config* widest);
   void follow(JobEntry& j);  // hooks a running job's intervals, states and end to the service
   void fail(JobEntry& j, const std::string& why);  // a job that could not start ends Failed, with the reason
   void finished(JobEntry& j);

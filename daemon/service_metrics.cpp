@@ -141,7 +141,7 @@ int Service::online_cpus() const {
 long Service::cpu_khz() const {
   xfer::SysFs cpu("/sys/devices/system/cpu");
   if (auto khz = cpu.read_int("cpu0/cpufreq/scaling_cur_freq")) return long(*khz);
-  return kernel ? kernel->freq_khz() : 0;
+  return node.kernel() ? node.kernel()->freq_khz() : 0;
 }
 
 std::string Service::scrape() {
@@ -186,24 +186,24 @@ std::string Service::scrape() {
     g.set("xferd_arbiter_allotted_bytes_per_second", cls,
           g.value("xferd_arbiter_allotted_bytes_per_second", cls) + cap / 8);
     g.set("xferd_arbiter_capped_jobs", cls, g.value("xferd_arbiter_capped_jobs", cls) + (cap > 0 ? 1 : 0));
-    floors_bps += arbiter.floor_released(uint32_t(j.row.id)) ? 0 : j.floor_bps;
+    floors_bps += node.arbiter().floor_released(uint32_t(j.row.id)) ? 0 : j.floor_bps;
   }
-  g.set("xferd_arbiter_capacity_bytes_per_second", {}, arbiter.capacity_bps() / 8);
-  g.set("xferd_arbiter_capacity_measured", {}, arbiter.capacity_measured() ? 1 : 0);
+  g.set("xferd_arbiter_capacity_bytes_per_second", {}, node.arbiter().capacity_bps() / 8);
+  g.set("xferd_arbiter_capacity_measured", {}, node.arbiter().capacity_measured() ? 1 : 0);
   g.set("xferd_arbiter_floors_bytes_per_second", {}, floors_bps / 8);
 
   g.declare("xferd_energy_joules_total", Type::Counter,
             "The machine's energy while xferd's jobs ran, measured (RAPL) or modelled as source says. Not per job: "
             "a job's energy is shown to its owner and root only.");
-  if (machine && machine->meter())
-    g.set("xferd_energy_joules_total", {{"source", machine->meter()->source()}}, machine->joules_shared());
+  if (node.machine().meter())
+    g.set("xferd_energy_joules_total", {{"source", node.machine().meter()->source()}}, node.machine().joules_shared());
   g.declare("xferd_online_cpus", Type::Gauge, "CPUs online now.");
   g.set("xferd_online_cpus", {}, online_cpus());
   g.declare("xferd_cpu_frequency_hertz", Type::Gauge,
             "cpu0's frequency now (cpufreq), or the one the kernel layer set; absent without either.");
   if (long khz = cpu_khz(); khz > 0) g.set("xferd_cpu_frequency_hertz", {}, double(khz) * 1e3);
   g.declare("xferd_kernel_layer_jobs", Type::Gauge, "Running jobs that share the kernel layer (cores, frequency).");
-  g.set("xferd_kernel_layer_jobs", {}, double(kernel_users));
+  g.set("xferd_kernel_layer_jobs", {}, double(node.kernel_users()));
   g.declare("xferd_history_unshipped_rows", Type::Gauge,
             "History rows in the local journal not yet shipped to the fleet's PostgreSQL.");
   g.declare("xferd_history_shipping_failing", Type::Gauge, "1 while the history's server does not answer.");

@@ -5,10 +5,7 @@
 #include <chrono>
 #include <memory>
 
-#include "xfer/arbiter.h"
-#include "xfer/flow_monitor.h"
-#include "xfer/kernel_share.h"
-#include "xfer/machine.h"
+#include "xfer/node.h"
 
 namespace xfer {
 
@@ -18,29 +15,23 @@ nlohmann::json run_job_set(std::vector<SetJob> plan, const SetOptions& o) {
   if (sd_event_new(&ev) < 0) throw std::runtime_error("sd_event_new failed");
   const auto began = std::chrono::steady_clock::now();
   {
-    Engine engine(ev);
-    auto flows = make_flow_monitor(true);
-    auto machine = make_machine({}, EnergyScope::Machine);
-    ArbiterConfig ac;
-    ac.capacity_bps = o.capacity_bps;
-    ac.origin_connections = o.origin_connections;
-    Arbiter arbiter(ac);
+    // The node xferd runs its jobs on: its own engine, flows, machine and arbiter.
+    Node::Config nc;
+    nc.arbiter.capacity_bps = o.capacity_bps;
+    nc.arbiter.origin_connections = o.origin_connections;
+    nc.arbitrate = o.arbiter;
+    Node node(ev, nc);
     KernelLayer::Config kc;
     kc.mode = CoreControl::Mode::Affinity;
     kc.state_file = o.kernel_state;
-    std::string note;
-    std::unique_ptr<KernelLayer> layer = o.shared_kernel ? open_kernel_layer(kc, &note) : nullptr;
-    std::unique_ptr<KernelShare> share = layer ? std::make_unique<KernelShare>(*layer) : nullptr;
-    if (o.shared_kernel && !layer) result["kernel_note"] = note;
     std::vector<std::unique_ptr<RunningJob>> jobs;
     std::vector<sd_event_source*> timers;
     int running = int(plan.size());
     for (SetJob& p : plan) {
-      p.spec.kernel = layer.get();
-      p.spec.kernel_share = share.get();
       p.spec.kernel_range = kc;
-      jobs.push_back(std::make_unique<RunningJob>(
-          engine, std::move(p.spec), SharedParts{flows.get(), machine.get(), nullptr, o.arbiter ? &arbiter : nullptr}));
+      std::string note;
+      jobs.push_back(node.run(std::move(p.spec), nullptr, o.shared_kernel ? &kc : nullptr, &note));
+      if (!note.empty()) result["kernel_note"] = note;
       jobs.back()->job().on_finished = [&] {
         if (--running == 0) sd_event_exit(ev, 0);
       };
@@ -68,13 +59,11 @@ nlohmann::json run_job_set(std::vector<SetJob> plan, const SetOptions& o) {
     if (!plan.empty()) sd_event_loop(ev);
     sd_event_source_unref(sampler);
     for (auto& j : jobs) result["jobs"].push_back(j->report());
-    result["machine_joules"] = machine->joules_shared();
-    result["source"] = machine->meter() ? machine->meter()->source() : "none";
+    result["machine_joules"] = node.machine().joules_shared();
+    result["source"] = node.energy_source();
     result["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     for (sd_event_source* t : timers) sd_event_source_unref(t);
-    jobs.clear();
-    share.reset();
-    layer.reset();
+    for (auto& j : jobs) node.retire(j);
   }
   sd_event_unref(ev);
   return result;

@@ -1,6 +1,6 @@
 // Jobs run together in a test link's client namespace, in a child process,
-// by xfer::run_job_set (one flow monitor, machine and arbiter, as xferd has
-// them), each started after its delay; their reports and the machine's
+// by xfer::run_job_set on the xfer::Node xferd runs its jobs on (one flow
+// monitor, machine and arbiter), each started after its delay; their reports and the machine's
 // figures come back as JSON.
 #pragma once
 

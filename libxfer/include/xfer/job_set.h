@@ -1,6 +1,6 @@
-// Jobs run together in this process as xferd runs them: one engine, one
-// flow monitor, one machine, one arbiter (and one kernel layer shared among
-// them, when asked), each job started after its delay. What the arbiter's
+// Jobs run together in this process as xferd runs them, on a Node
+// (xfer/node.h: one engine, flow monitor, machine and arbiter, and one
+// kernel layer shared among them when asked), each started after its delay. What the arbiter's
 // tests and xfer-bench's contention scenario run (the caller is already in
 // the network namespace it wants).
 #pragma once
