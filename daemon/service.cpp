@@ -249,11 +249,30 @@ void Service::retire(JobEntry& j) {
   if (had_job) malloc_trim(0);  // a large job's memory goes back to the system, not only to malloc
 }
 
-bool Service::slot_wanted() const {
-  if (running() < size_t(cfg.max_running_jobs)) return false;
-  for (const auto& [id, j] : jobs)
-    if (j->state == xfer::JobState::Queued && !j->run && !j->check && j->waiting.empty()) return true;
-  return false;
+bool Service::slot_wanted() const { return xfer::slot_wanted(seats(), slot_limits()); }
+
+xfer::SlotLimits Service::slot_limits() const {
+  return xfer::SlotLimits{size_t(cfg.max_running_jobs), size_t(cfg.max_running_entries)};
+}
+
+std::vector<xfer::Seat> Service::seats() const {
+  std::vector<xfer::Seat> out;
+  for (const auto& [id, j] : jobs) {
+    if (j->finished()) continue;
+    xfer::Seat s;
+    s.id = id, s.uid = j->row.uid, s.seq = j->queued_seq;
+    s.seated = j->run || j->check;  // a job whose files are being opened holds its slot
+    s.queued = j->state == xfer::JobState::Queued && !s.seated;
+    s.running = j->run && j->state == xfer::JobState::Running;
+    s.started = j->run != nullptr;
+    s.floor_held = s.seated && j->state != xfer::JobState::Paused && j->state != xfer::JobState::NeedsCredentials &&
+                   !node.arbiter().floor_released(uint32_t(id));
+    s.waits_for_room = !j->waiting.empty();
+    s.entries = j->progress.files_total;
+    s.floor_bps = j->floor_bps;
+    out.push_back(s);
+  }
+  return out;
 }
 
 std::string JobEntry::allotment() const {
@@ -278,14 +297,7 @@ double Service::link_capacity_bps() const {
   return cfg.configured("bandwidth_mbps") ? cfg.values["bandwidth_mbps"].get<double>() * 1e6 : 0;
 }
 
-double Service::admitted_floors(const JobEntry* except) const {
-  double f = 0;
-  for (const auto& [id, j] : jobs)
-    if (j.get() != except && (j->run || j->check) && !j->finished() && j->state != xfer::JobState::Paused &&
-        j->state != xfer::JobState::NeedsCredentials && !node.arbiter().floor_released(uint32_t(id)))
-      f += j->floor_bps;
-  return f;
-}
+double Service::admitted_floors() const { return xfer::floors_held(seats()); }
 
 void Service::check_user_floors(const Caller& c, double floor_bps) const {
   if (floor_bps <= 0 || cfg.max_floor_mbps_per_user <= 0) return;
@@ -300,46 +312,16 @@ void Service::check_user_floors(const Caller& c, double floor_bps) const {
                               floor_bps / 1e6, held / 1e6, c.name, cfg.max_floor_mbps_per_user));
 }
 
-std::map<uid_t, size_t> Service::slots_by_user() const {
-  std::map<uid_t, size_t> n;
-  for (const auto& [id, j] : jobs)
-    if (j->run || j->check) ++n[j->row.uid];
-  return n;
-}
-
-// A job waiting for a slot whose user holds fewer than a fair share of them
-// (the slots over the users who want one) takes one from the user holding the
-// most above that share: that user's newest running job goes back to the
-// queue, its progress kept. One at a time.
+// A waiting user with fewer than a fair share of the slots takes one from
+// the user holding the most above it (xfer/slots.h). One at a time.
 void Service::share_slots() {
-  if (running() < size_t(cfg.max_running_jobs)) return;
   for (const auto& [id, j] : jobs)
     if (j->yield) return;  // one is already on its way out
-  std::map<uid_t, size_t> held = slots_by_user();
-  std::set<uid_t> waiting;
-  for (const auto& [id, j] : jobs)
-    if (j->state == xfer::JobState::Queued && !j->run && !j->check && j->waiting.empty()) waiting.insert(j->row.uid);
-  std::set<uid_t> users = waiting;
-  for (const auto& [u, n] : held) users.insert(u);
-  if (waiting.empty() || users.size() < 2) return;
-  const size_t fair = (size_t(cfg.max_running_jobs) + users.size() - 1) / users.size();
-  bool starved = false;
-  for (uid_t u : waiting) starved = starved || held[u] < fair;
-  if (!starved) return;
-  uid_t most = 0;
-  size_t top = 0;
-  for (const auto& [u, n] : held)
-    if (n > top) most = u, top = n;
-  if (top <= fair) return;
-  JobEntry* newest = nullptr;
-  for (auto& [id, j] : jobs)
-    if (j->row.uid == most && j->run && j->state == xfer::JobState::Running &&
-        (!newest || j->queued_seq > newest->queued_seq))
-      newest = j.get();
-  if (!newest) return;
+  std::optional<xfer::YieldPick> y = xfer::who_yields(seats(), slot_limits());
+  if (!y) return;
   log::info("job {}: yields its slot: its user (uid {}) holds {} of {} slots, above a fair {} while {} user(s) wait",
-            newest->row.id, most, top, cfg.max_running_jobs, fair, waiting.size());
-  newest->yield = true;
+            y->id, y->uid, y->holds, cfg.max_running_jobs, y->fair, y->users_waiting);
+  jobs.at(y->id)->yield = true;
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
 }
 
@@ -651,54 +633,26 @@ std::string Service::read_ca(int fd, const std::string& path, std::string* why) 
   return why->empty() ? pem : std::string();
 }
 
-size_t Service::running() const {
-  size_t n = 0;
-  for (const auto& [id, j] : jobs)
-    if (j->run || j->check) ++n;  // a job whose files are being opened holds its slot
-  return n;
-}
+size_t Service::running() const { return xfer::seats_taken(seats()); }
 
-// The queue: the next job is the oldest in the queue of the user holding
-// the fewest slots (a user with ten jobs waits behind a user with one), among
-// those that fit: under limits.max_running_entries and, for a floor, beside
-// the floors running.
+// The queue (xfer/slots.h): the oldest queued job of the user holding the
+// fewest slots, among those that fit, until no slot is left or none fits.
 void Service::start_queued() {
   if (stopping) return;
-  size_t entries = 0;
-  for (const auto& [id, j] : jobs)
-    if (j->run) entries += j->progress.files_total;
-  std::map<uid_t, size_t> held = slots_by_user();
-  std::vector<JobEntry*> queue;
-  for (auto& [id, j] : jobs)
-    if (j->state == xfer::JobState::Queued && !j->run && !j->check) queue.push_back(j.get());
-  std::stable_sort(queue.begin(), queue.end(), [](const JobEntry* a, const JobEntry* b) { return a->queued_seq < b->queued_seq; });
+  std::set<uint64_t> tried;  // each job is started once a pass (one that fails ends; one that opens holds its slot)
+  const auto admit = [this](double floor, double held) { return node.arbiter().admit(floor, held); };
   for (;;) {
-    if (running() >= size_t(cfg.max_running_jobs)) break;
-    JobEntry* next = nullptr;
-    for (JobEntry* j : queue) {
-      if (!j || j->state != xfer::JobState::Queued || j->run || j->check) continue;
-      // Memory grows with the entries of the running jobs: a job waits until it
-      // fits under limits.max_running_entries (alone, any job runs).
-      if (entries > 0 && entries + j->progress.files_total > size_t(cfg.max_running_entries)) {
-        j->waiting = fmt::format("room under limits.max_running_entries ({} entries running)", entries);
-        continue;
-      }
-      if (j->floor_bps > 0) {
-        std::string why = node.arbiter().admit(j->floor_bps, admitted_floors(j));
-        if (!why.empty()) {
-          if (j->waiting != why) log::info("job {}: waits: {}", j->row.id, why);
-          j->waiting = why;
-          continue;
-        }
-      }
-      j->waiting.clear();
-      if (!next || held[j->row.uid] < held[next->row.uid]) next = j;
+    std::vector<xfer::Seat> s = seats();
+    for (xfer::Seat& x : s) x.queued = x.queued && !tried.count(x.id);
+    xfer::NextPick pick = xfer::next_to_start(s, slot_limits(), admit);
+    for (const auto& [id, why] : pick.waits) {
+      JobEntry& j = *jobs.at(id);
+      if (pick.for_floor.count(id) && j.waiting != why) log::info("job {}: waits: {}", id, why);
+      j.waiting = why;
     }
-    if (!next) break;
-    std::replace(queue.begin(), queue.end(), next, static_cast<JobEntry*>(nullptr));
-    start(*next);
-    if (next->run || next->check) ++held[next->row.uid];
-    if (next->run) entries += next->progress.files_total;
+    if (!pick.start) break;
+    tried.insert(*pick.start);
+    start(*jobs.at(*pick.start));
   }
   share_slots();
   // A job that waits keeps its file names (for name clashes) and totals; its

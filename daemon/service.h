@@ -28,6 +28,7 @@
 #include "xfer/options.h"
 #include "xfer/node.h"
 #include "xfer/running_job.h"
+#include "xfer/slots.h"
 
 namespace xferd {
 
@@ -258,12 +259,14 @@ struct Service {
   // The floors set aside now, bits/s: of the jobs running or starting (a
   // queued or paused job holds none), less those the arbiter released (a
   // source that did not carry its floor).
-  double admitted_floors(const JobEntry* except = nullptr) const;
+  double admitted_floors() const;
   // Refuses (FloorDoesNotFit) a floor that would take the caller's unfinished
   // jobs' floors past limits.max_floor_mbps_per_user.
   void check_user_floors(const Caller& c, double floor_bps) const;
-  // Slots held per user, and who should give one up for a waiting user.
-  std::map<uid_t, size_t> slots_by_user() const;
+  // The unfinished jobs as the queue sees them (xfer/slots.h), and its limits.
+  std::vector<xfer::Seat> seats() const;
+  xfer::SlotLimits slot_limits() const;
+  // Who should give a slot up for a waiting user.
   void share_slots();
   bool slot_wanted() const;  // every slot is held and a job waits for one alone
   // A running job moving under this for this long gives its slot to a
