@@ -16,6 +16,7 @@
 
 #include "caller.h"
 #include "credentials_args.h"
+#include "job_credentials.h"
 #include "metrics.h"
 #include "errors.h"
 #include "config.h"
@@ -122,16 +123,6 @@ struct JobEntry {
   bool finished() const { return xfer::finished(state); }
   ~JobEntry();
 };
-
-// A job's credentials with its policy's (systemd credentials: $CREDENTIALS_DIRECTORY),
-// for the job's origins. A job that brings its own proxy, or its own CA file
-// for an https origin, gets none of the policy's origin credentials (*withheld
-// says so, when given): the caller's proxy would read them. Throws
-// std::runtime_error naming a credential that cannot be read.
-std::shared_ptr<const xfer::JobCredentials> with_policy_credentials(const Policy& p,
-                                                                    const std::shared_ptr<const xfer::JobCredentials>& job,
-                                                                    const std::vector<std::string>& origins, bool own_ca,
-                                                                    std::string* withheld);
 
 struct Options {
   std::string config = kConfigFile;
@@ -240,9 +231,6 @@ struct Service {
   size_t user_entries_held(const Caller& c, size_t* open_jobs = nullptr) const;
   // Submit's second half, once the caller's files are open: the job is stored and queued.
   uint64_t admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd);
-  // A CA bundle from a descriptor opened as its owner; "" with *why when unusable.
-  static constexpr size_t kMaxCaBytes = 1 << 20;
-  std::string read_ca(int fd, const std::string& path, std::string* why) const;
   // At most limits.max_finished_per_user finished jobs per user are kept.
   void forget_oldest_finished(uid_t uid);
   void start_queued();
