@@ -16,6 +16,7 @@
 #include "xfer/log.h"
 #include "job_credentials.h"
 #include "submit_args.h"
+#include "user_limits.h"
 #include "xfer/manifest.h"
 #include "xfer/part_file.h"
 #include "xfer/safe_open.h"
@@ -242,18 +243,6 @@ double Service::link_capacity_bps() const {
 
 double Service::admitted_floors() const { return xfer::floors_held(seats()); }
 
-void Service::check_user_floors(const Caller& c, double floor_bps) const {
-  if (floor_bps <= 0 || cfg.max_floor_mbps_per_user <= 0) return;
-  double held = 0;
-  for (const auto& [id, j] : jobs)
-    if (j->row.uid == c.uid && !j->finished()) held += j->floor_bps;
-  if ((held + floor_bps) / 1e6 > cfg.max_floor_mbps_per_user + 1e-9)
-    throw Refusal(err::kFloorDoesNotFit,
-                  fmt::format("a floor of {:g} Mbit/s beside the {:g} Mbit/s of floors {}'s unfinished jobs hold "
-                              "would pass the limit of {:g} Mbit/s per user (limits.max_floor_mbps_per_user); "
-                              "nothing fetched",
-                              floor_bps / 1e6, held / 1e6, c.name, cfg.max_floor_mbps_per_user));
-}
 
 // A waiting user with fewer than a fair share of the slots takes one from
 // the user holding the most above it (xfer/slots.h). One at a time.
@@ -365,55 +354,25 @@ const Policy& Service::policy_for(const Caller& c, const std::string& name) cons
 }
 
 namespace {
-std::string user_entries_refusal(const Caller& c, size_t held, const std::string& more, int limit) {
-  return fmt::format("{} has {} files in unfinished jobs; {} more would pass the limit of {} per user "
-                     "(limits.max_entries_per_user); wait for a job to finish",
-                     c.name, held, more, limit);
-}
 }  // namespace
 
-size_t Service::user_entries_held(const Caller& c, size_t* open_jobs) const {
-  size_t open = 0, entries = 0;
-  for (const auto& [id, j] : jobs)
-    if (j->row.uid == c.uid && !j->finished()) {
-      ++open;
-      entries += j->progress.files_total;
-    }
-  if (open_jobs) *open_jobs = open;
-  return entries;
+
+
+UserHoldings Service::holdings(uid_t uid, const JobEntry* except) const {
+  UserHoldings h;
+  for (const auto& [id, j] : jobs) {
+    if (j->row.uid != uid || j.get() == except) continue;
+    if (j->credentials) h.secret_bytes += j->credentials->secret_bytes();  // wiped when a job ends
+    if (j->finished()) continue;
+    ++h.jobs;
+    h.entries += j->progress.files_total;
+    h.floors_bps += j->floor_bps;
+  }
+  return h;
 }
 
-void Service::check_user_limits(const Caller& c, size_t new_entries) const {
-  size_t open = 0, entries = user_entries_held(c, &open);
-  if (open >= size_t(cfg.max_jobs_per_user))
-    throw Refusal(err::kTooManyJobs, fmt::format("{} has {} unfinished jobs, the most this daemon takes per user "
-                                                 "(limits.max_jobs_per_user); wait for one to finish",
-                                                 c.name, open));
-  if (entries + new_entries > size_t(cfg.max_entries_per_user))
-    throw Refusal(err::kTooManyEntries,
-                  user_entries_refusal(c, entries, std::to_string(new_entries), cfg.max_entries_per_user));
-}
+EntryLimit Service::entry_limit(const Caller& c) const { return UserLimits(cfg).entries_left(c.name, holdings(c.uid)); }
 
-EntryLimit Service::entry_limit(const Caller& c) const {
-  check_user_limits(c, 0);  // a caller with too many jobs is refused before its manifest is read
-  const size_t held = user_entries_held(c), per_user = size_t(cfg.max_entries_per_user);
-  const size_t room = held >= per_user ? 0 : per_user - held;
-  if (room >= size_t(cfg.max_entries_per_job)) return EntryLimit(size_t(cfg.max_entries_per_job));
-  return EntryLimit(room, err::kTooManyEntries,
-                    user_entries_refusal(c, held, "over " + std::to_string(room), cfg.max_entries_per_user));
-}
-
-void Service::check_secret_bytes(const Caller& c, size_t new_bytes, const JobEntry* replacing) const {
-  size_t held = 0;
-  for (const auto& [id, j] : jobs)
-    if (j->row.uid == c.uid && j->credentials && j.get() != replacing) held += j->credentials->secret_bytes();
-  size_t limit = size_t(cfg.max_secret_kib_per_user) << 10;
-  if (held + new_bytes > limit)
-    throw Refusal(err::kSecretsTooLarge,
-                  fmt::format("credentials: {} KiB of secrets with the {} KiB {}'s unfinished jobs hold would pass the "
-                              "limit of {} KiB per user (limits.max_secret_kib_per_user); nothing fetched",
-                              (new_bytes + 1023) >> 10, (held + 1023) >> 10, c.name, cfg.max_secret_kib_per_user));
-}
 
 namespace {
 
@@ -441,11 +400,11 @@ void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   // A floor is admitted only if it fits beside the floors admitted already
   // (or waits for room, when its policy says admission = "queue").
   double floor = xfer::job_floor_bps(p.algorithm, setup.tuner);
-  check_user_floors(c, floor);
+  UserLimits(cfg).check_floors(c.name, holdings(c.uid), floor);
   if (floor > 0 && !setup.queue_unfit)
     if (std::string why = node.arbiter().admit(floor, admitted_floors()); !why.empty())
       throw Refusal(err::kFloorDoesNotFit, why + "; nothing fetched (policy '" + p.name + "')");
-  check_user_limits(c, req.manifest.entries.size());
+  UserLimits(cfg).check_jobs(c.name, holdings(c.uid), req.manifest.entries.size());
   if (checks.pending(c.uid) >= kMaxChecksPerUser)
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} submissions whose destination is still being checked; wait "
                                                  "for their answers",
@@ -481,7 +440,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   Fd dir(dir_fd), ca(ca_fd);
   // Other jobs may have come meanwhile, and the configuration may have changed.
   const Policy& p = policy_for(c, req.policy);
-  check_user_limits(c, req.manifest.entries.size());
+  UserLimits(cfg).check_jobs(c.name, holdings(c.uid), req.manifest.entries.size());
   if (ca.fd >= 0) {
     std::string why;
     read_ca_pem(ca.fd, req.options["ca_file"].get<std::string>(), &why);
@@ -506,7 +465,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   if (req.credentials) {
     j->origins = xfer::manifest_origins(*j->manifest);
     j->credentials = bind_credentials(std::move(*req.credentials), j->origins);
-    check_secret_bytes(c, j->credentials->secret_bytes(), nullptr);
+    UserLimits(cfg).check_secrets(c.name, holdings(c.uid), j->credentials->secret_bytes());
     j->credentials_kinds = j->credentials->describe();
   }
   // The store keeps what kinds of credentials the job had, never them.
@@ -998,7 +957,7 @@ void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
     }
   }
   auto given = bind_credentials(std::move(a), j.origins);
-  check_secret_bytes(c, given->secret_bytes(), &j);
+  UserLimits(cfg).check_secrets(c.name, holdings(c.uid, &j), given->secret_bytes());
   j.credentials = std::move(given);
   j.credentials_kinds = j.credentials->describe();
   log::info("job {}: new credentials from {}: {}", j.row.id, c.name, j.credentials_kinds);

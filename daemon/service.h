@@ -22,6 +22,7 @@
 #include "config.h"
 #include "store.h"
 #include "submit_args.h"
+#include "user_limits.h"
 #include "xfer/bw_schedule.h"
 #include "xfer/control_loop.h"
 #include "xfer/history.h"
@@ -226,9 +227,8 @@ struct Service {
   xfer::OptionLayers layers(const Policy& p, const nlohmann::json& options) const;
   // "" or why n would write a name an unfinished job in the same directory writes.
   std::string name_clash(const JobEntry& n) const;
-  // Refusal when the caller has as many unfinished jobs or entries as a user may.
-  void check_user_limits(const Caller& c, size_t new_entries) const;
-  size_t user_entries_held(const Caller& c, size_t* open_jobs = nullptr) const;
+  // What a user's jobs hold (but `except`), against the [limits] per user (user_limits.h).
+  UserHoldings holdings(uid_t uid, const JobEntry* except = nullptr) const;
   // Submit's second half, once the caller's files are open: the job is stored and queued.
   uint64_t admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd);
   // At most limits.max_finished_per_user finished jobs per user are kept.
@@ -237,10 +237,6 @@ struct Service {
   // A running job leaves its slot, its progress kept: paused (requeue false)
   // or back to the end of the queue (a yield to another user's or a starved job).
   void unseat(JobEntry& j, const std::string& why, bool requeue);
-  // Refuses (SecretsTooLarge) credentials of new_bytes that would take the
-  // caller's unfinished jobs past limits.max_secret_kib_per_user; `replacing`
-  // is the job whose credentials they replace (not counted).
-  void check_secret_bytes(const Caller& c, size_t new_bytes, const JobEntry* replacing) const;
   // Cancel of a job that is not running: an earlier run's partial files go.
   void remove_partial_files(JobEntry& j);
   uint64_t next_seq_ = 0;
@@ -248,9 +244,6 @@ struct Service {
   // queued or paused job holds none), less those the arbiter released (a
   // source that did not carry its floor).
   double admitted_floors() const;
-  // Refuses (FloorDoesNotFit) a floor that would take the caller's unfinished
-  // jobs' floors past limits.max_floor_mbps_per_user.
-  void check_user_floors(const Caller& c, double floor_bps) const;
   // The unfinished jobs as the queue sees them (xfer/slots.h), and its limits.
   std::vector<xfer::Seat> seats() const;
   xfer::SlotLimits slot_limits() const;
