@@ -260,14 +260,14 @@ const JobProperty kJobProperties[] = {
      [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.cls)); }},
     {"Allotment", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.allotment(); }},
     {"Waiting", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.waiting; }},
-    {"SlaPromise", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.promise(); }},
+    {"SlaPromise", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.promise(); }},
     {"Sla", "s", true,
      [](const JobEntry& j, const xfer::JobProgress&) -> PropValue {
-       return std::string(!j.sla_last ? "" : *j.sla_last ? "met" : "missed");
+       return std::string(!j.sla.last ? "" : *j.sla.last ? "met" : "missed");
      }},
-    {"SlaIntervalsMet", "u", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla_met; }},
+    {"SlaIntervalsMet", "u", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.met; }},
     {"SlaIntervalsMissed", "u", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla_missed; }},
+     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.missed; }},
     {"Error", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.error; }},
     {"Summary", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.summary; }},
 };

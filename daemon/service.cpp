@@ -213,7 +213,7 @@ std::vector<xfer::Seat> Service::seats() const {
                    !node.arbiter().floor_released(uint32_t(id));
     s.waits_for_room = !j->waiting.empty();
     s.entries = j->progress.files_total;
-    s.floor_bps = j->floor_bps;
+    s.floor_bps = j->sla.floor_bps;
     out.push_back(s);
   }
   return out;
@@ -366,7 +366,7 @@ UserHoldings Service::holdings(uid_t uid, const JobEntry* except) const {
     if (j->finished()) continue;
     ++h.jobs;
     h.entries += j->progress.files_total;
-    h.floors_bps += j->floor_bps;
+    h.floors_bps += j->sla.floor_bps;
   }
   return h;
 }
@@ -482,7 +482,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   try {
     xfer::JobSetup setup = xfer::setup_job(p.algorithm, layers(p, options));
     j->cls = setup.cls;
-    j->floor_bps = xfer::job_floor_bps(p.algorithm, setup.tuner);
+    j->sla.floor_bps = xfer::job_floor_bps(p.algorithm, setup.tuner);
   } catch (const xfer::OptionError& e) {  // the config changed since the check above
     throw Refusal(err::kInvalidArguments, std::string(e.what()) + " (policy '" + p.name + "')");
   }
@@ -689,8 +689,8 @@ void Service::start(JobEntry& j) {
   spec.kernel_range = setup.kernel_config;
   spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
   j.cls = setup.cls;
-  j.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
-  j.ceiling_j_per_gb = xfer::job_ceiling_j_per_gb(j.policy.algorithm, setup.tuner);
+  j.sla.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
+  j.sla.ceiling_j_per_gb = xfer::job_ceiling_j_per_gb(j.policy.algorithm, setup.tuner);
   spec.job = xfer::Job::Spec{std::move(*j.manifest), j.row.dest, setup.engine, j.dir_fd, {j.row.uid, j.row.gid}};
   j.manifest.reset();
   spec.job.opts.pause_when_full = true;  // a full destination pauses the job until Resume
@@ -1067,7 +1067,7 @@ void Service::restore_jobs() {
         try {
           xfer::JobSetup setup = xfer::setup_job(e.policy.algorithm, layers(e.policy, e.options));
           e.cls = setup.cls;
-          e.floor_bps = xfer::job_floor_bps(e.policy.algorithm, setup.tuner);
+          e.sla.floor_bps = xfer::job_floor_bps(e.policy.algorithm, setup.tuner);
         } catch (const xfer::OptionError&) {
           // start() sets it up again and fails the job with the reason
         }

@@ -21,6 +21,7 @@
 #include "errors.h"
 #include "config.h"
 #include "store.h"
+#include "sla_tally.h"
 #include "submit_args.h"
 #include "user_limits.h"
 #include "xfer/bw_schedule.h"
@@ -68,8 +69,7 @@ struct JobEntry {
   // Many jobs on one machine: how the arbiter sees it (from its policy and
   // options), its place in the queue, and why it waits when it does.
   xfer::JobClass cls = xfer::JobClass::Normal;
-  double floor_bps = 0;     // its throughput floor (target_mbps); 0: none
-  double ceiling_j_per_gb = 0;  // its energy ceiling (energy_budget_j_per_gb); 0: none
+  SlaTally sla;             // its promise (floor or ceiling) and how its intervals kept it
   uint64_t queued_seq = 0;  // queue order: set at Submit and each time it goes back to the queue
   std::string waiting;      // what a queued job waits for ("" when it only waits for a slot)
   bool yield = false;       // to go back to the queue at the next turn of the loop (a slot for another)
@@ -99,11 +99,6 @@ struct JobEntry {
   std::string credentials_kinds;
   std::vector<std::string> origins;
   static constexpr size_t kMaxWatchers = 16;
-  // Its promise as its intervals kept it (xfer::interval_keeps_promise):
-  // how many met it and missed it, and the last verdict (none yet: nullopt).
-  uint32_t sla_met = 0, sla_missed = 0;
-  std::optional<bool> sla_last;
-  std::string promise() const;  // "floor 100 Mbit/s", "ceiling 50 J/GB" or ""
   // What of its figures the metrics' counters hold already (they only ever
   // grow): bytes and kernel changes of the run in progress, files of the job.
   struct Counted {

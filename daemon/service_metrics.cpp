@@ -30,11 +30,6 @@ double unix_now_s() {
 
 }  // namespace
 
-std::string JobEntry::promise() const {
-  if (floor_bps > 0) return fmt::format("floor {:g} Mbit/s", floor_bps / 1e6);
-  if (ceiling_j_per_gb > 0) return fmt::format("ceiling {:g} J/GB", ceiling_j_per_gb);
-  return "";
-}
 
 void Service::declare_counters() {
   MetricSet& c = counters;
@@ -93,37 +88,29 @@ void Service::count_interval(JobEntry& j, const xfer::IntervalRecord& r) {
     counters.add("xferd_tcp_retransmit_signals_total", by_policy(j), o.flow->retrans_per_mb * double(o.flow->bytes) / 1e6);
     if (o.flow->rtt_ms > 0) counters.observe("xferd_tcp_rtt_seconds", by_policy(j), o.flow->rtt_ms / 1e3);
   }
-  std::optional<bool> kept = xfer::interval_keeps_promise(o, j.floor_bps, j.ceiling_j_per_gb);
+  SlaTally::Turn turn;
+  std::optional<bool> kept = j.sla.judge(o, &turn);
   if (!kept) return;
   counters.add("xferd_sla_intervals_total", {{"policy", j.policy.name}, {"outcome", *kept ? "met" : "missed"}}, 1);
-  ++(*kept ? j.sla_met : j.sla_missed);
   // An operator is told when a promise is first missed, and when it holds
   // again: not at every interval.
-  if (!*kept && j.sla_last != false)
+  if (turn == SlaTally::Turn::FirstMiss)
     log::event(log::msg::kSlaMissed, spdlog::level::warn, "job {}: SLA missed: {}, this interval {:.1f} Mbit/s{}",
-               j.row.id, j.promise(), o.throughput_bps / 1e6,
+               j.row.id, j.sla.promise(), o.throughput_bps / 1e6,
                o.joules && o.bytes_interval ? fmt::format(", {:.1f} J/GB", *o.joules / (double(o.bytes_interval) / 1e9))
                                             : std::string());
-  else if (*kept && j.sla_last == false)
+  else if (turn == SlaTally::Turn::MetAgain)
     log::event(log::msg::kSlaMetAgain, spdlog::level::info, "job {}: SLA met again: {} ({} of {} intervals met)",
-               j.row.id, j.promise(), j.sla_met, j.sla_met + j.sla_missed);
-  j.sla_last = kept;
+               j.row.id, j.sla.promise(), j.sla.met, j.sla.met + j.sla.missed);
 }
 
-// The promise and its intervals, as the report and the summary carry them.
-static nlohmann::json sla_json(const JobEntry& j) {
-  nlohmann::json s = {{"promise", j.promise()}, {"intervals_met", j.sla_met}, {"intervals_missed", j.sla_missed}};
-  if (j.floor_bps > 0) s["floor_mbps"] = j.floor_bps / 1e6;
-  if (j.ceiling_j_per_gb > 0) s["ceiling_j_per_gb"] = j.ceiling_j_per_gb;
-  return s;
-}
 
 std::string Service::report(const JobEntry& j) const {
   if (j.run) {
     nlohmann::json r = j.run->report();
     r["job"] = j.row.id;
     r["policy"] = j.policy.name;
-    r["sla"] = sla_json(j);
+    r["sla"] = j.sla.to_json();
     return r.dump();
   }
   std::string kept = j.summary;
@@ -131,7 +118,7 @@ std::string Service::report(const JobEntry& j) const {
   return kept;
 }
 
-void add_sla(const JobEntry& j, nlohmann::json& summary) { summary["sla"] = sla_json(j); }
+void add_sla(const JobEntry& j, nlohmann::json& summary) { summary["sla"] = j.sla.to_json(); }
 
 int Service::online_cpus() const {
   xfer::SysFs cpu("/sys/devices/system/cpu");
@@ -177,8 +164,8 @@ std::string Service::scrape() {
     if (!j.run) continue;
     MetricLabels l = by_job(j);
     g.set("xferd_throughput_bytes_per_second", l, g.value("xferd_throughput_bytes_per_second", l) + j.throughput_bps / 8);
-    if (j.sla_last) {
-      MetricLabels s = {{"policy", j.policy.name}, {"outcome", *j.sla_last ? "met" : "missed"}};
+    if (j.sla.last) {
+      MetricLabels s = {{"policy", j.policy.name}, {"outcome", *j.sla.last ? "met" : "missed"}};
       g.set("xferd_sla_met", s, g.value("xferd_sla_met", s) + 1);
     }
     MetricLabels cls = {{"class", xfer::to_string(j.cls)}};
@@ -186,7 +173,7 @@ std::string Service::scrape() {
     g.set("xferd_arbiter_allotted_bytes_per_second", cls,
           g.value("xferd_arbiter_allotted_bytes_per_second", cls) + cap / 8);
     g.set("xferd_arbiter_capped_jobs", cls, g.value("xferd_arbiter_capped_jobs", cls) + (cap > 0 ? 1 : 0));
-    floors_bps += node.arbiter().floor_released(uint32_t(j.row.id)) ? 0 : j.floor_bps;
+    floors_bps += node.arbiter().floor_released(uint32_t(j.row.id)) ? 0 : j.sla.floor_bps;
   }
   g.set("xferd_arbiter_capacity_bytes_per_second", {}, node.arbiter().capacity_bps() / 8);
   g.set("xferd_arbiter_capacity_measured", {}, node.arbiter().capacity_measured() ? 1 : 0);
