@@ -177,13 +177,13 @@ int prop_machine(sd_bus*, const char*, const char*, const char* property, sd_bus
 
 // Job1 ------------------------------------------------------------------
 
-JobEntry& entry(void* ud) { return *static_cast<JobEntry*>(ud); }
+JobRecord& entry(void* ud) { return *static_cast<JobRecord*>(ud); }
 
-template <void (Service::*Op)(const Caller&, JobEntry&)>
+template <void (Service::*Op)(const Caller&, JobRecord&)>
 int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    JobEntry& j = entry(ud);
+    JobRecord& j = entry(ud);
     (j.service->*Op)(c, j);
     return sd_bus_reply_method_return(m, "");
   });
@@ -192,7 +192,7 @@ int job_method(sd_bus_message* m, void* ud, sd_bus_error* e) {
 // The job's report (its owner or root: find_job answers no one else).
 int method_report(sd_bus_message* m, void* ud, sd_bus_error* e) {
   return guarded(m, e, [&] {
-    JobEntry& j = entry(ud);
+    JobRecord& j = entry(ud);
     return sd_bus_reply_method_return(m, "s", j.service->report(j).c_str());
   });
 }
@@ -201,7 +201,7 @@ int method_set_credentials(sd_bus_message* m, void* ud, sd_bus_error* e) {
   sd_bus_message_sensitive(m);
   return guarded(m, e, [&] {
     Caller c = need_caller(m);
-    JobEntry& j = entry(ud);
+    JobRecord& j = entry(ud);
     j.service->set_credentials(c, j, read_credentials(m));
     return sd_bus_reply_method_return(m, "");
   });
@@ -221,32 +221,32 @@ struct JobProperty {
   const char* name;
   const char* type;
   bool changes;
-  PropValue (*value)(const JobEntry& j, const xfer::JobProgress& p);
+  PropValue (*value)(const JobRecord& j, const xfer::JobProgress& p);
 };
 
 const JobProperty kJobProperties[] = {
-    {"Id", "t", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return uint64_t(j.row.id); }},
-    {"Owner", "u", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return uint32_t(j.row.uid); }},
-    {"Destination", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.row.dest; }},
-    {"Label", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.label; }},
-    {"Policy", "s", false, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.row.policy; }},
+    {"Id", "t", false, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return uint64_t(j.row.id); }},
+    {"Owner", "u", false, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return uint32_t(j.row.uid); }},
+    {"Destination", "s", false, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.row.dest; }},
+    {"Label", "s", false, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.label; }},
+    {"Policy", "s", false, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.row.policy; }},
     {"State", "s", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.state)); }},
+     [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.state)); }},
     {"BytesDone", "t", true,
-     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_done); }},
+     [](const JobRecord&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_done); }},
     {"BytesTotal", "t", true,
-     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_total); }},
+     [](const JobRecord&, const xfer::JobProgress& p) -> PropValue { return uint64_t(p.bytes_total); }},
     {"FilesDone", "u", true,
-     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_done + p.files_skipped); }},
+     [](const JobRecord&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_done + p.files_skipped); }},
     {"FilesTotal", "u", true,
-     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_total); }},
+     [](const JobRecord&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_total); }},
     {"FilesFailed", "u", true,
-     [](const JobEntry&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_failed); }},
-    {"ThroughputBps", "d", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.throughput_bps; }},
-    {"EnergyJoules", "d", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.joules; }},
-    {"EnergySource", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.energy_source; }},
+     [](const JobRecord&, const xfer::JobProgress& p) -> PropValue { return uint32_t(p.files_failed); }},
+    {"ThroughputBps", "d", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.throughput_bps; }},
+    {"EnergyJoules", "d", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.joules; }},
+    {"EnergySource", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.energy_source; }},
     {"Params", "a(siii)", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue {
+     [](const JobRecord& j, const xfer::JobProgress&) -> PropValue {
        ParamsValue v;
        for (size_t i = 0; i < j.params.chunks.size(); ++i) {
          const xfer::ChunkParams& c = j.params.chunks[i];
@@ -254,26 +254,26 @@ const JobProperty kJobProperties[] = {
        }
        return v;
      }},
-    {"Cores", "i", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return int32_t(j.params.cores); }},
-    {"KernelNote", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.kernel_note; }},
+    {"Cores", "i", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return int32_t(j.params.cores); }},
+    {"KernelNote", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.kernel_note; }},
     {"Class", "s", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.cls)); }},
-    {"Allotment", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.allotment(); }},
-    {"Waiting", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.waiting; }},
-    {"SlaPromise", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.promise(); }},
+     [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return std::string(xfer::to_string(j.cls)); }},
+    {"Allotment", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.allotment(); }},
+    {"Waiting", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.waiting; }},
+    {"SlaPromise", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.sla.promise(); }},
     {"Sla", "s", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue {
+     [](const JobRecord& j, const xfer::JobProgress&) -> PropValue {
        return std::string(!j.sla.last ? "" : *j.sla.last ? "met" : "missed");
      }},
-    {"SlaIntervalsMet", "u", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.met; }},
+    {"SlaIntervalsMet", "u", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.sla.met; }},
     {"SlaIntervalsMissed", "u", true,
-     [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.sla.missed; }},
-    {"Error", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.error; }},
-    {"Summary", "s", true, [](const JobEntry& j, const xfer::JobProgress&) -> PropValue { return j.summary; }},
+     [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.sla.missed; }},
+    {"Error", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.error; }},
+    {"Summary", "s", true, [](const JobRecord& j, const xfer::JobProgress&) -> PropValue { return j.summary; }},
 };
 
 // nullopt: no such property.
-std::optional<PropValue> property_value(const JobEntry& j, std::string_view n) {
+std::optional<PropValue> property_value(const JobRecord& j, std::string_view n) {
   for (const JobProperty& p : kJobProperties)
     if (n == p.name) return p.value(j, j.live_progress());
   return std::nullopt;
@@ -299,7 +299,7 @@ int append_value(sd_bus_message* r, const PropValue& v) {
 }
 
 int job_property(sd_bus*, const char*, const char*, const char* property, sd_bus_message* r, void* ud, sd_bus_error*) {
-  JobEntry& j = entry(ud);
+  JobRecord& j = entry(ud);
   std::string_view n = property;
   if (n == "Summary" && j.finished() && j.summary.empty()) {
     std::string kept;  // a finished job's summary lives in the store only
@@ -464,7 +464,7 @@ int enumerate_jobs(sd_bus* bus, const char*, void* ud, char*** nodes, sd_bus_err
 // destination set: the bus delivers it to that connection only, whatever
 // match rules others hold). fill appends the arguments.
 template <class F>
-void unicast(sd_bus* bus, const JobEntry& j, const char* iface, const char* member, F&& fill) {
+void unicast(sd_bus* bus, const JobRecord& j, const char* iface, const char* member, F&& fill) {
   for (const std::string& to : j.watchers) {
     sd_bus_message* m = nullptr;
     int r = sd_bus_message_new_signal(bus, &m, j.path().c_str(), iface, member);
@@ -488,7 +488,7 @@ int bus_register(Service& s, sd_bus* bus) {
   // What each job's PropertiesChanged announced last: a signal names only
   // what changed since. Kept until the job's Finished signal.
   auto shown = std::make_shared<std::map<uint64_t, std::map<std::string, PropValue>>>();
-  s.on_changed = [bus, shown](JobEntry& j) {
+  s.on_changed = [bus, shown](JobRecord& j) {
     std::map<std::string, PropValue>& last = (*shown)[j.row.id];
     std::vector<std::pair<const char*, const JobProperty*>> changed;
     xfer::JobProgress p = j.live_progress();
@@ -518,7 +518,7 @@ int bus_register(Service& s, sd_bus* bus) {
       return rc;
     });
   };
-  s.on_finished = [bus, shown](JobEntry& j) {
+  s.on_finished = [bus, shown](JobRecord& j) {
     unicast(bus, j, "org.xferd.Job1", "Finished", [&](sd_bus_message* m) {
       return sd_bus_message_append(m, "ss", xfer::to_string(j.state), j.summary.c_str());
     });

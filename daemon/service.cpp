@@ -40,9 +40,9 @@ std::string policy_names(const Config& c) {
 }  // namespace
 
 std::string job_path(uint64_t id) { return "/org/xferd/Xferd1/job/" + std::to_string(id); }
-std::string JobEntry::path() const { return job_path(row.id); }
+std::string JobRecord::path() const { return job_path(row.id); }
 
-void JobEntry::take_manifest(xfer::Manifest m) {
+void JobRecord::take_manifest(xfer::Manifest m) {
   progress.files_total = m.entries.size();
   progress.bytes_total = 0;
   names.clear();
@@ -55,7 +55,7 @@ void JobEntry::take_manifest(xfer::Manifest m) {
   manifest = std::move(m);
 }
 
-void JobEntry::watch(const char* unique_name) {
+void JobRecord::watch(const char* unique_name) {
   if (!unique_name || !*unique_name) return;
   std::erase(watchers, std::string(unique_name));
   if (watchers.size() >= kMaxWatchers) watchers.erase(watchers.begin());
@@ -68,7 +68,7 @@ DirKey dest_key(int dir_fd) {
   return {st.st_dev, st.st_ino};
 }
 
-JobEntry::~JobEntry() {
+JobRecord::~JobRecord() {
   run.reset();  // before the destination descriptor its Job writes through
   if (dir_fd >= 0) close(dir_fd);
   if (ca_fd >= 0) close(ca_fd);
@@ -183,7 +183,7 @@ Service::~Service() {
   jobs.clear();  // before the node: their runs borrow its parts
 }
 
-void Service::retire(JobEntry& j) {
+void Service::retire(JobRecord& j) {
   bool had_job = j.run != nullptr;
   log::JobScope scope(j.row.id);
   count(j);
@@ -219,7 +219,7 @@ std::vector<xfer::Seat> Service::seats() const {
   return out;
 }
 
-std::string JobEntry::allotment() const {
+std::string JobRecord::allotment() const {
   if (!run || run->loop().allotment().reason.empty()) return "";
   const xfer::Allotment& a = run->loop().allotment();
   return (a.cap_bps > 0 ? fmt::format("cap {:.1f} Mbit/s", a.cap_bps / 1e6) : std::string("no cap")) + ": " + a.reason;
@@ -257,7 +257,7 @@ void Service::share_slots() {
   sd_event_source_set_enabled(reap_, SD_EVENT_ONESHOT);
 }
 
-void Service::unseat(JobEntry& j, const std::string& why, bool requeue) {
+void Service::unseat(JobRecord& j, const std::string& why, bool requeue) {
   log::JobScope scope(j.row.id);
   if (!j.run) return;
   log::info("job {}: {}; its progress is kept and it goes on from there", j.row.id, why);
@@ -358,7 +358,7 @@ namespace {
 
 
 
-UserHoldings Service::holdings(uid_t uid, const JobEntry* except) const {
+UserHoldings Service::holdings(uid_t uid, const JobRecord* except) const {
   UserHoldings h;
   for (const auto& [id, j] : jobs) {
     if (j->row.uid != uid || j.get() == except) continue;
@@ -391,7 +391,7 @@ struct Fd {
 void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   const Policy& p = policy_for(c, req.policy);
   // The options with the policy's and the config's, as the job will start.
-  xfer::JobSetup setup;
+  xfer::ResolvedOptions setup;
   try {
     setup = xfer::setup_job(p.algorithm, layers(p, req.options));
   } catch (const xfer::OptionError& e) {
@@ -448,7 +448,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   }
   const nlohmann::json& options = req.options;
   xfer::Manifest& m = req.manifest;
-  auto j = std::make_unique<JobEntry>();
+  auto j = std::make_unique<JobRecord>();
   j->service = this;
   j->dir_fd = dir.take();
   j->ca_fd = ca.take();
@@ -480,7 +480,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   j->state = xfer::JobState::Queued;
   j->queued_seq = ++next_seq_;
   try {
-    xfer::JobSetup setup = xfer::setup_job(p.algorithm, layers(p, options));
+    xfer::ResolvedOptions setup = xfer::setup_job(p.algorithm, layers(p, options));
     j->cls = setup.cls;
     j->sla.floor_bps = xfer::job_floor_bps(p.algorithm, setup.tuner);
   } catch (const xfer::OptionError& e) {  // the config changed since the check above
@@ -501,7 +501,7 @@ uint64_t Service::admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_f
   return id;
 }
 
-std::string Service::name_clash(const JobEntry& n) const {
+std::string Service::name_clash(const JobRecord& n) const {
   for (const auto& [id, j] : jobs) {
     if (j.get() == &n || j->finished() || j->dest != n.dest) continue;
     // Both lists sorted: one pass.
@@ -533,7 +533,7 @@ void Service::start_queued() {
     for (xfer::Seat& x : s) x.queued = x.queued && !tried.count(x.id);
     xfer::NextPick pick = xfer::next_to_start(s, slot_limits(), admit);
     for (const auto& [id, why] : pick.waits) {
-      JobEntry& j = *jobs.at(id);
+      JobRecord& j = *jobs.at(id);
       if (pick.for_floor.count(id) && j.waiting != why) log::info("job {}: waits: {}", id, why);
       j.waiting = why;
     }
@@ -549,7 +549,7 @@ void Service::start_queued() {
   notify_status();
 }
 
-void Service::set_state(JobEntry& j, xfer::JobState s) {
+void Service::set_state(JobRecord& j, xfer::JobState s) {
   log::JobScope scope(j.row.id);
   if (j.state == s) return;
   if (!xfer::may_change(j.state, s)) {
@@ -572,7 +572,7 @@ void Service::set_state(JobEntry& j, xfer::JobState s) {
   notify_status();
 }
 
-void Service::fail(JobEntry& j, const std::string& why) {
+void Service::fail(JobRecord& j, const std::string& why) {
   log::JobScope scope(j.row.id);
   log::event(log::msg::kJobFailed, spdlog::level::err, "job {}: failed: {}", j.row.id, xfer::shown(why, 4096));
   record_finished(j, xfer::JobState::Failed, why,
@@ -582,14 +582,14 @@ void Service::fail(JobEntry& j, const std::string& why) {
 // A job's destination and CA file, opened again as its owner when it is
 // carried on after a restart, by a child the loop does not wait for. True
 // when that is under way (start() is called again when it answers).
-bool Service::reopen_as_owner(JobEntry& j) {
+bool Service::reopen_as_owner(JobRecord& j) {
   std::string ca_file = j.options.value("ca_file", std::string());
   bool need_dir = j.dir_fd < 0, need_ca = !ca_file.empty() && j.ca_fd < 0;
   if (!need_dir && !need_ca) return false;
   std::vector<OpenRequest> open;
   if (need_dir) open.push_back({j.row.dest, OpenAs::WritableDirectory});
   if (need_ca) open.push_back({ca_file, OpenAs::ReadableFile});
-  JobEntry* jp = &j;
+  JobRecord* jp = &j;
   std::string why;
   j.check = checks.start(
       caller_for(j.row.uid, j.row.gid), std::move(open),
@@ -614,7 +614,7 @@ bool Service::reopen_as_owner(JobEntry& j) {
 // https: the job's own CA bundle (opened as its owner at Submit), else the
 // policy's (the admin's, read as root), instead of the system's store.
 // "" with *why set when it is unusable.
-std::string Service::job_ca(JobEntry& j, std::string* why) {
+std::string Service::job_ca(JobRecord& j, std::string* why) {
   std::string ca_pem;
   if (j.ca_fd >= 0) {
     std::string bad;
@@ -631,7 +631,7 @@ std::string Service::job_ca(JobEntry& j, std::string* why) {
 // any asks is set); the others tune the application layer only, and
 // kernel_note says why. It is opened with the widest range (the [kernel]
 // section's mode and journal); each job asks within its policy's.
-const xfer::KernelLayer::Config* Service::kernel_for(JobEntry& j, const xfer::JobSetup& setup,
+const xfer::KernelLayer::Config* Service::kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup,
                                                      xfer::KernelLayer::Config* widest) {
   j.kernel_note.clear();
   if (!j.policy.kernel) {
@@ -647,7 +647,7 @@ const xfer::KernelLayer::Config* Service::kernel_for(JobEntry& j, const xfer::Jo
   return nullptr;
 }
 
-void Service::start(JobEntry& j) {
+void Service::start(JobRecord& j) {
   uint64_t id = j.row.id;
   log::JobScope scope(id);
   if (j.check || reopen_as_owner(j)) return;  // its files are being opened as its owner
@@ -660,7 +660,7 @@ void Service::start(JobEntry& j) {
       return fail(j, e.what());
     }
   }
-  xfer::JobSetup setup;
+  xfer::ResolvedOptions setup;
   try {
     setup = xfer::setup_job(j.policy.algorithm, layers(j.policy, j.options));
   } catch (const xfer::OptionError& e) {
@@ -687,7 +687,7 @@ void Service::start(JobEntry& j) {
   spec.tuner = setup.tuner;
   spec.tuner.hla_table = hla_table;  // the one loaded now: a Reload later does not change a running job's
   spec.kernel_range = setup.kernel_config;
-  spec.claim = xfer::ArbiterJob{0, j.row.uid, setup.cls, setup.weight, 0};
+  spec.claim = xfer::LinkClaim{0, j.row.uid, setup.cls, setup.weight, 0};
   j.cls = setup.cls;
   j.sla.floor_bps = xfer::job_floor_bps(j.policy.algorithm, setup.tuner);
   j.sla.ceiling_j_per_gb = xfer::job_ceiling_j_per_gb(j.policy.algorithm, setup.tuner);
@@ -719,10 +719,10 @@ void Service::start(JobEntry& j) {
 
 // What a running job tells the service: each interval (logged, its
 // properties announced), its state changes and its end.
-void Service::follow(JobEntry& j) {
-  JobEntry* jp = &j;
+void Service::follow(JobRecord& j) {
+  JobRecord* jp = &j;
   j.run->on_interval = [this, jp](const xfer::IntervalRecord& r) {
-    JobEntry& x = *jp;
+    JobRecord& x = *jp;
     log::JobScope scope(x.row.id);
     const xfer::Observation& o = r.obs;
     x.params = r.decided ? *r.decided : o.params;
@@ -781,7 +781,7 @@ void Service::follow(JobEntry& j) {
   };
 }
 
-void Service::finished(JobEntry& j) {
+void Service::finished(JobRecord& j) {
   if (stopping) return;  // a shutdown: the job stays unfinished in the store and carries on at the next start
   j.progress = j.job()->progress();
   xfer::JobState st = j.job()->state();
@@ -803,7 +803,7 @@ void Service::finished(JobEntry& j) {
   record_finished(j, st, j.job()->fatal_error(), s.dump());
 }
 
-void Service::record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary) {
+void Service::record_finished(JobRecord& j, xfer::JobState state, const std::string& error, const std::string& summary) {
   log::JobScope scope(j.row.id);
   if (j.finished()) {  // an end is final: a second one (a callback after a cancel) changes nothing
     log::warn("job {}: already {}; a later end ({}) is ignored", j.row.id, xfer::to_string(j.state), xfer::to_string(state));
@@ -864,7 +864,7 @@ namespace {
 
 // bus.cpp refuses another user's call on a job before it gets here; this keeps
 // the rule where the operations are, for any other caller of them.
-void need_owner(const Caller& c, const JobEntry& j, const char* verb) {
+void need_owner(const Caller& c, const JobRecord& j, const char* verb) {
   if (!c.root() && c.uid != j.row.uid)
     throw Refusal(err::kNotOwner,
                   fmt::format("job {} belongs to uid {}; only its owner or root may {} it", j.row.id, j.row.uid, verb));
@@ -872,7 +872,7 @@ void need_owner(const Caller& c, const JobEntry& j, const char* verb) {
 
 }  // namespace
 
-void Service::cancel(const Caller& c, JobEntry& j) {
+void Service::cancel(const Caller& c, JobRecord& j) {
   log::JobScope scope(j.row.id);
   need_owner(c, j, "cancel");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
@@ -891,7 +891,7 @@ void Service::cancel(const Caller& c, JobEntry& j) {
 // (PartFile::discard_leftover). The destination is opened again as the owner
 // when the job holds no descriptor of it (it was retired), by a check whose
 // answer comes later; the job's end does not wait for it.
-void Service::remove_partial_files(JobEntry& j) {
+void Service::remove_partial_files(JobRecord& j) {
   std::vector<std::pair<std::string, std::string>> files;  // name, url
   try {
     xfer::Manifest m = j.manifest ? *j.manifest : manifest_from_text(store->manifest(j.row.id), cfg.max_entries_per_job);
@@ -924,7 +924,7 @@ void Service::remove_partial_files(JobEntry& j) {
   if (!check) log::warn("job {}: its partial files are left: {}", id, why);
 }
 
-void Service::pause(const Caller& c, JobEntry& j) {
+void Service::pause(const Caller& c, JobRecord& j) {
   log::JobScope scope(j.row.id);
   need_owner(c, j, "pause");
   if (j.finished() || j.state == xfer::JobState::Paused || j.state == xfer::JobState::NeedsCredentials)
@@ -944,7 +944,7 @@ void Service::pause(const Caller& c, JobEntry& j) {
   start_queued();  // its slot is free
 }
 
-void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
+void Service::set_credentials(const Caller& c, JobRecord& j, CredentialArgs a) {
   log::JobScope scope(j.row.id);
   need_owner(c, j, "give credentials to");
   if (j.finished()) throw Refusal(err::kBadState, fmt::format("job {} is already {}", j.row.id, xfer::to_string(j.state)));
@@ -981,7 +981,7 @@ void Service::set_credentials(const Caller& c, JobEntry& j, CredentialArgs a) {
   }
 }
 
-void Service::resume(const Caller& c, JobEntry& j) {
+void Service::resume(const Caller& c, JobRecord& j) {
   log::JobScope scope(j.row.id);
   need_owner(c, j, "resume");
   if (j.state == xfer::JobState::NeedsCredentials)
@@ -1032,7 +1032,7 @@ std::string Service::reload() {
 
 void Service::restore_jobs() {
   for (JobRow& r : store->jobs()) {  // without manifests and summaries: those are read one job at a time
-    auto j = std::make_unique<JobEntry>();
+    auto j = std::make_unique<JobRecord>();
     j->service = this;
     j->options = nlohmann::json::parse(r.options, nullptr, false);
     if (j->options.is_discarded()) j->options = nlohmann::json::object();
@@ -1052,7 +1052,7 @@ void Service::restore_jobs() {
                                                     : *stored;
     j->error = stored ? r.error : "the job store holds an unknown state '" + xfer::printable(r.state) + "'";
     j->row = std::move(r);
-    JobEntry& e = *j;
+    JobRecord& e = *j;
     jobs[e.row.id] = std::move(j);
     if (!e.finished()) {
       struct stat st;
@@ -1065,7 +1065,7 @@ void Service::restore_jobs() {
       e.queued_seq = ++next_seq_;
       if (p != cfg.policies.end()) {
         try {
-          xfer::JobSetup setup = xfer::setup_job(e.policy.algorithm, layers(e.policy, e.options));
+          xfer::ResolvedOptions setup = xfer::setup_job(e.policy.algorithm, layers(e.policy, e.options));
           e.cls = setup.cls;
           e.sla.floor_bps = xfer::job_floor_bps(e.policy.algorithm, setup.tuner);
         } catch (const xfer::OptionError&) {

@@ -48,9 +48,10 @@ DirKey dest_key(int dir_fd);
 // A job's object path on the bus.
 std::string job_path(uint64_t id);
 
-// One job, live or finished. A finished job keeps only what ListJobs and its
-// properties show; its manifest and summary stay in the store.
-struct JobEntry {
+// The daemon's record of one job, live or finished (its Job, while it runs,
+// is in `run`). A finished job keeps only what ListJobs and its properties
+// show; its manifest and summary stay in the store.
+struct JobRecord {
   Service* service = nullptr;
   JobRow row;
   Policy policy;                 // as it was when the job was submitted
@@ -117,7 +118,7 @@ struct JobEntry {
   // Keeps the parsed manifest for start(); FilesTotal and BytesTotal from it.
   void take_manifest(xfer::Manifest m);
   bool finished() const { return xfer::finished(state); }
-  ~JobEntry();
+  ~JobRecord();
 };
 
 struct Options {
@@ -166,7 +167,7 @@ struct Service {
   void apply_schedule();
   void apply_link_config();  // the capacity and the schedule from cfg (start, Reload)
   sd_bus* bus = nullptr;
-  std::map<uint64_t, std::unique_ptr<JobEntry>> jobs;
+  std::map<uint64_t, std::unique_ptr<JobRecord>> jobs;
 
   // Metrics (metrics.h). The counters and histograms outlive the jobs that
   // fed them; the gauges are built at each scrape, which costs nothing while
@@ -175,7 +176,7 @@ struct Service {
   std::string scrape();
   // A job's report as JSON (Job1.Report): so far while it runs, its summary
   // once finished; with its promise and how its intervals kept it ("sla").
-  std::string report(const JobEntry& j) const;
+  std::string report(const JobRecord& j) const;
   // What the machine is now, for the metrics and Manager1's properties:
   // online CPUs, and the frequency (kHz; 0: no cpufreq driver).
   int online_cpus() const;
@@ -190,12 +191,12 @@ struct Service {
   void submit(const Caller& c, SubmitRequest req, SubmitReply reply);
   std::string reload();  // "" or the error; the old config stays on error
   // Job1
-  void cancel(const Caller& c, JobEntry& j);
-  void pause(const Caller& c, JobEntry& j);
-  void resume(const Caller& c, JobEntry& j);
+  void cancel(const Caller& c, JobRecord& j);
+  void pause(const Caller& c, JobRecord& j);
+  void resume(const Caller& c, JobRecord& j);
   // New credentials from the job's owner (only): a job waiting for them
   // (needs-credentials) goes on; a running one uses them from now on.
-  void set_credentials(const Caller& c, JobEntry& j, CredentialArgs a);
+  void set_credentials(const Caller& c, JobRecord& j, CredentialArgs a);
 
   // Jobs the store holds unfinished are carried on (after a restart or a crash).
   void restore_jobs();
@@ -213,17 +214,17 @@ struct Service {
   EntryLimit entry_limit(const Caller& c) const;
 
   // Hooks bus.cpp sets: a job's properties changed; a job finished.
-  std::function<void(JobEntry&)> on_changed;
-  std::function<void(JobEntry&)> on_finished;
+  std::function<void(JobRecord&)> on_changed;
+  std::function<void(JobRecord&)> on_finished;
 
  private:
   const Policy& policy_for(const Caller& c, const std::string& name) const;
   // A job's settings in layers: the config's sections, its policy, its options.
   xfer::OptionLayers layers(const Policy& p, const nlohmann::json& options) const;
   // "" or why n would write a name an unfinished job in the same directory writes.
-  std::string name_clash(const JobEntry& n) const;
+  std::string name_clash(const JobRecord& n) const;
   // What a user's jobs hold (but `except`), against the [limits] per user (user_limits.h).
-  UserHoldings holdings(uid_t uid, const JobEntry* except = nullptr) const;
+  UserHoldings holdings(uid_t uid, const JobRecord* except = nullptr) const;
   // Submit's second half, once the caller's files are open: the job is stored and queued.
   uint64_t admit(const Caller& c, SubmitRequest req, int dir_fd, int ca_fd);
   // At most limits.max_finished_per_user finished jobs per user are kept.
@@ -231,9 +232,9 @@ struct Service {
   void start_queued();
   // A running job leaves its slot, its progress kept: paused (requeue false)
   // or back to the end of the queue (a yield to another user's or a starved job).
-  void unseat(JobEntry& j, const std::string& why, bool requeue);
+  void unseat(JobRecord& j, const std::string& why, bool requeue);
   // Cancel of a job that is not running: an earlier run's partial files go.
-  void remove_partial_files(JobEntry& j);
+  void remove_partial_files(JobRecord& j);
   uint64_t next_seq_ = 0;
   // The floors set aside now, bits/s: of the jobs running or starting (a
   // queued or paused job holds none), less those the arbiter released (a
@@ -249,25 +250,25 @@ struct Service {
   // waiting job (issue 39: 16 dripping jobs of one user held every slot).
   static constexpr double kYieldBelowBps = 64e3;
   static constexpr uint64_t kYieldAfterUs = 20'000'000;
-  void start(JobEntry& j);
-  bool reopen_as_owner(JobEntry& j);  // true: its files are being opened again as its owner
-  std::string job_ca(JobEntry& j, std::string* why);
+  void start(JobRecord& j);
+  bool reopen_as_owner(JobRecord& j);  // true: its files are being opened again as its owner
+  std::string job_ca(JobRecord& j, std::string* why);
   // The kernel layer's config for a job whose policy may turn it (null,
   // with j.kernel_note saying why, for one that may not).
-  const xfer::KernelLayer::Config* kernel_for(JobEntry& j, const xfer::JobSetup& setup, xfer::KernelLayer::Config* widest);
-  void follow(JobEntry& j);  // hooks a running job's intervals, states and end to the service
-  void fail(JobEntry& j, const std::string& why);  // a job that could not start ends Failed, with the reason
-  void finished(JobEntry& j);
+  const xfer::KernelLayer::Config* kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup, xfer::KernelLayer::Config* widest);
+  void follow(JobRecord& j);  // hooks a running job's intervals, states and end to the service
+  void fail(JobRecord& j, const std::string& why);  // a job that could not start ends Failed, with the reason
+  void finished(JobRecord& j);
   // The one way a job ends: state, error and summary kept, stored, announced.
-  void record_finished(JobEntry& j, xfer::JobState state, const std::string& error, const std::string& summary);
-  void set_state(JobEntry& j, xfer::JobState s);  // stored and announced when it changes
+  void record_finished(JobRecord& j, xfer::JobState state, const std::string& error, const std::string& summary);
+  void set_state(JobRecord& j, xfer::JobState s);  // stored and announced when it changes
   // Tears down what a job held while it ran: its loop, the Job, the
   // destination descriptor, and the kernel layer (restoring cores and frequency).
-  void retire(JobEntry& j);
+  void retire(JobRecord& j);
   size_t running() const;
   // A job's run's figures into the counters, since they were last counted.
-  void count(JobEntry& j);
-  void count_interval(JobEntry& j, const xfer::IntervalRecord& r);
+  void count(JobRecord& j);
+  void count_interval(JobRecord& j, const xfer::IntervalRecord& r);
   void declare_counters();
   // The history at [history] url (default STATE_DIR/history.db); moves a
   // pre-v3 store's intervals into it.
@@ -279,7 +280,7 @@ struct Service {
 
 bool may_change_kernel(const Config& cfg, const Caller& c);
 // The job's promise and how its intervals kept it, into its summary or report ("sla").
-void add_sla(const JobEntry& j, nlohmann::json& summary);
+void add_sla(const JobRecord& j, nlohmann::json& summary);
 bool may_use(const Config& cfg, const Policy& p, const Caller& c);
 
 }  // namespace xferd

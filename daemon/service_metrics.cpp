@@ -21,8 +21,8 @@ const std::vector<double> kRttBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.0
 // A job's time from Submit to its end: seconds to a day.
 const std::vector<double> kDurationBuckets = {1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400};
 
-MetricLabels by_job(const JobEntry& j) { return {{"policy", j.policy.name}, {"class", xfer::to_string(j.cls)}}; }
-MetricLabels by_policy(const JobEntry& j) { return {{"policy", j.policy.name}}; }
+MetricLabels by_job(const JobRecord& j) { return {{"policy", j.policy.name}, {"class", xfer::to_string(j.cls)}}; }
+MetricLabels by_policy(const JobRecord& j) { return {{"policy", j.policy.name}}; }
 
 double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -54,7 +54,7 @@ void Service::declare_counters() {
             "Changes of online cores or CPU frequency the jobs' tuners asked for.");
 }
 
-void Service::count(JobEntry& j) {
+void Service::count(JobRecord& j) {
   if (!j.run) return;
   const xfer::JobProgress p = j.run->job().progress();
   MetricLabels labels = by_job(j);
@@ -81,7 +81,7 @@ void Service::count(JobEntry& j) {
   }
 }
 
-void Service::count_interval(JobEntry& j, const xfer::IntervalRecord& r) {
+void Service::count_interval(JobRecord& j, const xfer::IntervalRecord& r) {
   count(j);
   const xfer::Observation& o = r.obs;
   if (o.flow && o.flow->bytes > 0) {
@@ -105,7 +105,7 @@ void Service::count_interval(JobEntry& j, const xfer::IntervalRecord& r) {
 }
 
 
-std::string Service::report(const JobEntry& j) const {
+std::string Service::report(const JobRecord& j) const {
   if (j.run) {
     nlohmann::json r = j.run->report();
     r["job"] = j.row.id;
@@ -118,7 +118,7 @@ std::string Service::report(const JobEntry& j) const {
   return kept;
 }
 
-void add_sla(const JobEntry& j, nlohmann::json& summary) { summary["sla"] = j.sla.to_json(); }
+void add_sla(const JobRecord& j, nlohmann::json& summary) { summary["sla"] = j.sla.to_json(); }
 
 int Service::online_cpus() const {
   xfer::SysFs cpu("/sys/devices/system/cpu");
@@ -157,7 +157,7 @@ std::string Service::scrape() {
   g.declare("xferd_arbiter_floors_bytes_per_second", Type::Gauge, "Throughput floors of the running jobs, summed.");
   double floors_bps = 0;
   for (const auto& [id, jp] : jobs) {
-    const JobEntry& j = *jp;
+    const JobRecord& j = *jp;
     if (j.finished()) continue;
     MetricLabels st = {{"policy", j.policy.name}, {"state", xfer::to_string(j.state)}};
     g.set("xferd_jobs", st, g.value("xferd_jobs", st) + 1);

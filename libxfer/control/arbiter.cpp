@@ -352,7 +352,7 @@ std::string Arbiter::admit(double floor_bps, double admitted_bps) const {
                      mbps(have), cfg_.floor_margin * 100);
 }
 
-void Arbiter::join(const ArbiterJob& j, Apply apply) {
+void Arbiter::join(const LinkClaim& j, Apply apply) {
   Member& m = members_[j.id];
   m.job = j;
   m.apply = std::move(apply);

@@ -75,8 +75,8 @@ void ControlLoop::add_energy(const Machine::Share& s) {
   if (s.dynamic_joules) dynamic_joules_ += *s.dynamic_joules;
 }
 
-Params ControlLoop::transfer_begins(const JobInfo& info) {
-  JobInfo i = info;
+Params ControlLoop::transfer_begins(const StartFacts& info) {
+  StartFacts i = info;
   if (parts_.kernel)
     i.kernel = parts_.kernel_share ? parts_.kernel_share->caps_for(parts_.kernel_range) : parts_.kernel->caps();
   last_us_ = eng_.now_us();
@@ -92,7 +92,7 @@ Params ControlLoop::transfer_begins(const JobInfo& info) {
   running_ = true;
   settling_ = true;  // the first interval is the set-up
   if (parts_.arbiter) {
-    ArbiterJob claim = parts_.claim;
+    LinkClaim claim = parts_.claim;
     claim.id = parts_.id;
     claim.origins = info.origins;
     joined_ = true;

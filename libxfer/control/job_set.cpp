@@ -9,7 +9,7 @@
 
 namespace xfer {
 
-nlohmann::json run_job_set(std::vector<SetJob> plan, const SetOptions& o) {
+nlohmann::json run_job_set(std::vector<ScheduledRun> plan, const SetOptions& o) {
   nlohmann::json result = nlohmann::json::object();
   sd_event* ev = nullptr;
   if (sd_event_new(&ev) < 0) throw std::runtime_error("sd_event_new failed");
@@ -27,7 +27,7 @@ nlohmann::json run_job_set(std::vector<SetJob> plan, const SetOptions& o) {
     std::vector<std::unique_ptr<RunningJob>> jobs;
     std::vector<sd_event_source*> timers;
     int running = int(plan.size());
-    for (SetJob& p : plan) {
+    for (ScheduledRun& p : plan) {
       p.spec.kernel_range = kc;
       std::string note;
       jobs.push_back(node.run(std::move(p.spec), nullptr, o.shared_kernel ? &kc : nullptr, &note));

@@ -421,12 +421,12 @@ CoreControl::Mode core_mode(const std::string& kernel) {
   return can ? CoreControl::Mode::Hotplug : CoreControl::Mode::Affinity;
 }
 
-JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers) {
+ResolvedOptions setup_job(const std::string& algorithm, const OptionLayers& layers) {
   for (auto [layer, scope] : {std::pair{&layers.global, kGlobal}, std::pair{&layers.policy, kPolicy},
                               std::pair{&layers.job, layers.job_scope}})
     if (std::string why = check_layer(*layer, scope, scope == kGlobal ? "" : algorithm); !why.empty())
       throw OptionError(why);
-  JobSetup s;
+  ResolvedOptions s;
   OptionValues& m = s.values;
   m = OptionValues::object();
   for (const OptionSpec& o : option_table())

@@ -80,7 +80,7 @@ json job_report(const Job& job, const ControlLoop* loop) {
   j["bdp_bytes"] = job.info().bdp_bytes;
   {
     // The link rate the BDP and the start estimates took, and where from.
-    const JobInfo& info = job.info();
+    const StartFacts& info = job.info();
     const char* source = info.link_configured ? "configured" : info.link_from_path ? "path" : "assumed";
     json link = {{"mbps", info.bandwidth_bps / 1e6}, {"source", source}};
     if (info.link_from_path || (info.path_loss_pct >= 0 && job.options().loss_pct < 0))

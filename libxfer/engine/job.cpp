@@ -877,7 +877,7 @@ void Job::cancel(bool keep_partial) { impl_->cancel(keep_partial); }
 JobState Job::state() const { return impl_->state; }
 const EngineOptions& Job::options() const { return impl_->spec.opts; }
 JobProgress Job::progress() const { return impl_->progress(); }
-const JobInfo& Job::info() const { return impl_->info; }
+const StartFacts& Job::info() const { return impl_->info; }
 const std::vector<FailedFile>& Job::failed() const { return impl_->failed; }
 const std::string& Job::fatal_error() const { return impl_->fatal_error; }
 const std::string& Job::pause_reason() const { return impl_->pause_reason; }

@@ -327,7 +327,7 @@ struct Job::Impl : RequestOwner {
   Discovery disc{*this};
   std::unique_ptr<Connection> new_connection(Channel& ch, bool h1);
 
-  JobInfo info;
+  StartFacts info;
   Params current;  // the application layer's: cc, p, pp per chunk, rate cap
   std::vector<FailedFile> failed;
 

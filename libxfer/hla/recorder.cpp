@@ -21,7 +21,7 @@ HistoryRecorder::HistoryRecorder(History& h, RunRow run, const Job& job) : h_(h)
 }
 
 void HistoryRecorder::measured_path() {
-  const JobInfo& info = job_.info();
+  const StartFacts& info = job_.info();
   std::string link = link_given_;
   if (!info.link_configured && link_seen_bps_ > 0) run_.link_mbps = link_seen_bps_ / 1e6, link = "measured";
   if (loss_given_) link += ", loss configured";
@@ -30,7 +30,7 @@ void HistoryRecorder::measured_path() {
 }
 
 void HistoryRecorder::begin() {
-  const JobInfo& info = job_.info();
+  const StartFacts& info = job_.info();
   run_.link_mbps = info.bandwidth_bps / 1e6;
   run_.handshake_rtt_ms = info.rtt_s * 1000;
   run_.cores_present = info.kernel.cores_present;

@@ -17,7 +17,7 @@ int parallelism(uint64_t bdp, double avg, uint64_t buf) {
   return std::max(std::min(ceil_div(double(bdp), double(buf)), ceil_div(avg, double(buf))), 1);
 }
 
-std::vector<ChunkParams> base_chunks(const JobInfo& info) {
+std::vector<ChunkParams> base_chunks(const StartFacts& info) {
   std::vector<ChunkParams> out;
   for (const ChunkPlan& c : info.chunks) {
     double avg = std::max(1.0, c.avg_size());

@@ -16,7 +16,7 @@ int ceil_div(double a, double b);
 int pipelining(uint64_t bdp, double avg);
 int parallelism(uint64_t bdp, double avg, uint64_t buf);
 // Every chunk with those pp and p, and cc = 1.
-std::vector<ChunkParams> base_chunks(const JobInfo& info);
+std::vector<ChunkParams> base_chunks(const StartFacts& info);
 
 // energy-aware Alg. 2 lines 6-12: w_i = log(size_i) * log(count_i), normalised.
 // A chunk of one file has log(1) = 0; it still gets a floor weight so that it

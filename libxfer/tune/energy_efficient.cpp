@@ -49,7 +49,7 @@ std::string EnergyEfficientTuner::at_level(int level, const Observation* obs) {
   return k ? "; " + k->reason : "";
 }
 
-Params EnergyEfficientTuner::init(const JobInfo& info) {
+Params EnergyEfficientTuner::init(const StartFacts& info) {
   info_ = info;
   weights_ = tune::chunk_weights(info.chunks);
   levels_ = levels(info.max_channels, opts_.search_step ? opts_.search_step : kDefaultStep, opts_.search_levels);

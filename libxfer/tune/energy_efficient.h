@@ -19,7 +19,7 @@ class EnergyEfficientTuner : public Tuner {
   // the most channels). The end system's joules are kept beside it.
   static constexpr EnergyKind kEnergy = EnergyKind::Dynamic;
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;
 
@@ -30,7 +30,7 @@ class EnergyEfficientTuner : public Tuner {
  private:
   std::string at_level(int level, const Observation* obs);  // returns the kernel layer's reason, if any
   TunerOptions opts_;
-  JobInfo info_;
+  StartFacts info_;
   std::vector<double> weights_;
   std::vector<int> levels_;
   size_t next_ = 0;         // index of the level being measured

@@ -76,7 +76,7 @@ double HlaTuner::chunk_bound(size_t i) const {
   return all > 0 ? sla_mbps_ * bytes(i) / all : sla_mbps_;
 }
 
-Params HlaTuner::init(const JobInfo& info) {
+Params HlaTuner::init(const StartFacts& info) {
   info_ = info;
   sla_mbps_ = opts_.target_mbps;  // said in the summary also on a cold start
   if (!opts_.hla_table) {

@@ -124,7 +124,7 @@ class HlaTuner : public Tuner {
     if (goal_ == Goal::Energy || sla_mbps_ > 0) return EnergyKind::Dynamic;
     return std::nullopt;
   }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;
 
@@ -179,7 +179,7 @@ class HlaTuner : public Tuner {
 
   Goal goal_;
   TunerOptions opts_;
-  JobInfo info_;
+  StartFacts info_;
   std::unique_ptr<Tuner> cold_;  // no table: the heuristic this policy falls back on
   std::vector<ChunkPlace> places_;
   Params current_;

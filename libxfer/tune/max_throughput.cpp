@@ -31,7 +31,7 @@
 
 namespace xfer {
 
-Params MaxThroughputTuner::init(const JobInfo& info) {
+Params MaxThroughputTuner::init(const StartFacts& info) {
   info_ = info;
   active_.assign(info.chunks.size(), true);
   Params p;

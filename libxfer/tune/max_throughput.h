@@ -10,12 +10,12 @@ class MaxThroughputTuner : public Tuner {
  public:
   explicit MaxThroughputTuner(const TunerOptions& o = {}) : kernel_enabled_(o.kernel), cost_(o.stream_cost) {}
   std::string name() const override { return "max-throughput"; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   nlohmann::json summary() const override;
 
  private:
-  JobInfo info_;
+  StartFacts info_;
   bool kernel_enabled_;
   tune::KernelPlan kernel_;
   Params current_;

@@ -12,7 +12,7 @@
 // buffer is below the BDP. Chunks run concurrently; the application-layer
 // plan is fixed at start, as in the paper.
 //
-// Over HTTP/2 (JobInfo::multiplexed) this project departs from the paper.
+// Over HTTP/2 (StartFacts::multiplexed) this project departs from the paper.
 // The paper's pp pipelines requests on HTTP/1.1, where a connection still
 // sends one response at a time, so ceil(BDP / avg) files in flight take cc
 // connections. On HTTP/2 a connection's pp streams are in flight together:
@@ -67,14 +67,14 @@ int MinEnergyTuner::concurrency(uint64_t bdp, double avg, int avail) {
   return std::max(1, std::min(tune::ceil_div(double(bdp), avg), (avail + 1 + 1) / 2));
 }
 
-int MinEnergyTuner::multiplexed_channels(const JobInfo& info, double avg, int pp, int p) {
+int MinEnergyTuner::multiplexed_channels(const StartFacts& info, double avg, int pp, int p) {
   int in_flight = tune::ceil_div(double(info.bdp_bytes), avg);
   int connections = info.tcp_buf_bytes ? tune::ceil_div(double(info.bdp_bytes), double(info.tcp_buf_bytes)) : 1;
   return std::max({1, tune::ceil_div(double(in_flight), double(pp)),
                    tune::ceil_div(double(connections), double(std::max(1, p)))});
 }
 
-Params MinEnergyTuner::init(const JobInfo& info) {
+Params MinEnergyTuner::init(const StartFacts& info) {
   Params out;
   out.chunks = tune::base_chunks(info);
   int avail = std::max(1, info.max_channels);

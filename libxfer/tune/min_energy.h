@@ -14,7 +14,7 @@ class MinEnergyTuner : public Tuner {
   // finishing sooner saves its idle power, which the dynamic figure ignores.
   static constexpr EnergyKind kEnergy = EnergyKind::EndSystem;
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   std::optional<double> next_look_s() const override;
   nlohmann::json summary() const override;
@@ -24,7 +24,7 @@ class MinEnergyTuner : public Tuner {
   // Channels a chunk of files of size avg needs when each carries pp HTTP/2
   // streams at once over p connections:
   // max(ceil(ceil(BDP / avg) / pp), ceil(ceil(BDP / buf) / p), 1).
-  static int multiplexed_channels(const JobInfo& info, double avg, int pp, int p);
+  static int multiplexed_channels(const StartFacts& info, double avg, int pp, int p);
 
   // Large files on a path where one stream is loss-bound: below this share
   // of the link the rest of the job leaves it, with losses seen, p grows once

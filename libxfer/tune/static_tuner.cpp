@@ -20,7 +20,7 @@ std::string hold_kernel(tune::KernelPlan& plan, const KernelCaps& caps, int core
 
 }  // namespace
 
-Params StaticTuner::init(const JobInfo& info) {
+Params StaticTuner::init(const StartFacts& info) {
   Params p;
   p.chunks.assign(info.chunks.size(), fixed_);
   p.reason = "static: fixed by the caller" + hold_kernel(kernel_, info.kernel, cores_, freq_khz_, p);
@@ -36,7 +36,7 @@ Params SweepTuner::at(size_t i) {
   return p;
 }
 
-Params SweepTuner::init(const JobInfo& info) {
+Params SweepTuner::init(const StartFacts& info) {
   chunks_ = info.chunks.size();
   caps_ = info.kernel;
   return at(0);

@@ -11,7 +11,7 @@ class StaticTuner : public Tuner {
   explicit StaticTuner(ChunkParams fixed, int cores = 0, long freq_khz = 0)
       : fixed_(fixed), cores_(cores), freq_khz_(freq_khz) {}
   std::string name() const override { return "static"; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation&) override { return std::nullopt; }
 
  private:
@@ -31,7 +31,7 @@ class SweepTuner : public Tuner {
     if (points_.empty()) points_.push_back({1, 1, 1, 0});
   }
   std::string name() const override { return "sweep"; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation&) override;
 
  private:

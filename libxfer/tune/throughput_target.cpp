@@ -43,7 +43,7 @@
 namespace xfer {
 
 namespace {
-double job_bytes(const JobInfo& info) {
+double job_bytes(const StartFacts& info) {
   double bytes = 0;
   for (const ChunkPlan& c : info.chunks) bytes += double(c.bytes);
   return bytes;
@@ -86,13 +86,13 @@ int ThroughputTargetTuner::trim(int cc, double target_bps, double actual_bps) {
   return std::clamp(int(std::ceil(double(cc) * target_bps / actual_bps)), 1, cc);
 }
 
-bool ThroughputTargetTuner::too_short_to_correct(const JobInfo& info, double target_bps) {
+bool ThroughputTargetTuner::too_short_to_correct(const StartFacts& info, double target_bps) {
   if (info.rtt_s <= 0 || target_bps <= 0) return false;
   const double looks_s = first_look_s(info.rtt_s) + 3 * look_s(info.rtt_s);
   return job_bytes(info) * 8 / target_bps < looks_s;
 }
 
-int ThroughputTargetTuner::start_channels(const JobInfo& info, double target_bps, std::string* why) {
+int ThroughputTargetTuner::start_channels(const StartFacts& info, double target_bps, std::string* why) {
   if (info.rtt_s <= 0 || target_bps <= 0) return 1;
   constexpr double kMss = 1448;
   double per = info.bandwidth_bps > 0 ? info.bandwidth_bps : 1e12;
@@ -228,7 +228,7 @@ bool ThroughputTargetTuner::scale_pp(double factor, const Observation& obs) {
   return changed;
 }
 
-Params ThroughputTargetTuner::init(const JobInfo& info) {
+Params ThroughputTargetTuner::init(const StartFacts& info) {
   info_ = info;
   current_.split_tail = true;  // a floor (or a share of the maximum) holds to the last file
   weights_ = tune::chunk_weights(info.chunks);

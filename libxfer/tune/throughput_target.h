@@ -24,7 +24,7 @@ class ThroughputTargetTuner : public Tuner {
   // The least energy that holds the target: the machine's draw (energy-aware SLAEE).
   static constexpr EnergyKind kEnergy = EnergyKind::EndSystem;
   std::optional<EnergyKind> minimises() const override { return kEnergy; }
-  Params init(const JobInfo& info) override;
+  Params init(const StartFacts& info) override;
   std::optional<Params> decide(const Observation& obs) override;
   std::optional<double> next_look_s() const override;
   nlohmann::json summary() const override;
@@ -39,9 +39,9 @@ class ThroughputTargetTuner : public Tuner {
   // RTT, Mathis's loss bound, the link, files on an open connection, and a
   // file's slow start for a job too short to be corrected); 1 when the RTT
   // is not known. Why, into *why.
-  static int start_channels(const JobInfo& info, double target_bps, std::string* why);
+  static int start_channels(const StartFacts& info, double target_bps, std::string* why);
   // The job at its floor ends before the first look and three more are over.
-  static bool too_short_to_correct(const JobInfo& info, double target_bps);
+  static bool too_short_to_correct(const StartFacts& info, double target_bps);
   // The quick looks' lengths (next_look_s): the first once every channel's
   // slow start is over, the others ten round trips, half a second at least.
   static double first_look_s(double rtt_s) { return 12 * rtt_s + 0.3; }
@@ -78,7 +78,7 @@ class ThroughputTargetTuner : public Tuner {
   std::optional<std::vector<double>> work_left(const Observation& obs) const;
   bool scale_pp(double factor, const Observation& obs);
   TunerOptions opts_;
-  JobInfo info_;
+  StartFacts info_;
   std::vector<double> weights_;
   std::vector<ChunkParams> base_;  // MinE's p and pp per chunk
   enum class Phase { Probe, Control } phase_ = Phase::Control;

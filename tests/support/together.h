@@ -29,7 +29,7 @@ namespace xtest {
 struct Planned {
   std::string manifest, algorithm;
   xfer::TunerOptions tuner;
-  xfer::ArbiterJob claim;
+  xfer::LinkClaim claim;
   double start_s = 0;
 };
 
@@ -94,11 +94,11 @@ inline Started start_together(Link& link, const std::vector<Planned>& plan, cons
     xfer::EngineOptions opts;
     opts.interval_ms = how.interval_ms;
     opts.bandwidth_mbps = how.link_mbps;
-    std::vector<xfer::SetJob> set;
+    std::vector<xfer::ScheduledRun> set;
     for (size_t i = 0; i < plan.size(); ++i) {
       std::string dest = link.work + "/dest" + how.tag + "-" + std::to_string(i);
       std::filesystem::create_directories(dest);
-      xfer::SetJob j;
+      xfer::ScheduledRun j;
       j.spec.id = uint32_t(i + 1);
       j.spec.algorithm = plan[i].algorithm;
       j.spec.tuner = plan[i].tuner;

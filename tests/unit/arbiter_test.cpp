@@ -7,7 +7,7 @@
 #include <map>
 
 using xfer::Allotment;
-using xfer::ArbiterJob;
+using xfer::LinkClaim;
 using xfer::Claim;
 using xfer::JobClass;
 
@@ -18,7 +18,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Claim claim(uint32_t id, uint32_t user, JobClass cls, double demand = kInf, double floor = 0, double weight = 1) {
   Claim c;
-  c.job = ArbiterJob{id, user, cls, weight, floor};
+  c.job = LinkClaim{id, user, cls, weight, floor};
   c.demand_bps = demand;
   return c;
 }
@@ -111,9 +111,9 @@ TEST(Arbiter, AllotmentsFollowJoinsObservationsAndLeaves) {
   xfer::Arbiter arb(cfg);
   std::map<uint32_t, Allotment> got;
   auto apply = [&](uint32_t id) { return [&got, id](const Allotment& a) { got[id] = a; }; };
-  arb.join(ArbiterJob{1, 0, JobClass::Background}, apply(1));
+  arb.join(LinkClaim{1, 0, JobClass::Background}, apply(1));
   EXPECT_EQ(got[1].cap_bps, 0);  // alone
-  arb.join(ArbiterJob{2, 1, JobClass::Foreground}, apply(2));
+  arb.join(LinkClaim{2, 1, JobClass::Foreground}, apply(2));
   EXPECT_EQ(got[1].cap_bps, cfg.min_bps);
   EXPECT_EQ(got[2].cap_bps, 0);
   // The foreground job moves 20 Mbit/s of the 100 it may have: one or two
@@ -167,7 +167,7 @@ TEST(Arbiter, AScheduleLimitCapsEvenAJobAlone) {
   cfg.goodput = 1;
   xfer::Arbiter arb(cfg);
   Allotment got;
-  arb.join(ArbiterJob{1, 0, JobClass::Normal}, [&](const Allotment& a) { got = a; });
+  arb.join(LinkClaim{1, 0, JobClass::Normal}, [&](const Allotment& a) { got = a; });
   EXPECT_EQ(got.cap_bps, 0);
   arb.set_limit(50 * M);
   EXPECT_NEAR(got.cap_bps, 50 * M, 1);
@@ -252,10 +252,10 @@ TEST(Arbiter, AnEnergyCeilingHasTheRateItNeedsSetAsideAfterTheFloors) {
   cfg.goodput = 1;
   xfer::Arbiter arb(cfg);
   std::map<uint32_t, Allotment> a;
-  ArbiterJob e{1, 0, JobClass::Normal};
+  LinkClaim e{1, 0, JobClass::Normal};
   e.ceiling_j_per_gb = 50;
   arb.join(e, [&](const Allotment& x) { a[1] = x; });
-  arb.join(ArbiterJob{2, 1, JobClass::Normal}, [&](const Allotment& x) { a[2] = x; });
+  arb.join(LinkClaim{2, 1, JobClass::Normal}, [&](const Allotment& x) { a[2] = x; });
   arb.observe(1, 40 * M, 0, 100);
   // 200 - 88 = 112, halved: 56 each; the ceiling job 88 + 56.
   EXPECT_NEAR(a[1].cap_bps, 144 * M, 1e3);
@@ -273,8 +273,8 @@ TEST(Arbiter, AFloorItsSourceDoesNotCarryGivesItsReservationBack) {
   xfer::Arbiter arb(cfg);
   std::map<uint32_t, Allotment> got;
   auto apply = [&](uint32_t id) { return [&got, id](const Allotment& a) { got[id] = a; }; };
-  arb.join(ArbiterJob{1, 7, JobClass::Normal, 1, 80 * M}, apply(1));
-  arb.join(ArbiterJob{2, 0, JobClass::Normal}, apply(2));
+  arb.join(LinkClaim{1, 7, JobClass::Normal, 1, 80 * M}, apply(1));
+  arb.join(LinkClaim{2, 0, JobClass::Normal}, apply(2));
   EXPECT_NEAR(got[2].cap_bps, 12 * M, 1);  // 88 set aside
   for (int i = 0; i < cfg.floor_release_intervals - 1; ++i) arb.observe(1, 0.016 * M);
   arb.observe(1, 80 * M);  // one interval at its floor: the count starts again
@@ -295,7 +295,7 @@ TEST(Arbiter, AFloorItsSourceDoesNotCarryGivesItsReservationBack) {
 TEST(Arbiter, WhatJobsMoveIsNoCapacityUntilTheLinkShowsFull) {
   xfer::Arbiter arb;  // capacity measured
   std::map<uint32_t, Allotment> got;
-  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  for (uint32_t id : {1u, 2u}) arb.join(LinkClaim{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
   for (int i = 0; i < 10; ++i)
     for (uint32_t id : {1u, 2u}) arb.observe(id, 18 * M, 32, 0, 0.05 + 0.01 * (i % 2));
   EXPECT_EQ(got[1].cap_bps, 0) << got[1].reason;
@@ -314,7 +314,7 @@ TEST(Arbiter, WhatJobsMoveIsNoCapacityUntilTheLinkShowsFull) {
 TEST(Arbiter, AQueueOnThePathMakesWhatTheJobsMoveTheCapacity) {
   xfer::Arbiter arb;
   std::map<uint32_t, Allotment> got;
-  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  for (uint32_t id : {1u, 2u}) arb.join(LinkClaim{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
   for (uint32_t id : {1u, 2u}) arb.observe(id, 100 * M, 32, 0, 40);
   EXPECT_EQ(arb.capacity_bps(), 0);
   arb.observe(1, 200 * M, 32, 0, 75);  // above its least once: no evidence yet
@@ -339,7 +339,7 @@ TEST(Arbiter, AQueueOnThePathMakesWhatTheJobsMoveTheCapacity) {
 TEST(Arbiter, AnEstimateThatCapsDoublesWhileTheCappedJobsShowTheyCanMoveMore) {
   xfer::Arbiter arb;
   std::map<uint32_t, Allotment> got;
-  for (uint32_t id : {1u, 2u}) arb.join(ArbiterJob{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
+  for (uint32_t id : {1u, 2u}) arb.join(LinkClaim{id, 0, JobClass::Normal}, [&, id](const Allotment& a) { got[id] = a; });
   arb.observe(1, 10 * M, 8, 0, 1);
   arb.observe(2, 10 * M, 8, 0, 1);
   arb.observe(1, 18 * M, 8, 0, 4);
@@ -368,10 +368,10 @@ TEST(Arbiter, AnEstimateThatCapsDoublesWhileTheCappedJobsShowTheyCanMoveMore) {
 TEST(Arbiter, ANewcomerTakingItsRateFromTheOthersShowsTheLinkFull) {
   xfer::Arbiter arb;
   std::map<uint32_t, Allotment> got;
-  arb.join(ArbiterJob{1, 0, JobClass::Background}, [&](const Allotment& a) { got[1] = a; });
+  arb.join(LinkClaim{1, 0, JobClass::Background}, [&](const Allotment& a) { got[1] = a; });
   for (int i = 0; i < 3; ++i) arb.observe(1, 300 * M, 32, 0, 80);  // queue full from the start: flat RTT
   EXPECT_EQ(arb.capacity_bps(), 0);
-  arb.join(ArbiterJob{2, 1, JobClass::Foreground}, [&](const Allotment& a) { got[2] = a; });
+  arb.join(LinkClaim{2, 1, JobClass::Foreground}, [&](const Allotment& a) { got[2] = a; });
   arb.observe(1, 250 * M, 32, 0, 80);  // the newcomer has not moved yet: no evidence
   EXPECT_EQ(arb.capacity_bps(), 0);
   arb.observe(2, 120 * M, 32, 0, 80);  // 250 + 120: more than before together
@@ -387,9 +387,9 @@ TEST(Arbiter, ANewcomerTakingItsRateFromTheOthersShowsTheLinkFull) {
   EXPECT_LT(got[1].cap_bps, 10 * M) << got[1].reason;
 
   xfer::Arbiter held;  // a server holds each connection: the newcomer takes nothing from the first
-  held.join(ArbiterJob{1, 0, JobClass::Normal}, [](const Allotment&) {});
+  held.join(LinkClaim{1, 0, JobClass::Normal}, [](const Allotment&) {});
   for (int i = 0; i < 3; ++i) held.observe(1, 16 * M, 1, 0, 1);
-  held.join(ArbiterJob{2, 0, JobClass::Normal}, [](const Allotment&) {});
+  held.join(LinkClaim{2, 0, JobClass::Normal}, [](const Allotment&) {});
   for (int i = 0; i < 10; ++i)
     for (uint32_t id : {1u, 2u}) held.observe(id, (15 + i % 2) * M, 1, 0, 1);
   EXPECT_EQ(held.capacity_bps(), 0) << held.capacity_basis();
@@ -401,9 +401,9 @@ TEST(Arbiter, ANewcomerTakingItsRateFromTheOthersShowsTheLinkFull) {
 // A rate of one look is no "before".
 TEST(Arbiter, AJobLookedAtOnceIsNoRateToTakeFrom) {
   xfer::Arbiter arb;
-  arb.join(ArbiterJob{1, 0, JobClass::Normal}, [](const Allotment&) {});
+  arb.join(LinkClaim{1, 0, JobClass::Normal}, [](const Allotment&) {});
   arb.observe(1, 45.5 * M, 1, 0, 7);
-  arb.join(ArbiterJob{2, 0, JobClass::Normal}, [](const Allotment&) {});
+  arb.join(LinkClaim{2, 0, JobClass::Normal}, [](const Allotment&) {});
   for (int i = 0; i < 6; ++i) {
     arb.observe(1, (i % 2 ? 33 : 0) * M, 1, 0, 7);
     arb.observe(2, (i % 2 ? 0 : 54) * M, 1, 0, 7);
@@ -420,9 +420,9 @@ TEST(Arbiter, AJobLookedAtOnceIsNoRateToTakeFrom) {
 // stands for two intervals, and a taking shows twice on two-interval rates.
 TEST(Arbiter, BurstsFromAServerAndAStallOfOneIntervalShowNoFullLink) {
   xfer::Arbiter arb;
-  arb.join(ArbiterJob{1, 0, JobClass::Normal}, [](const Allotment&) {});
+  arb.join(LinkClaim{1, 0, JobClass::Normal}, [](const Allotment&) {});
   for (int i = 0; i < 4; ++i) arb.observe(1, (i % 2 ? 33 : 0) * M, 1, 0, 7);
-  arb.join(ArbiterJob{2, 0, JobClass::Normal}, [](const Allotment&) {});
+  arb.join(LinkClaim{2, 0, JobClass::Normal}, [](const Allotment&) {});
   for (int i = 0; i < 8; ++i) {
     arb.observe(1, (i % 2 ? 33 : 0) * M, 1, 0, 7);  // in turn: one moves while the other waits
     arb.observe(2, (i % 2 ? 0 : 33) * M, 1, 0, 7);

@@ -67,7 +67,7 @@ class FakeTuner : public xfer::Tuner {
   std::vector<xfer::Observation>* seen;
   explicit FakeTuner(std::vector<xfer::Observation>* s) : seen(s) {}
   std::string name() const override { return "fake"; }
-  xfer::Params init(const xfer::JobInfo& info) override {
+  xfer::Params init(const xfer::StartFacts& info) override {
     xfer::Params p;
     p.chunks.assign(info.chunks.size(), xfer::ChunkParams{1, 1, 1});
     p.reason = "start";

@@ -21,7 +21,7 @@ TEST(EnergyEfficient, SearchFindsTheInteriorOptimum) {
     o.search_step = step;
     EnergyEfficientTuner t(o);
     SimEngine sim{mbps, watts};
-    JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+    StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
     Params end = sim.run(t, info, 24);
     EXPECT_EQ(t.chosen(), want) << "step " << step;
     EXPECT_EQ(end.total_channels(), want);

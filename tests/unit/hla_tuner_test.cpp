@@ -48,8 +48,8 @@ std::shared_ptr<const hla::ParamTable> table() {
   return t;
 }
 
-JobInfo job() {
-  JobInfo info;
+StartFacts job() {
+  StartFacts info;
   ChunkPlan c;
   c.kind = ChunkKind::Large;
   for (size_t i = 0; i < 1000; ++i) c.files.push_back(i);
@@ -234,7 +234,7 @@ namespace {
 std::unique_ptr<Tuner> started_off_the_table(std::shared_ptr<const hla::ParamTable> t, Params& p) {
   TunerOptions o;
   o.hla_table = std::move(t);
-  JobInfo info = job();
+  StartFacts info = job();
   info.bandwidth_bps = 10e9, info.rtt_s = 0.0002;
   auto tuner = make_tuner("hla-throughput", o);
   p = tuner->init(info);
@@ -253,7 +253,7 @@ TEST(HlaTuner, AChunkTheTableLacksAsksThePredictorOrSaysItUsesTheFormulas) {
 TEST(HlaTuner, MixedChunksAreScaledToTheChannelLimit) {
   TunerOptions o;
   o.hla_table = table();
-  JobInfo info = job();
+  StartFacts info = job();
   info.chunks.push_back(info.chunks[0]);
   info.max_channels = 4;  // 2 + 2 at the light band: fits
   auto t = make_tuner("hla-throughput", o);
@@ -274,7 +274,7 @@ TEST(HlaTuner, WhenAChunkFinishesTheOthersTakeOverItsShareOfTheFloor) {
     if (e.sla == "throughput") e.choice.knobs.cc = e.level < 0.6 ? 1 : 3;
   TunerOptions o = floor_of(60);
   o.hla_table = t;
-  JobInfo info = job();
+  StartFacts info = job();
   info.chunks.push_back(info.chunks[0]);  // two chunks of equal bytes: 30 Mbit/s of the floor each
   auto tuner = make_tuner("hla-throughput", o);
   Params p = tuner->init(info);
@@ -344,7 +344,7 @@ std::shared_ptr<const hla::ParamTable> steps_table() {
 SimJob on_steps(TunerOptions o, double per_channel) {
   o.hla_table = steps_table();
   o.explore_share = 0;
-  JobInfo info = job();
+  StartFacts info = job();
   SimJob r{make_tuner("hla-throughput", o)};
   r.sim.link = 1000, r.sim.per_channel = per_channel;
   r.p = r.tuner->init(info);
@@ -1018,7 +1018,7 @@ Observation two_chunks_look(const Params& p, int n, uint64_t first_left, bool se
 // most_throughput_cc4_unknown_options().
 std::pair<std::unique_ptr<Tuner>, Params> two_chunks_started() {
   auto tuner = make_tuner("hla-throughput", most_throughput_cc4_unknown_options());
-  JobInfo info = job();
+  StartFacts info = job();
   info.chunks.push_back(info.chunks[0]);
   Params p = tuner->init(info);
   return {std::move(tuner), std::move(p)};
@@ -1399,7 +1399,7 @@ TEST(HlaTuner, AChunkGetsNoMoreCcThanItHasFiles) {
   }
   TunerOptions o;
   o.hla_table = t;
-  JobInfo info = job();
+  StartFacts info = job();
   info.chunks[0].files = {0, 1};
   info.chunks[0].bytes = uint64_t(2e7), info.chunks[0].size_sd = 0;
   for (const char* policy : {"hla-throughput", "hla-energy"}) {
@@ -1465,11 +1465,11 @@ TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
   TunerOptions o;
   o.hla_table = t;
   o.explore_share = 0;
-  auto start = [&](const JobInfo& info) {
+  auto start = [&](const StartFacts& info) {
     std::unique_ptr<Tuner> tuner = make_tuner("hla-throughput", o);
     return tuner->init(info);
   };
-  JobInfo info = job();
+  StartFacts info = job();
   info.bandwidth_bps = 1000e6, info.loss_pct = -1;  // assumed, not configured
   Params unknown = start(info);
   EXPECT_NE(unknown.reason.find("P1/D1/L1"), std::string::npos) << unknown.reason;  // the first, link and loss unknown
@@ -1495,7 +1495,7 @@ TEST(HlaTuner, AJobOnAKnownPathStartsFromItsMeasuredLinkAndLoss) {
 // one did.
 TEST(HlaTuner, CoresNoRowTurnedAreLeftToTheFormulas) {
   auto on_two_cores = [] {  // the job, on a machine whose cores the tuner may turn
-    JobInfo info = job();
+    StartFacts info = job();
     info.kernel.cores = true, info.kernel.cores_mode = "affinity", info.kernel.cores_present = 2;
     info.kernel.cores_online = 2;
     return info;

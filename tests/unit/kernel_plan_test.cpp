@@ -12,7 +12,7 @@ using namespace xfer;
 using namespace xfer::testing;
 
 TEST(KernelPlan, OffOrAbsentLeavesTheKernelAlone) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
   Params p = MaxThroughputTuner(TunerOptions{}).init(info);  // no caps: nothing to tune
   EXPECT_EQ(p.cores, 0);
   EXPECT_EQ(p.freq_khz, 0);

@@ -12,7 +12,7 @@ using namespace xfer::testing;
 // MaxThr: 32 channels dealt L, M, S; all cores; when Large finishes its
 // channels are dealt to the others.
 TEST(MaxThroughput, DealsRoundRobinAndRedealsFinishedChunks) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Medium, 100, 240'000'000),
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Medium, 100, 240'000'000),
                            plan(ChunkKind::Large, 3, 700'000'000)},
                           32);
   info.kernel.cores = true, info.kernel.cores_present = 4, info.kernel.cores_online = 2;
@@ -35,7 +35,7 @@ TEST(MaxThroughput, DealsRoundRobinAndRedealsFinishedChunks) {
 // (T = 300 (1 - e^(-n/4)) Mbit/s, best utility at n ~ 10) the search climbs
 // from 2, settles around the optimum and never takes all 32 channels.
 TEST(MaxThroughput, FalconsCostPerStreamSettlesWhereAStreamAddsLessThanItCosts) {
-  JobInfo info = wan_info({plan(ChunkKind::Large, 4, 800'000'000)}, 32);
+  StartFacts info = wan_info({plan(ChunkKind::Large, 4, 800'000'000)}, 32);
   TunerOptions o;
   o.stream_cost = 1.02;
   MaxThroughputTuner t(o);

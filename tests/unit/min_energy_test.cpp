@@ -28,8 +28,8 @@ namespace {
 
 // BDP 2.5 MB, a 1 MB TCP buffer, and a chunk of each kind: Small (avg
 // 100 KB), Medium (avg 2.4 MB), Large (one 220 MB file).
-JobInfo three_chunks() {
-  JobInfo info;
+StartFacts three_chunks() {
+  StartFacts info;
   info.bdp_bytes = 2'500'000;
   info.tcp_buf_bytes = 1'000'000;
   info.max_channels = 32;
@@ -43,7 +43,7 @@ JobInfo three_chunks() {
 }  // namespace
 
 TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
-  JobInfo info = three_chunks();
+  StartFacts info = three_chunks();
   MinEnergyTuner t;
   Params p = t.init(info);
   ASSERT_EQ(p.chunks.size(), 3u);
@@ -60,7 +60,7 @@ TEST(MinEnergy, ChannelsShrinkFromSmallToLarge) {
 // get only the channels pp leaves short of ceil(BDP / avg) files in flight,
 // and at least ceil(BDP / buf) so that the TCP buffers hold the BDP.
 TEST(MinEnergy, OverHttp2StreamsStandInForChannels) {
-  JobInfo info = three_chunks();
+  StartFacts info = three_chunks();
   info.multiplexed = true;
   MinEnergyTuner t;
   Params p = t.init(info);
@@ -97,8 +97,8 @@ xfer::Observation large_interval(double mbps, double retrans_per_mb, bool settli
   return o;
 }
 
-JobInfo one_large_chunk() {
-  JobInfo info;
+StartFacts one_large_chunk() {
+  StartFacts info;
   info.bdp_bytes = 5'000'000;
   info.tcp_buf_bytes = 32 << 20;  // p = 1 by the formula
   info.bandwidth_bps = 500e6;
@@ -136,7 +136,7 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
   EXPECT_FALSE(clean.decide(large_interval(203, 0, true)).has_value());  // slow but no loss: not the path's loss
   EXPECT_FALSE(fast.decide(large_interval(455, 3, true)).has_value());   // most of the link already
   // Other chunks of the job use most of the link: what is left is not idle.
-  JobInfo two = one_large_chunk();
+  StartFacts two = one_large_chunk();
   two.chunks.insert(two.chunks.begin(), xfer::ChunkPlan{xfer::ChunkKind::Small, {2}, 100'000});
   shared.init(two);
   xfer::Observation o = large_interval(150, 200, true);
@@ -152,7 +152,7 @@ TEST(MinEnergy, LossBoundLargeFilesTryMoreStreamsOnceAndKeepThemOnlyIfTheyPay) {
 // decides, and the same two looks to judge the change; then one interval at
 // a time. The kernel layer waits while the probe is being judged.
 TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
-  JobInfo info = one_large_chunk();
+  StartFacts info = one_large_chunk();
   info.rtt_s = 0.08;
   MinEnergyTuner t({.kernel = false});
   ASSERT_EQ(t.init(info).chunks[0].p, 1);
@@ -183,12 +183,12 @@ TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
     u.init(one_large_chunk());
     return u.next_look_s();
   }().has_value());
-  JobInfo small = info;
+  StartFacts small = info;
   small.chunks = {xfer::ChunkPlan{xfer::ChunkKind::Small, {0}, 100'000}};
   MinEnergyTuner s;
   s.init(small);
   EXPECT_FALSE(s.next_look_s().has_value());
-  JobInfo no_rate = info;
+  StartFacts no_rate = info;
   no_rate.bandwidth_bps = 0;
   MinEnergyTuner n;
   n.init(no_rate);
@@ -202,7 +202,7 @@ TEST(MinEnergy, TheLossProbeLooksSoonerThanAnInterval) {
 // the busy CPU asks for because it pays, steps the frequency down, keeps
 // what pays and undoes what does not.
 TEST(MinEnergy, KernelAddsACoreOnlyWhenBusyAndCheaperThenStepsTheFrequencyDown) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
   info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 4;
   info.kernel.cores_online = 4;
   info.kernel.freq = true, info.kernel.freqs_khz = {1200000, 1800000, 2400000};
@@ -232,7 +232,7 @@ TEST(MinEnergy, KernelAddsACoreOnlyWhenBusyAndCheaperThenStepsTheFrequencyDown) 
 // Busy, but the link is the limit: a second core brings no throughput, only
 // its idle draw. It is tried once, undone, and not tried again.
 TEST(MinEnergy, ACoreThatDoesNotPayIsUndoneAndNotTriedAgain) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)}, 32);
   info.kernel.cores = true, info.kernel.cores_mode = "hotplug", info.kernel.cores_present = 2;
   info.kernel.cores_online = 2;
   MinEnergyTuner t;

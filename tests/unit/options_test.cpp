@@ -90,7 +90,7 @@ TEST(Options, LayersMergeAsTheDaemonDocumentsThem) {
   l.global = {{"max_channels", 16}, {"min_cores", 2}, {"max_freq_khz", 2000000}, {"interval_ms", 1000}};
   l.policy = {{"target_pct", 70}, {"max_channels", 24}, {"min_cores", 1}, {"max_freq_khz", 2500000}};
   l.job = {{"target_mbps", 300}, {"max_channels", 64}};
-  xfer::JobSetup s = xfer::setup_job("throughput-target", l);
+  xfer::ResolvedOptions s = xfer::setup_job("throughput-target", l);
   EXPECT_DOUBLE_EQ(s.tuner.target_mbps, 300);  // the job's target replaces the policy's, whichever kind
   EXPECT_DOUBLE_EQ(s.tuner.target_pct, 0);
   EXPECT_EQ(s.engine.max_channels, 24);        // the policy's replaces the global; the job's only lowers it
@@ -106,7 +106,7 @@ TEST(Options, LayersMergeAsTheDaemonDocumentsThem) {
   xfer::OptionLayers run;
   run.job_scope = xfer::kRun;
   run.job = {{"cc", 4}, {"pp", 8}, {"kernel_mode", "off"}};
-  xfer::JobSetup st = xfer::setup_job("static", run);
+  xfer::ResolvedOptions st = xfer::setup_job("static", run);
   ASSERT_TRUE(st.tuner.fixed);
   EXPECT_EQ(*st.tuner.fixed, (xfer::ChunkParams{4, 1, 8}));
   EXPECT_FALSE(st.kernel);
@@ -119,7 +119,7 @@ TEST(Options, AJobMayOnlyLowerItsClass) {
   xfer::OptionLayers l;
   l.policy = {{"class", "high"}, {"weight", 2.5}};
   l.job = {{"class", "background"}};
-  xfer::JobSetup s = xfer::setup_job("min-energy", l);
+  xfer::ResolvedOptions s = xfer::setup_job("min-energy", l);
   EXPECT_EQ(s.cls, xfer::JobClass::Background);
   EXPECT_DOUBLE_EQ(s.weight, 2.5);
   l.job = {{"class", "foreground"}};

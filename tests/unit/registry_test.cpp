@@ -102,7 +102,7 @@ TEST(Registry, TheReadmeListsEveryPolicyAndEverySubmitOption) {
 TEST(TunerRegistry, KnowsItsPoliciesAndRejectsOthers) {
   EXPECT_EQ(xfer::make_tuner("min-energy", {})->name(), "min-energy");
   auto st = xfer::make_tuner("static", {xfer::ChunkParams{4, 2, 8}});
-  xfer::JobInfo info;
+  xfer::StartFacts info;
   info.chunks.resize(2);
   EXPECT_EQ(st->init(info).chunks.at(1), (xfer::ChunkParams{4, 2, 8}));
   try {

@@ -10,7 +10,7 @@ using namespace xfer;
 using namespace xfer::testing;
 
 TEST(StaticTuner, PassesCoresAndFrequencyThrough) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 10, 1000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 10, 1000)});
   info.kernel.cores = true, info.kernel.cores_present = 2;
   StaticTuner t({4, 2, 8}, 1, 1800000);
   Params p = t.init(info);
@@ -23,7 +23,7 @@ TEST(StaticTuner, PassesCoresAndFrequencyThrough) {
 // A sweep's cores go through the same controller: the nearest level the
 // machine has, and a point asking for cores where core control is off says so.
 TEST(SweepTuner, CoresGoThroughTheKernelControllerAtEachPoint) {
-  JobInfo info = wan_info({plan(ChunkKind::Small, 10, 1000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 10, 1000)});
   info.kernel.cores = true, info.kernel.cores_present = 2, info.kernel.min_cores = 1;
   SweepTuner t({{2, 1, 1, 4}, {1, 1, 1, 1}}, 1);
   Params p = t.init(info);

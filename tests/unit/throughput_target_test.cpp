@@ -56,7 +56,7 @@ TEST(ThroughputTarget, CorrectsMultiplicativelyThenChannelLimit) {
     o.target_mbps = 200;
     ThroughputTargetTuner t(o);
     SimEngine sim{curve, [](const Params&) { return 10.0; }};
-    JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 3, 700'000'000)}, 8);
+    StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 3, 700'000'000)}, 8);
     Params end = sim.run(t, info, 40);
     EXPECT_EQ(end.total_channels(), 8);
     EXPECT_TRUE(t.summary()["rearranged"].get<bool>());
@@ -111,7 +111,7 @@ TEST(ThroughputTarget, ScalesPipeliningWhereTheCapDoesNotBite) {
   ThroughputTargetTuner t(o);
   SimEngine sim{[](const Params& p) { return 20.0 * p.chunks[0].pp * p.chunks[0].cc; }, [](const Params&) { return 10.0; }};
   sim.honours_cap = false;
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
   Params end = sim.run(t, info, 10);
   EXPECT_EQ(sim.applied[0].chunks[0].pp, 25);  // ceil(2.5e6 / 1e5)
   EXPECT_GT(sim.applied[2].rate_cap_bps, 0);   // the cap first
@@ -125,7 +125,7 @@ TEST(ThroughputTarget, ProbeWaitsForTheRateToStopRising) {
   TunerOptions o;
   o.target_pct = 50;
   ThroughputTargetTuner t(o);
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000)});
   SimEngine sim{[](const Params&) { return 0.0; }, [](const Params&) { return 10.0; }};
   Params p = t.init(info);
   const double ramp[] = {0, 47, 140, 300, 440, 450};  // Mbit/s per interval
@@ -142,7 +142,7 @@ TEST(ThroughputTarget, ProbeWaitsForTheRateToStopRising) {
 // or small files' slow start, whichever is less; one channel when the RTT is
 // not known.
 TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
-  JobInfo info = wan_info({plan(ChunkKind::Large, 3, 700'000'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Large, 3, 700'000'000)}, 64);
   info.bandwidth_bps = 300e6;
   std::string why;
   EXPECT_EQ(ThroughputTargetTuner::start_channels(info, 120e6, &why), 1);  // no RTT
@@ -156,7 +156,7 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   // HTTP/1.1, no loss: the window is the TCP buffer (6 MB), so a file takes
   // a round trip and 100 kB at 800 Mbit/s: 800 kbit / (60 ms x 1.017) =
   // 13.1 Mbit/s a channel, 10 channels.
-  JobInfo small = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
+  StartFacts small = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
   small.rtt_s = 0.06;
   EXPECT_EQ(ThroughputTargetTuner::start_channels(small, 120e6, &why), 10);
   EXPECT_NE(why.find("a file a round trip on an open connection"), std::string::npos) << why;
@@ -176,7 +176,7 @@ TEST(ThroughputTarget, StartsFromWhatOneChannelCarriesOnThePath) {
   // job is provisioned for its cold start, 80 files of 400 kB in 2 + log2(1
   // + 400000 / 14480) = 6.84 round trips each: 7.8 Mbit/s a channel, 16.
   EXPECT_FALSE(ThroughputTargetTuner::too_short_to_correct(small, 120e6));
-  JobInfo tail = wan_info({plan(ChunkKind::Small, 80, 32'000'000)}, 64);
+  StartFacts tail = wan_info({plan(ChunkKind::Small, 80, 32'000'000)}, 64);
   tail.rtt_s = 0.06;
   EXPECT_TRUE(ThroughputTargetTuner::too_short_to_correct(tail, 120e6));
   EXPECT_EQ(ThroughputTargetTuner::start_channels(tail, 120e6, &why), 16);
@@ -266,7 +266,7 @@ TEST(ThroughputTarget, TheRampCountsChannelsJustAddedCold) {
   // Through the tuner: 8 channels warm at 10 Mbit/s each for a floor of
   // 120 on a 60-ms path; the cold first look decides nothing, the second
   // steps to 23 (ThroughputTarget.StartsFromWhatOneChannelCarriesOnThePath).
-  JobInfo info = wan_info({plan(ChunkKind::Large, 3, 700'000'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Large, 3, 700'000'000)}, 64);
   info.bandwidth_bps = 300e6;
   info.rtt_s = 0.06;
   info.loss_pct = 0.01;
@@ -323,7 +323,7 @@ TEST(ThroughputTarget, MakesUpForTheStartWithinTheBand) {
   TunerOptions o;
   o.target_mbps = 120;
   ThroughputTargetTuner t(o);
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1500, 150'000'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1500, 150'000'000)}, 64);
   Params p = t.init(info);  // no RTT: one channel, no quick looks
   ASSERT_EQ(p.total_channels(), 1);
   auto look = [&](const Params& q, double t_s, uint64_t done, double mbps) {
@@ -370,7 +370,7 @@ TEST(ThroughputTarget, TrimsChannelsAsSoonAsTheOvershootIsMeasured) {
   TunerOptions o;
   o.target_mbps = 100;
   ThroughputTargetTuner t(o);
-  JobInfo info = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 600, 60'000'000)}, 64);
   info.rtt_s = 0.06;
   SimEngine sim{[&](const Params& p) { return 21.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
   Params end = sim.run(t, info, 6);
@@ -413,7 +413,7 @@ TEST(ThroughputTarget, TheTailRaisesTheCapAndHandsAFinishedChunksChannelsOn) {
   TunerOptions o;
   o.target_mbps = 200;
   ThroughputTargetTuner t(o);
-  JobInfo info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 2, 400'000'000)});
+  StartFacts info = wan_info({plan(ChunkKind::Small, 1000, 100'000'000), plan(ChunkKind::Large, 2, 400'000'000)});
   SimEngine sim{[](const Params& p) { return 40.0 * p.total_channels(); }, [](const Params&) { return 10.0; }};
   Params p = sim.run(t, info, 6);  // 6 channels, capped at 206 (JumpsToTheEstimatedConcurrency)
   ASSERT_EQ(p.total_channels(), 6);
@@ -458,7 +458,7 @@ TEST(ThroughputTarget, ChannelsGoWhereTheWorkIsOnceMeasured) {
   TunerOptions o;
   o.target_mbps = 200;
   ThroughputTargetTuner t(o);
-  JobInfo info = wan_info({plan(ChunkKind::Small, 400, 40'000'000), plan(ChunkKind::Medium, 20, 40'000'000)}, 32);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 400, 40'000'000), plan(ChunkKind::Medium, 20, 40'000'000)}, 32);
   Params p = t.init(info);  // no RTT: one channel to start
   auto observe = [&](const Params& q, double small_per, double medium_per, bool settling) {
     Observation ob;
@@ -518,7 +518,7 @@ Observation look(const Params& p, double t_s, double mbps, size_t files, size_t 
 TEST(ThroughputTarget, ChannelsForTheFilesLeftComeBeforeTheRateFalls) {
   TunerOptions o;
   o.target_mbps = 100;
-  JobInfo info = wan_info({plan(ChunkKind::Small, 400, 100'000'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 400, 100'000'000)}, 64);
   info.rtt_s = 0.045;
   for (bool smaller : {true, false}) {
     ThroughputTargetTuner t(o);
@@ -554,7 +554,7 @@ TEST(ThroughputTarget, ChannelsForTheFilesLeftComeBeforeTheRateFalls) {
 TEST(ThroughputTarget, ChunksUnderACapEndTogether) {
   TunerOptions o;
   o.target_mbps = 110;
-  JobInfo info = wan_info({plan(ChunkKind::Small, 85, 18'600'000), plan(ChunkKind::Medium, 15, 43'400'000)}, 64);
+  StartFacts info = wan_info({plan(ChunkKind::Small, 85, 18'600'000), plan(ChunkKind::Medium, 15, 43'400'000)}, 64);
   info.rtt_s = 0.045;
   auto two = [](const Params& q, double t_s, double small_mbps, double medium_mbps, uint64_t small_done,
                 uint64_t medium_done) {

@@ -19,8 +19,8 @@ inline ChunkPlan plan(ChunkKind k, size_t files, uint64_t bytes) {
   return p;
 }
 
-inline JobInfo wan_info(std::vector<ChunkPlan> chunks, int max_channels = 16) {
-  JobInfo info;
+inline StartFacts wan_info(std::vector<ChunkPlan> chunks, int max_channels = 16) {
+  StartFacts info;
   info.chunks = std::move(chunks);
   info.bdp_bytes = 2'500'000;  // 500 Mbit/s x 40 ms
   info.tcp_buf_bytes = 6'000'000;
@@ -68,7 +68,7 @@ struct SimEngine {
     return o;
   }
   // Runs the tuner for n intervals; returns the params in force at the end.
-  Params run(Tuner& t, const JobInfo& info, int n) {
+  Params run(Tuner& t, const StartFacts& info, int n) {
     Params p = t.init(info);
     applied.push_back(p);
     for (int i = 0; i < n; ++i) {

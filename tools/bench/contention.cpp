@@ -74,11 +74,11 @@ nlohmann::json run_set(const Scenario& sc, const std::vector<PreparedDataset>& d
       const std::string dest = dest_root + "/" + j.name;
       fs::remove_all(dest);
       fs::create_directories(dest);
-      xfer::SetJob s;
+      xfer::ScheduledRun s;
       s.spec.id = uint32_t(i + 1);
       s.spec.algorithm = j.algorithm;
       s.spec.tuner.target_mbps = j.target_mbps;
-      s.spec.claim = xfer::ArbiterJob{0, j.user, xfer::job_class_from(j.cls).value_or(xfer::JobClass::Normal)};
+      s.spec.claim = xfer::LinkClaim{0, j.user, xfer::job_class_from(j.cls).value_or(xfer::JobClass::Normal)};
       s.spec.job = xfer::Job::Spec{xfer::parse_manifest(manifest, j.name), dest, opts};
       s.start_s = sequential ? 0 : j.start_s;
       return s;
@@ -91,7 +91,7 @@ nlohmann::json run_set(const Scenario& sc, const std::vector<PreparedDataset>& d
       if (sequential) {
         for (size_t i = 0; i < sc.jobs.size(); ++i) result["runs"].push_back(xfer::run_job_set({spec_of(i)}, so));
       } else {
-        std::vector<xfer::SetJob> all;
+        std::vector<xfer::ScheduledRun> all;
         for (size_t i = 0; i < sc.jobs.size(); ++i) all.push_back(spec_of(i));
         result = xfer::run_job_set(std::move(all), so);
       }

@@ -115,7 +115,7 @@ void raise_fd_limit() {
 struct RunInputs {
   xfer::Manifest manifest;
   std::string policy;
-  xfer::JobSetup setup;
+  xfer::ResolvedOptions setup;
   std::string table_path;
   std::shared_ptr<const xfer::hla::ParamTable> table;
   std::unique_ptr<xfer::hla::History> history;

@@ -50,8 +50,8 @@ std::optional<JobClass> job_class_from(const std::string& s);
 // The class names, highest first (the config's and Submit's choices).
 const std::vector<std::string>& job_class_names();
 
-// A job as the arbiter sees it.
-struct ArbiterJob {
+// A job's claim on the link, as the arbiter divides it.
+struct LinkClaim {
   uint32_t id = 0;
   uint32_t user = 0;
   JobClass cls = JobClass::Normal;
@@ -73,7 +73,7 @@ struct Allotment {
 
 // One job's claim on the link for one division.
 struct Claim {
-  ArbiterJob job;
+  LinkClaim job;
   double demand_bps = std::numeric_limits<double>::infinity();  // infinity: as much as it can get
   int connections = 0;  // connections its tuner asks for (cc x p); 0: as many as it can get
   // A job under an energy ceiling: the rate it needs to stay under it (what
@@ -143,7 +143,7 @@ class Arbiter {
 
   // A job's allotment changed: the callback given at join (the job's ControlLoop).
   using Apply = std::function<void(const Allotment&)>;
-  void join(const ArbiterJob& j, Apply apply);
+  void join(const LinkClaim& j, Apply apply);
   void leave(uint32_t id);
   // A job's last interval: what it moved (bits/s). Divides again.
   // joules_per_gb: what its interval cost per GB (0: not known), for an
@@ -177,7 +177,7 @@ class Arbiter {
 
  private:
   struct Member {
-    ArbiterJob job;
+    LinkClaim job;
     Apply apply;
     Allotment allot;
     double last_bps = 0;

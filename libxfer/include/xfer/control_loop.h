@@ -39,7 +39,7 @@ struct LoopParts {
   KernelLayer* kernel = nullptr;  // cores and frequency, when this job may turn them
   uint32_t id = 1;                // the job's id in the flow monitor, the machine and the arbiter
   Arbiter* arbiter = nullptr;     // what the jobs share (the link): the job's allotment
-  ArbiterJob claim;               // how the arbiter sees the job (its id is `id`)
+  LinkClaim claim;               // how the arbiter sees the job (its id is `id`)
   // The layer shared by the jobs (kernel is its layer): the job asks within
   // its policy's range (kernel_range) and the most any job asks is set.
   KernelShare* kernel_share = nullptr;
@@ -78,7 +78,7 @@ class ControlLoop : public JobController {
   uint64_t flow_bytes() const { return flow_bytes_; }
 
  private:
-  Params transfer_begins(const JobInfo& info) override;
+  Params transfer_begins(const StartFacts& info) override;
   void transfer_ends() override;
   void tick();
   IntervalRecord observe();

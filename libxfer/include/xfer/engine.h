@@ -230,7 +230,7 @@ class JobController {
  public:
   virtual ~JobController() = default;
   // The params to start with.
-  virtual Params transfer_begins(const JobInfo& info) = 0;
+  virtual Params transfer_begins(const StartFacts& info) = 0;
   virtual void transfer_ends() = 0;
 };
 
@@ -329,7 +329,7 @@ class Job {
   const EngineOptions& options() const;
   JobProgress progress() const;
   // Once the transfer has begun (after discovery): what the tuner was told.
-  const JobInfo& info() const;
+  const StartFacts& info() const;
   std::vector<ChunkStatus> chunks() const;
   std::vector<OriginStatus> origins() const;
   const std::vector<FailedFile>& failed() const;

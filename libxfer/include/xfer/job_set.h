@@ -14,7 +14,8 @@
 
 namespace xfer {
 
-struct SetJob {
+// A job of the set, and when it starts.
+struct ScheduledRun {
   RunningJobSpec spec;  // spec.id: its id in the arbiter, the monitor and the machine
   double start_s = 0;   // after the set starts
 };
@@ -35,6 +36,6 @@ struct SetOptions {
 //  machine's joules over the set, "source": the energy meter's,
 //  "seconds": the set's wall time, "kernel_note": why no kernel layer (when
 //  one was asked for and could not be opened)}.
-nlohmann::json run_job_set(std::vector<SetJob> jobs, const SetOptions& o);
+nlohmann::json run_job_set(std::vector<ScheduledRun> jobs, const SetOptions& o);
 
 }  // namespace xfer

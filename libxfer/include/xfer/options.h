@@ -75,7 +75,9 @@ struct OptionLayers {
   bool global_bandwidth_configured = false;
 };
 
-struct JobSetup {
+// A job's settings resolved from its layers: what its engine, its tuner, the
+// kernel layer and the arbiter are given.
+struct ResolvedOptions {
   OptionValues values;  // merged: defaults < global < policy < job
   EngineOptions engine;
   TunerOptions tuner;
@@ -91,7 +93,7 @@ struct JobSetup {
 // holds across options for a job of the algorithm; merges the layers (a
 // policy's or job's target replaces the one below it; kernel ranges of a
 // policy lie within the global ones). Throws OptionError.
-JobSetup setup_job(const std::string& algorithm, const OptionLayers& layers);
+ResolvedOptions setup_job(const std::string& algorithm, const OptionLayers& layers);
 // The checks of one layer alone (a policy in the config, a Submit's
 // options): "" or the first problem.
 std::string check_layer(const OptionValues& v, OptionScope scope, const std::string& algorithm = "");

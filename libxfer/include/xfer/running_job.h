@@ -47,7 +47,7 @@ struct RunningJobSpec {
   KernelLayer::Config kernel_range;
   // How the arbiter sees the job (class, user, weight); its floor is the
   // tuner's target_mbps when the policy takes one (a throughput floor).
-  ArbiterJob claim;
+  LinkClaim claim;
   // The job's run in the history (tool, job id, policy, label...): recorded
   // when SharedParts::history is set.
   hla::RunRow run;

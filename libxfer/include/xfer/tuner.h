@@ -21,8 +21,8 @@ namespace hla {
 struct ParamTable;
 }
 
-// What a tuner knows about the job before it starts.
-struct JobInfo {
+// What a tuner knows about the job and its path when it starts.
+struct StartFacts {
   std::vector<ChunkPlan> chunks;
   uint64_t bdp_bytes = 0;
   double bandwidth_bps = 0;  // link rate (bits/s): configured, the path's as measured before, or assumed
@@ -135,7 +135,7 @@ class Tuner {
   // The energy the policy minimises (nullopt: none; it maximises throughput
   // or holds what it is given). The reports say which.
   virtual std::optional<EnergyKind> minimises() const { return std::nullopt; }
-  virtual Params init(const JobInfo& info) = 0;
+  virtual Params init(const StartFacts& info) = 0;
   // Called every interval; nullopt keeps the current params.
   virtual std::optional<Params> decide(const Observation& obs) = 0;
   // When the tuner wants its next observation sooner than one interval
