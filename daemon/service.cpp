@@ -400,11 +400,13 @@ void Service::submit(const Caller& c, SubmitRequest req, SubmitReply reply) {
   // A floor is admitted only if it fits beside the floors admitted already
   // (or waits for room, when its policy says admission = "queue").
   double floor = xfer::job_floor_bps(p.algorithm, setup.tuner);
-  UserLimits(cfg).check_floors(c.name, holdings(c.uid), floor);
+  const UserLimits limits(cfg);
+  const UserHoldings holds = holdings(c.uid);
+  limits.check_floors(c.name, holds, floor);
   if (floor > 0 && !setup.queue_unfit)
     if (std::string why = node.arbiter().admit(floor, admitted_floors()); !why.empty())
       throw Refusal(err::kFloorDoesNotFit, why + "; nothing fetched (policy '" + p.name + "')");
-  UserLimits(cfg).check_jobs(c.name, holdings(c.uid), req.manifest.entries.size());
+  limits.check_jobs(c.name, holds, req.manifest.entries.size());
   if (checks.pending(c.uid) >= kMaxChecksPerUser)
     throw Refusal(err::kTooManyJobs, fmt::format("{} has {} submissions whose destination is still being checked; wait "
                                                  "for their answers",
@@ -520,8 +522,6 @@ std::string Service::name_clash(const JobRecord& n) const {
 }
 
 
-size_t Service::running() const { return xfer::seats_taken(seats()); }
-
 // The queue (xfer/slots.h): the oldest queued job of the user holding the
 // fewest slots, among those that fit, until no slot is left or none fits.
 void Service::start_queued() {
@@ -631,20 +631,19 @@ std::string Service::job_ca(JobRecord& j, std::string* why) {
 // any asks is set); the others tune the application layer only, and
 // kernel_note says why. It is opened with the widest range (the [kernel]
 // section's mode and journal); each job asks within its policy's.
-const xfer::KernelLayer::Config* Service::kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup,
-                                                     xfer::KernelLayer::Config* widest) {
+std::optional<xfer::KernelLayer::Config> Service::kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup) {
   j.kernel_note.clear();
   if (!j.policy.kernel) {
     j.kernel_note = "policy " + j.policy.name + " tunes the application layer only";
   } else if (!setup.kernel) {
     j.kernel_note = "kernel layer off in the config ([kernel] mode)";
   } else {
-    *widest = setup.kernel_config;
-    widest->min_cores = 1, widest->max_cores = 0, widest->min_freq_khz = 0, widest->max_freq_khz = 0;
+    xfer::KernelLayer::Config widest = setup.kernel_config;
+    widest.min_cores = 1, widest.max_cores = 0, widest.min_freq_khz = 0, widest.max_freq_khz = 0;
     return widest;
   }
   log::info("job {}: {}", j.row.id, j.kernel_note);
-  return nullptr;
+  return std::nullopt;
 }
 
 void Service::start(JobRecord& j) {
@@ -699,10 +698,9 @@ void Service::start(JobRecord& j) {
   spec.run.tool = "xferd", spec.run.job_id = int64_t(id), spec.run.policy = j.policy.name;
   spec.run.algorithm = j.policy.algorithm, spec.run.label = j.label;
   spec.run.link_source = cfg.configured("bandwidth_mbps") ? "configured" : "assumed";
-  xfer::KernelLayer::Config widest;
-  const xfer::KernelLayer::Config* kernel = kernel_for(j, setup, &widest);
+  const std::optional<xfer::KernelLayer::Config> kernel = kernel_for(j, setup);
   try {
-    j.run = node.run(std::move(spec), history.get(), kernel, &j.kernel_note);
+    j.run = node.run(std::move(spec), history.get(), kernel ? &*kernel : nullptr, &j.kernel_note);
   } catch (const std::invalid_argument& e) {  // the tuner
     return fail(j, std::string("policy ") + j.policy.name + ": " + e.what());
   } catch (const std::exception& e) {  // the Job: its destination

@@ -253,9 +253,9 @@ struct Service {
   void start(JobRecord& j);
   bool reopen_as_owner(JobRecord& j);  // true: its files are being opened again as its owner
   std::string job_ca(JobRecord& j, std::string* why);
-  // The kernel layer's config for a job whose policy may turn it (null,
+  // The kernel layer's config for a job whose policy may turn it (none,
   // with j.kernel_note saying why, for one that may not).
-  const xfer::KernelLayer::Config* kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup, xfer::KernelLayer::Config* widest);
+  std::optional<xfer::KernelLayer::Config> kernel_for(JobRecord& j, const xfer::ResolvedOptions& setup);
   void follow(JobRecord& j);  // hooks a running job's intervals, states and end to the service
   void fail(JobRecord& j, const std::string& why);  // a job that could not start ends Failed, with the reason
   void finished(JobRecord& j);
@@ -265,7 +265,6 @@ struct Service {
   // Tears down what a job held while it ran: its loop, the Job, the
   // destination descriptor, and the kernel layer (restoring cores and frequency).
   void retire(JobRecord& j);
-  size_t running() const;
   // A job's run's figures into the counters, since they were last counted.
   void count(JobRecord& j);
   void count_interval(JobRecord& j, const xfer::IntervalRecord& r);
